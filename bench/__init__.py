@@ -1,0 +1,3 @@
+"""bench: a benchmarking and profiling harness for TensorFlow distribution strategies."""
+
+__version__ = "0.1.0"

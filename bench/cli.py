@@ -1,0 +1,149 @@
+"""The `bench` command line. Thin: each command parses options and calls one module."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+
+from bench.errors import BenchError
+
+app = typer.Typer(
+    help="Benchmark and profile TensorFlow distribution strategies from declarative scenarios.",
+    no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False,
+)
+# Piped output (CI logs, files) gets a wide fixed width instead of rich's 80-column fallback.
+console = Console(width=None if sys.stdout.isatty() else 160)
+err_console = Console(stderr=True, width=None if sys.stderr.isatty() else 200)
+
+
+def _fail(exc: BenchError) -> typer.Exit:
+    err_console.print(f"[red]error:[/] {escape(str(exc))}", soft_wrap=True, highlight=False)
+    return typer.Exit(code=2)
+
+
+ScenarioArg = Annotated[Path, typer.Argument(help="Scenario TOML file.", show_default=False)]
+
+
+@app.command()
+def run(
+    scenario: ScenarioArg,
+    results_dir: Annotated[Path, typer.Option("--results-dir", "-o",
+                                              help="Where run directories are created.")
+                           ] = Path("results"),
+    quick: Annotated[bool, typer.Option(help="Few steps (smoke test): 3 warmup, 20 timed, "
+                                             "2 repeats.")] = False,
+    warmup: Annotated[Optional[int], typer.Option(min=0, help="Override measure.warmup_steps."
+                                                  )] = None,
+    steps: Annotated[Optional[int], typer.Option(min=1, help="Override measure.steps.")] = None,
+    repeats: Annotated[Optional[int], typer.Option(min=1, help="Override measure.repeats.")
+                       ] = None,
+    timeout: Annotated[Optional[float], typer.Option(min=1, help="Override measure.timeout_s "
+                                                     "(wall-clock budget per variant).")] = None,
+    only: Annotated[Optional[list[str]], typer.Option(help="Run only variants whose id matches "
+                                                      "this glob (repeatable).")] = None,
+) -> None:
+    """Run every variant of SCENARIO, each in its own process, and write a run directory.
+
+    Exit code: 0 when every variant is ok or skipped, 1 when any failed, 2 on bad input,
+    130 when interrupted (finished records are kept).
+    """
+    from bench.runner import RunOptions
+    from bench.runner import run as run_scenario
+
+    opts = RunOptions(results_dir=results_dir, quick=quick, warmup_steps=warmup, steps=steps,
+                      repeats=repeats, timeout_s=timeout, only=only or [])
+    try:
+        outcome = run_scenario(scenario, opts, console)
+    except BenchError as exc:
+        raise _fail(exc) from None
+    raise typer.Exit(code=outcome.exit_code)
+
+
+@app.command()
+def validate(scenarios: Annotated[list[Path], typer.Argument(help="Scenario TOML file(s).")]
+             ) -> None:
+    """Check scenario files and print the variants each expands to."""
+    from bench.scenario import load_variants
+
+    for path in scenarios:
+        try:
+            scenario, variants = load_variants(path)
+        except BenchError as exc:
+            raise _fail(exc) from None
+        table = Table(title=f"{escape(str(path))}: {escape(scenario.name)} → "
+                            f"{len(variants)} variant(s)")
+        table.add_column("variant id", no_wrap=True)
+        for column in ("per-replica batch", "global batch", "learning rate"):
+            table.add_column(column, justify="right")
+        for v in variants:
+            table.add_row(v.id, str(v.per_replica_batch), str(v.global_batch),
+                          f"{v.learning_rate:g}")
+        console.print(table)
+
+
+@app.command("list")
+def list_(devices: Annotated[bool, typer.Option(help="Probe devices (starts TensorFlow in a "
+                                                     "child process).")] = True) -> None:
+    """List strategies, models, datasets and the devices available on this machine."""
+    from typing import get_args
+
+    from bench.models import REGISTRY
+    from bench.scenario import ApiName, DataConfig, PrecisionName
+    from bench.strategies import STRATEGY_DESCRIPTIONS
+
+    def section(title: str, rows: dict[str, str]) -> None:
+        table = Table(title=title, show_header=False, title_justify="left")
+        table.add_column(style="bold")
+        table.add_column()
+        for key, text in rows.items():
+            table.add_row(key, text)
+        console.print(table)
+
+    section("strategies", STRATEGY_DESCRIPTIONS)
+    section("models", {**{n: m.description for n, m in REGISTRY.items()},
+                       "package.module:function": "your builder(input_shape, num_classes)"})
+    datasets = get_args(DataConfig.model_fields["name"].annotation)
+    section("datasets", {name: "" for name in datasets})
+    section("apis", {a: "" for a in get_args(ApiName)})
+    section("precisions", {p: "" for p in get_args(PrecisionName)})
+    if devices:
+        from bench.probe import probe_in_subprocess
+
+        found = probe_in_subprocess()
+        if "error" in found:
+            section("devices", {"error": found["error"]})
+        else:
+            rows = {d: "" for d in found["physical"]}
+            if not found["gpus"] and not found["tpus"]:
+                rows["note"] = ("no GPU/TPU: replicas run on simulated logical CPU devices, "
+                                "which share the same cores")
+            section("devices", rows)
+
+
+@app.command()
+def env(devices: Annotated[bool, typer.Option(help="Probe devices in a child process.")] = True
+        ) -> None:
+    """Print the environment fingerprint that every run records."""
+    from bench.fingerprint import environment
+
+    info = environment()
+    if devices:
+        from bench.probe import probe_in_subprocess
+
+        info["devices"] = probe_in_subprocess()
+    console.print_json(json.dumps(info, default=str))
+
+
+def main() -> None:
+    app()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,19 @@
+"""Launchers start the processes a variant needs and return its record."""
+
+from __future__ import annotations
+
+from typing import Any, Protocol
+
+from bench.launch.local import LocalLauncher
+from bench.launch.process import ProgressFn
+from bench.scenario import Variant
+
+
+class Launcher(Protocol):
+    def run(self, variant: Variant, run_dir: Any, progress: ProgressFn | None = None
+            ) -> dict[str, Any]: ...
+
+
+def launcher_for(variant: Variant) -> Launcher:
+    """Single-process strategies run locally; multi-process ones get a cluster launcher."""
+    return LocalLauncher()

@@ -1,0 +1,54 @@
+"""Launch a single-process variant: one `python -m bench.worker` child per variant.
+
+Multi-process strategies (MultiWorkerMirrored, ParameterServer) will start several children with
+TF_CONFIG through a cluster launcher implementing the same `run` signature.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from bench.launch.process import ProgressFn, WorkerProcess, last_error_line
+from bench.records import failed
+from bench.results import VARIANTS_FILE, read_json
+from bench.scenario import Variant
+
+
+def worker_env(extra: dict[str, str] | None = None) -> dict[str, str]:
+    env = dict(os.environ)
+    env.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    env["PYTHONUNBUFFERED"] = "1"
+    env["BENCH_SPAWN_TIME"] = repr(time.time())
+    env.update(extra or {})
+    return env
+
+
+class LocalLauncher:
+    """Runs a variant in one fresh process under a wall-clock budget."""
+
+    def run(self, variant: Variant, run_dir: Path, progress: ProgressFn | None = None
+            ) -> dict[str, Any]:
+        log_path = run_dir / "logs" / f"{variant.id}.log"
+        record_path = run_dir / "logs" / f"{variant.id}.record.json"
+        cmd = [sys.executable, "-m", "bench.worker", "--variants", str(run_dir / VARIANTS_FILE),
+               "--id", variant.id, "--record", str(record_path)]
+        budget = variant.measure.timeout_s
+        with WorkerProcess(cmd, worker_env(), log_path, progress) as proc:
+            outcome = proc.wait(budget)
+        if outcome.timed_out:
+            return failed(variant, f"timed out after {budget:g} s (measure.timeout_s); "
+                                   "worker process group killed",
+                          type="Timeout", message=last_error_line(log_path), log=str(log_path))
+        if record_path.exists():
+            record: dict[str, Any] = read_json(record_path)
+            record_path.unlink()
+            record["wall_s"] = outcome.duration_s
+            return record
+        cause = last_error_line(log_path) or "no output"
+        return failed(variant, f"worker exited with code {outcome.returncode} without a record: "
+                               f"{cause}", type="WorkerCrash", message=cause, log=str(log_path),
+                      returncode=outcome.returncode)

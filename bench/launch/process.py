@@ -1,0 +1,113 @@
+"""Start a worker process in its own session and always tear its whole process group down.
+
+A TensorFlow worker may hang forever (a collective waiting for a peer that never comes), so the
+parent's wall-clock budget plus `os.killpg` is the only reliable guard. The group is killed on
+timeout, on any exception in the parent (including Ctrl-C), and after a normal exit, so no
+grandchild survives the variant.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from types import TracebackType
+
+from bench.protocol import parse_progress
+
+ProgressFn = Callable[[int, int], None]
+
+
+@dataclass(frozen=True)
+class Outcome:
+    returncode: int | None
+    timed_out: bool
+    duration_s: float
+
+
+def kill_group(pid: int, grace_s: float = 3.0) -> None:
+    """SIGTERM the process group, then SIGKILL whatever is left after `grace_s`."""
+    try:
+        os.killpg(pid, signal.SIGTERM)
+    except ProcessLookupError:
+        return
+    deadline = time.monotonic() + grace_s
+    while time.monotonic() < deadline:
+        try:
+            os.killpg(pid, 0)
+        except ProcessLookupError:
+            return
+        time.sleep(0.05)
+    try:
+        os.killpg(pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+
+
+class WorkerProcess:
+    """One child process: stdout progress lines go to `on_progress`, everything else to the log."""
+
+    def __init__(self, cmd: list[str], env: dict[str, str], log_path: Path,
+                 on_progress: ProgressFn | None = None) -> None:
+        self.log_path = log_path
+        self._log = open(log_path, "ab", buffering=0)
+        self._on_progress = on_progress
+        self.started = time.monotonic()
+        self.popen = subprocess.Popen(cmd, env=env, stdin=subprocess.DEVNULL,
+                                      stdout=subprocess.PIPE, stderr=self._log,
+                                      start_new_session=True)
+        self._reader = threading.Thread(target=self._pump, daemon=True)
+        self._reader.start()
+
+    def _pump(self) -> None:
+        assert self.popen.stdout is not None
+        for raw in self.popen.stdout:
+            line = raw.decode(errors="replace")
+            progress = parse_progress(line)
+            if progress is None:
+                self._log.write(raw)
+            elif self._on_progress is not None:
+                self._on_progress(*progress)
+
+    def wait(self, timeout_s: float) -> Outcome:
+        try:
+            code: int | None = self.popen.wait(timeout=timeout_s)
+            timed_out = False
+        except subprocess.TimeoutExpired:
+            code, timed_out = None, True
+        kill_group(self.popen.pid)
+        return Outcome(code, timed_out, time.monotonic() - self.started)
+
+    def close(self) -> None:
+        kill_group(self.popen.pid, grace_s=1.0)
+        self.popen.wait()
+        self._reader.join(timeout=2.0)
+        self._log.close()
+
+    def __enter__(self) -> WorkerProcess:
+        return self
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        self.close()
+
+
+def last_error_line(log_path: Path, max_bytes: int = 64_000) -> str:
+    """The most telling line of a worker's log: the last exception line, else the last line."""
+    try:
+        with open(log_path, "rb") as fh:
+            fh.seek(max(0, log_path.stat().st_size - max_bytes))
+            lines = [ln.strip() for ln in fh.read().decode(errors="replace").splitlines()]
+    except OSError:
+        return ""
+    lines = [ln for ln in lines if ln]
+    for line in reversed(lines):
+        head = line.split(":", 1)[0]
+        if head.endswith(("Error", "Exception")) or head in ("Killed", "Segmentation fault"):
+            return line[:500]
+    return lines[-1][:500] if lines else ""

@@ -1,0 +1,150 @@
+"""The two training paths, Keras `fit` and a custom loop, feeding one StepTimer.
+
+Both run `total_steps` steps on an infinite dataset in one go; the caller slices the per-step
+samples into warmup and timed windows afterwards, so both paths are timed the same way: from
+the completion of one step (result on the host) to the completion of the next.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from bench import precision as precision_policy
+from bench.timing import StepTimer
+
+ProgressFn = Callable[[int, int], None]  # (steps done, total steps)
+
+
+@dataclass
+class LoopResult:
+    timer: StepTimer
+    first_step_end: float  # wall clock (time.time) when step 1 completed: ends "startup"
+    notes: list[str] = field(default_factory=list)
+
+
+def make_optimizer(name: str, learning_rate: float) -> Any:
+    import keras
+
+    if name == "sgd":
+        return keras.optimizers.SGD(learning_rate=learning_rate, momentum=0.9)
+    return keras.optimizers.Adam(learning_rate=learning_rate)
+
+
+def make_loss(reduction: str | None = "sum_over_batch_size") -> Any:
+    import keras
+
+    return keras.losses.SparseCategoricalCrossentropy(from_logits=True, reduction=reduction)
+
+
+class _Clock:
+    """Shared bookkeeping for both paths: lap the timer, stamp step 1, report progress sparingly."""
+
+    def __init__(self, total_steps: int, progress: ProgressFn, min_interval_s: float = 0.2):
+        self.timer = StepTimer()
+        self.total = total_steps
+        self.progress = progress
+        self.first_step_end = 0.0
+        self._min_interval = min_interval_s
+        self._last_report = 0.0
+
+    def start(self) -> None:
+        self.timer.start()
+
+    def lap(self, steps: int) -> None:
+        self.timer.lap(steps)
+        now = time.time()
+        if not self.first_step_end:
+            self.first_step_end = now
+        done = self.timer.steps
+        if done >= self.total or now - self._last_report >= self._min_interval:
+            self._last_report = now
+            self.progress(done, self.total)
+
+    def result(self, notes: list[str]) -> LoopResult:
+        return LoopResult(self.timer, self.first_step_end, notes)
+
+
+def run_fit(model: Any, optimizer: Any, dataset: Any, *, total_steps: int,
+            steps_per_execution: int, jit_compile: bool, progress: ProgressFn) -> LoopResult:
+    """Keras `fit`; per-step times come from batch callbacks (one per steps_per_execution block).
+
+    The model must have been built under the strategy's scope; `compile` is called here, also
+    under that scope (Keras records the strategy at compile time).
+    """
+    import keras
+
+    clock = _Clock(total_steps, progress)
+
+    class _StepTiming(keras.callbacks.Callback):
+        def on_train_batch_begin(self, batch: int, logs: Any = None) -> None:
+            if batch == 0:
+                clock.start()
+
+        def on_train_batch_end(self, batch: int, logs: Any = None) -> None:
+            # Keras hands synchronous callbacks host floats, so the step is really finished here.
+            clock.lap(steps_per_execution)
+
+    model.compile(optimizer=optimizer, loss=make_loss(), steps_per_execution=steps_per_execution,
+                  jit_compile=jit_compile)
+    model.fit(dataset, epochs=1, steps_per_epoch=total_steps, verbose=0, callbacks=[_StepTiming()])
+    notes = []
+    if steps_per_execution > 1:
+        notes.append(f"fit callbacks fire once per {steps_per_execution} steps: each sample is a "
+                     f"block time divided by {steps_per_execution}")
+    return clock.result(notes)
+
+
+def run_custom_loop(strategy: Any, model: Any, optimizer: Any, dist_dataset: Any, *,
+                    global_batch: int, precision: str, total_steps: int,
+                    steps_per_execution: int, jit_compile: bool,
+                    progress: ProgressFn) -> LoopResult:
+    """`strategy.run` under `tf.function` over a distributed dataset, loss reduced to the host."""
+    import tensorflow as tf
+
+    optimizer = precision_policy.wrap_for_custom_loop(optimizer, precision)
+    with strategy.scope():
+        # Keras 3 under a strategy: the optimizer's slots must exist before the first replica
+        # step, else the first strategy.run fails feeding a 'cond/.../Placeholder' tensor.
+        optimizer.build(model.trainable_variables)
+    per_example_loss = make_loss(reduction=None)
+    scale = precision_policy.needs_loss_scaling(precision)
+
+    def replica_step(x: Any, y: Any) -> Any:
+        with tf.GradientTape() as tape:
+            logits = model(x, training=True)
+            loss = tf.nn.compute_average_loss(per_example_loss(y, logits),
+                                              global_batch_size=global_batch)
+            scaled = optimizer.scale_loss(loss) if scale else loss
+        grads = tape.gradient(scaled, model.trainable_variables)
+        optimizer.apply_gradients(zip(grads, model.trainable_variables))
+        return loss
+
+    def one_step(iterator: Any) -> Any:
+        x, y = next(iterator)
+        per_replica = strategy.run(replica_step, args=(x, y))
+        return strategy.reduce(tf.distribute.ReduceOp.SUM, per_replica, axis=None)
+
+    @tf.function(jit_compile=jit_compile)
+    def train_block(iterator: Any) -> Any:
+        loss = one_step(iterator)
+        if steps_per_execution > 1:  # decided at trace time: K=1 keeps a loop-free graph
+            for _ in tf.range(steps_per_execution - 1):
+                loss = one_step(iterator)
+        return loss
+
+    iterator = iter(dist_dataset)
+    clock = _Clock(total_steps, progress)
+    clock.start()
+    for _ in range(total_steps // steps_per_execution):
+        float(train_block(iterator))  # the step is done when its loss is on the host
+        clock.lap(steps_per_execution)
+    return clock.result([])
+
+
+def batch_loss(model: Any, batch: tuple[Any, Any]) -> float:
+    """Mean loss of the model on one fixed batch: the same yardstick for fit and the custom loop."""
+    x, y = batch
+    return float(make_loss()(y, model(x, training=False)))

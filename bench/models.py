@@ -1,0 +1,95 @@
+"""Model registry: the seeds' workloads by name, or a user's builder as "package.module:function".
+
+Builders take `(input_shape, num_classes)` and return an uncompiled Keras model whose last layer
+emits float32 logits, so that mixed-precision policies keep a numerically safe loss.
+Name validation is pure (no TensorFlow import) so `bench validate` stays instant.
+"""
+
+from __future__ import annotations
+
+import importlib
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+_IMPORT_PATH = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$")
+
+
+@dataclass(frozen=True)
+class ModelInfo:
+    name: str
+    description: str
+    build: Callable[[tuple[int, ...], int], Any]
+
+
+def _mlp(input_shape: tuple[int, ...], num_classes: int) -> Any:
+    import keras
+
+    return keras.Sequential(
+        [
+            keras.Input(shape=input_shape),
+            keras.layers.Flatten(),
+            keras.layers.Dense(256, activation="relu"),
+            keras.layers.Dense(128, activation="relu"),
+            keras.layers.Dense(num_classes, dtype="float32"),
+        ],
+        name="mlp",
+    )
+
+
+def _cnn(input_shape: tuple[int, ...], num_classes: int) -> Any:
+    import keras
+
+    return keras.Sequential(
+        [
+            keras.Input(shape=input_shape),
+            keras.layers.Conv2D(32, 3, activation="relu"),
+            keras.layers.MaxPooling2D(),
+            keras.layers.Conv2D(64, 3, activation="relu"),
+            keras.layers.MaxPooling2D(),
+            keras.layers.Flatten(),
+            keras.layers.Dense(64, activation="relu"),
+            keras.layers.Dense(num_classes, dtype="float32"),
+        ],
+        name="cnn",
+    )
+
+
+REGISTRY: dict[str, ModelInfo] = {
+    info.name: info
+    for info in (
+        ModelInfo("mlp", "Seed MLP: flatten, Dense 256-128-10 (784-256-128-10 on MNIST)", _mlp),
+        ModelInfo("cnn", "Seed CNN: 2x (Conv 3x3 + MaxPool), Dense 64, Dense 10", _cnn),
+    )
+}
+
+
+def validate_model_name(name: str) -> None:
+    """Accept a registered name or a well-formed import path; the import itself happens later."""
+    if name in REGISTRY or _IMPORT_PATH.match(name):
+        return
+    known = ", ".join(sorted(REGISTRY))
+    raise ValueError(f"unknown model '{name}' (known: {known}; or 'package.module:function')")
+
+
+def resolve_builder(name: str) -> Callable[[tuple[int, ...], int], Any]:
+    """Return the builder for a registered name or import a user's `package.module:function`."""
+    if name in REGISTRY:
+        return REGISTRY[name].build
+    module_name, _, attr = name.partition(":")
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as exc:
+        raise ValueError(f"model '{name}': cannot import {module_name}: {exc}") from None
+    builder = getattr(module, attr, None)
+    if not callable(builder):
+        raise ValueError(f"model '{name}': {module_name} has no callable '{attr}'")
+    return builder
+
+
+def build_model(name: str, input_shape: tuple[int, ...], num_classes: int) -> Any:
+    model = resolve_builder(name)(tuple(input_shape), num_classes)
+    if not hasattr(model, "trainable_variables"):
+        raise ValueError(f"model '{name}': builder returned {type(model).__name__}, not a Keras model")
+    return model

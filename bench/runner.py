@@ -1,0 +1,121 @@
+"""`bench run`: expand a scenario, launch each variant in isolation, record, summarise.
+
+The parent never imports TensorFlow; it only spawns workers, watches their budgets and writes
+records as each finishes, so Ctrl-C or a crash keeps everything already measured.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+from bench import fingerprint, results
+from bench.errors import BenchError
+from bench.launch import launcher_for
+from bench.scaling import add_scaling_efficiency
+from bench.scenario import Scenario, Variant, expand, load_scenario
+from bench.summary import render_outcome_line, render_summary
+
+QUICK_MEASURE = {"warmup_steps": 3, "steps": 20, "repeats": 2}
+
+
+@dataclass
+class RunOptions:
+    results_dir: Path = Path("results")
+    quick: bool = False
+    warmup_steps: int | None = None
+    steps: int | None = None
+    repeats: int | None = None
+    timeout_s: float | None = None
+    only: list[str] = field(default_factory=list)
+
+
+@dataclass
+class RunOutcome:
+    run_dir: Path
+    records: list[dict[str, Any]]
+    interrupted: bool = False
+
+    @property
+    def exit_code(self) -> int:
+        if self.interrupted:
+            return 130
+        return 1 if any(r["status"] == "failed" for r in self.records) else 0
+
+
+def _round_up(value: int, multiple: int) -> int:
+    return -(-value // multiple) * multiple
+
+
+def apply_overrides(scenario: Scenario, opts: RunOptions) -> Scenario:
+    """Command-line measurement overrides (--quick, --steps, ...) on top of the file's values."""
+    update: dict[str, Any] = dict(QUICK_MEASURE) if opts.quick else {}
+    for key in ("warmup_steps", "steps", "repeats", "timeout_s"):
+        if getattr(opts, key) is not None:
+            update[key] = getattr(opts, key)
+    k = scenario.train.steps_per_execution
+    for key in ("warmup_steps", "steps"):
+        if key in update:
+            update[key] = _round_up(update[key], k)
+    if not update:
+        return scenario
+    measure = scenario.measure.model_validate({**scenario.measure.model_dump(), **update})
+    return scenario.model_copy(update={"measure": measure})
+
+
+def select(variants: list[Variant], patterns: list[str], source: str) -> list[Variant]:
+    if not patterns:
+        return variants
+    chosen = [v for v in variants if any(fnmatch.fnmatch(v.id, p) for p in patterns)]
+    if not chosen:
+        raise BenchError(f"{source}: --only {' '.join(patterns)} matches no variant "
+                         f"(have: {', '.join(v.id for v in variants)})")
+    return chosen
+
+
+def prepare(path: Path, opts: RunOptions) -> tuple[Scenario, list[Variant]]:
+    scenario = apply_overrides(load_scenario(path), opts)
+    return scenario, select(expand(scenario, str(path)), opts.only, str(path))
+
+
+def _progress_display(console: Console) -> Progress:
+    return Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+                    TimeElapsedColumn(), console=console, transient=True)
+
+
+def run(path: Path, opts: RunOptions, console: Console) -> RunOutcome:
+    scenario, variants = prepare(path, opts)
+    run_dir = results.create_run_dir(opts.results_dir, scenario.name)
+    results.init_run(run_dir, path, [v.model_dump(mode="json", by_alias=True) for v in variants],
+                     fingerprint.environment(scenario.digest()))
+    console.print(f"[bold]{scenario.name}[/]: {len(variants)} variant(s) → {run_dir}")
+    outcome = RunOutcome(run_dir, [])
+    try:
+        with _progress_display(console) as progress:
+            overall = progress.add_task("variants", total=len(variants))
+            for n, variant in enumerate(variants, 1):
+                progress.update(overall, description=f"variant {n}/{len(variants)}")
+                steps = progress.add_task(f"  {variant.id}: starting", total=None)
+
+                def on_progress(done: int, total: int, task: Any = steps, vid: str = variant.id
+                                ) -> None:
+                    progress.update(task, completed=done, total=total, description=f"  {vid}")
+
+                record = launcher_for(variant).run(variant, run_dir, on_progress)
+                results.append_record(run_dir, record)
+                outcome.records.append(record)
+                progress.remove_task(steps)
+                progress.advance(overall)
+                console.print(render_outcome_line(record))
+    except KeyboardInterrupt:
+        outcome.interrupted = True
+        console.print(f"[yellow]interrupted: kept {len(outcome.records)} finished record(s) in "
+                      f"{run_dir}[/]")
+    render_summary(console, add_scaling_efficiency(outcome.records))
+    console.print(f"results: {run_dir / results.RECORDS_FILE}")
+    return outcome

@@ -1,0 +1,49 @@
+"""Scaling efficiency: throughput(n) / (n × throughput(1)) within one run, labelled weak or strong.
+
+The 1-replica reference is the variant of the same strategy that differs only in replica count
+(same API, precision, cross-device ops, dataset distribution and batch): weak scaling keeps the
+per-replica batch, strong scaling keeps the global batch.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+_SAME_EXCEPT_REPLICAS = ("strategy", "cross_device_ops", "api", "distribute_dataset", "precision",
+                         "batch_rule")
+
+
+def _group_key(variant: dict[str, Any]) -> tuple[Any, ...]:
+    batch_key = (variant["per_replica_batch"] if variant["batch_rule"] == "weak"
+                 else variant["global_batch"])
+    model = (variant.get("model") or {}).get("name")
+    return (*(variant.get(k) for k in _SAME_EXCEPT_REPLICAS), batch_key, model)
+
+
+def add_scaling_efficiency(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Return copies of the records with `scaling_efficiency` and `scaling_kind` filled in."""
+    reference: dict[tuple[Any, ...], float] = {}
+    replica_counts: dict[tuple[Any, ...], set[int]] = {}
+    for rec in records:
+        variant = rec.get("variant") or {}
+        if rec.get("status") != "ok":
+            continue
+        replica_counts.setdefault(_group_key(variant), set()).add(variant["replicas"])
+        if variant["replicas"] == 1:
+            reference[_group_key(variant)] = rec["throughput"]["median"]
+    # Efficiency needs a sweep: a group measured at one replica count has nothing to compare.
+    reference = {k: v for k, v in reference.items() if len(replica_counts[k]) > 1}
+    out = []
+    for rec in records:
+        rec = dict(rec)
+        variant = rec.get("variant") or {}
+        base = reference.get(_group_key(variant)) if variant else None
+        if rec.get("status") == "ok" and base:
+            n = variant["replicas"]
+            rec["scaling_efficiency"] = rec["throughput"]["median"] / (n * base)
+            rec["scaling_kind"] = variant["batch_rule"]
+        else:
+            rec["scaling_efficiency"] = None
+            rec["scaling_kind"] = None
+        out.append(rec)
+    return out

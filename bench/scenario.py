@@ -1,0 +1,354 @@
+"""Scenario files: TOML → validated pydantic models → a matrix of concrete Variants.
+
+pydantic gives us strict typing, unknown-key rejection and precise error locations for free; the
+only thing we add is turning its errors into one line that names the file and the field.
+Nothing here imports TensorFlow: validating and expanding must be instant.
+"""
+
+from __future__ import annotations
+
+import difflib
+import hashlib
+import itertools
+import math
+import tomllib
+from pathlib import Path
+from typing import Annotated, Any, Literal, TypeVar
+
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    ValidationError,
+    model_validator,
+)
+
+from bench.errors import ScenarioError
+
+T = TypeVar("T")
+
+
+def _as_list(value: Any) -> Any:
+    """Let a matrix axis be written as a scalar (`replicas = 2`) or a list (`replicas = [1, 2]`)."""
+    return value if isinstance(value, list) else [value]
+
+
+# A matrix axis: one value or a non-empty list of values; always a list after validation.
+Axis = Annotated[list[T], BeforeValidator(_as_list), Field(min_length=1)]
+
+PositiveInt = Annotated[int, Field(ge=1)]
+NonNegativeInt = Annotated[int, Field(ge=0)]
+
+StrategyName = Literal["default", "one_device", "mirrored", "central_storage"]
+ApiName = Literal["fit", "ctl"]
+PrecisionName = Literal["float32", "mixed_float16", "mixed_bfloat16"]
+CrossDeviceOps = Literal["auto", "reduction_to_one_device", "hierarchical_copy", "nccl"]
+DistributeDataset = Literal["experimental_distribute_dataset", "distribute_datasets_from_function"]
+
+SINGLE_REPLICA_STRATEGIES = ("default", "one_device")
+
+
+class _Strict(BaseModel):
+    """Unknown keys are errors: a typo in a scenario must never pass silently."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
+
+
+class ScenarioMeta(_Strict):
+    name: Annotated[str, Field(min_length=1)]
+    description: str = ""
+
+
+class ModelConfig(_Strict):
+    """`name` is a registered model (`bench list`) or `"package.module:function"`."""
+
+    name: str = "mlp"
+
+    @model_validator(mode="after")
+    def _known_model(self) -> ModelConfig:
+        from bench.models import validate_model_name
+
+        validate_model_name(self.name)
+        return self
+
+
+class DataConfig(_Strict):
+    """Which examples to feed and how the tf.data pipeline is shaped."""
+
+    name: Literal["synthetic", "mnist", "fashion_mnist"] = "synthetic"
+    path: str | None = None  # explicit .npz file or directory of IDX files
+    download: bool = False  # allow keras.datasets to fetch from the internet
+    fallback: Literal["none", "synthetic"] = "none"
+    num_examples: PositiveInt = 10_000  # synthetic data only
+    shape: list[PositiveInt] = [28, 28, 1]  # synthetic data only
+    num_classes: Annotated[int, Field(ge=2)] = 10  # synthetic data only
+    seed: int = 0
+    shuffle_buffer: NonNegativeInt = 10_000  # 0 turns shuffling off
+    cache: bool = True
+    prefetch: Literal["autotune"] | NonNegativeInt = "autotune"  # 0 turns prefetch off
+    map_parallelism: Literal["autotune"] | PositiveInt = "autotune"
+    auto_shard: Literal["auto", "data", "file", "off"] = "auto"
+
+
+class BatchConfig(_Strict):
+    """weak: per-replica batch fixed; strong: global batch fixed and split across replicas."""
+
+    rule: Literal["weak", "strong"] = "weak"
+    per_replica: Axis[PositiveInt] | None = None
+    global_batch: Axis[PositiveInt] | None = Field(default=None, alias="global")
+    learning_rate: Annotated[float, Field(gt=0)] = 0.001
+    lr_scaling: Literal["none", "linear", "sqrt"] = "none"
+    lr_reference_batch: PositiveInt | None = None  # batch at which learning_rate applies
+
+    @model_validator(mode="after")
+    def _batch_matches_rule(self) -> BatchConfig:
+        if self.rule == "weak":
+            if self.global_batch is not None:
+                raise ValueError("'global' is for rule = \"strong\"; weak scaling sets 'per_replica'")
+            if self.per_replica is None:
+                raise ValueError("rule = \"weak\" needs 'per_replica'")
+        else:
+            if self.per_replica is not None:
+                raise ValueError("'per_replica' is for rule = \"weak\"; strong scaling sets 'global'")
+            if self.global_batch is None:
+                raise ValueError("rule = \"strong\" needs 'global'")
+        return self
+
+
+class TrainConfig(_Strict):
+    api: Axis[ApiName] = ["fit", "ctl"]
+    precision: Axis[PrecisionName] = ["float32"]
+    distribute_dataset: Axis[DistributeDataset] = ["experimental_distribute_dataset"]
+    optimizer: Literal["adam", "sgd"] = "adam"
+    steps_per_execution: PositiveInt = 1
+    jit_compile: bool = False
+    # mixed_float16 on CPU runs single-threaded (~400x slower): skip it unless asked to run.
+    float16_on_cpu: Literal["skip", "run"] = "skip"
+
+
+class MeasureConfig(_Strict):
+    warmup_steps: NonNegativeInt = 10
+    steps: PositiveInt = 100
+    repeats: PositiveInt = 3
+    timeout_s: Annotated[float, Field(gt=0)] = 300.0
+
+
+class StrategyConfig(_Strict):
+    name: StrategyName
+    replicas: Axis[PositiveInt] = [1]
+    devices: Literal["auto", "cpu", "gpu"] = "auto"
+    cross_device_ops: Axis[CrossDeviceOps] = ["auto"]
+
+    @model_validator(mode="after")
+    def _consistent(self) -> StrategyConfig:
+        if self.name in SINGLE_REPLICA_STRATEGIES and self.replicas != [1]:
+            raise ValueError(f"strategy '{self.name}' runs exactly 1 replica; remove 'replicas'")
+        if self.name != "mirrored" and self.cross_device_ops != ["auto"]:
+            raise ValueError("'cross_device_ops' applies to strategy 'mirrored' only")
+        return self
+
+
+class Scenario(_Strict):
+    scenario: ScenarioMeta
+    model: ModelConfig = ModelConfig()
+    data: DataConfig = DataConfig()
+    batch: BatchConfig
+    train: TrainConfig = TrainConfig()
+    measure: MeasureConfig = MeasureConfig()
+    strategies: Annotated[list[StrategyConfig], Field(min_length=1)]
+
+    @property
+    def name(self) -> str:
+        return self.scenario.name
+
+    def digest(self) -> str:
+        """A short hash of the validated content: two runs with equal digests ran the same scenario."""
+        canonical = self.model_dump_json(by_alias=True)
+        return hashlib.sha256(canonical.encode()).hexdigest()[:16]
+
+
+class Variant(_Strict):
+    """One concrete point of a scenario's matrix; everything a worker process needs to run it."""
+
+    id: str
+    index: int
+    scenario_name: str
+    scenario_digest: str
+    strategy: StrategyName
+    replicas: int
+    devices: str
+    cross_device_ops: CrossDeviceOps
+    api: ApiName
+    precision: PrecisionName
+    distribute_dataset: DistributeDataset | None  # None for fit: Keras distributes the dataset
+    batch_rule: Literal["weak", "strong"]
+    per_replica_batch: int
+    global_batch: int
+    learning_rate: float
+    lr_scaling: str
+    model: ModelConfig
+    data: DataConfig
+    train: TrainConfig
+    measure: MeasureConfig
+
+    def axes(self) -> dict[str, Any]:
+        """The values that distinguish this variant from its siblings, for tables and matching."""
+        return {
+            "strategy": self.strategy,
+            "replicas": self.replicas,
+            "cross_device_ops": self.cross_device_ops,
+            "api": self.api,
+            "distribute_dataset": self.distribute_dataset,
+            "precision": self.precision,
+            "batch_rule": self.batch_rule,
+            "global_batch": self.global_batch,
+        }
+
+
+def _scaled_lr(batch: BatchConfig, global_batch: int, reference_batch: int) -> float:
+    factor = global_batch / reference_batch
+    if batch.lr_scaling == "linear":
+        return batch.learning_rate * factor
+    if batch.lr_scaling == "sqrt":
+        return batch.learning_rate * math.sqrt(factor)
+    return batch.learning_rate
+
+
+def _variant_id(strategy: str, replicas: int, cdo: str, api: str, dd: str | None,
+                precision: str, global_batch: int) -> str:
+    parts = [strategy, f"r{replicas}"]
+    if cdo != "auto":
+        parts.append(cdo)
+    parts.append(api)
+    if dd == "distribute_datasets_from_function":
+        parts.append("dsfn")
+    parts += [precision, f"gb{global_batch}"]
+    return "-".join(parts)
+
+
+def expand(scenario: Scenario, source: str = "<scenario>") -> list[Variant]:
+    """Expand every list-valued axis into the cross product of concrete variants, in file order."""
+    batch = scenario.batch
+    train = scenario.train
+    variants: list[Variant] = []
+    seen: set[str] = set()
+    for s_index, strat in enumerate(scenario.strategies):
+        batch_values = batch.per_replica if batch.rule == "weak" else batch.global_batch
+        assert batch_values is not None  # guaranteed by BatchConfig validation
+        for replicas, cdo, batch_value, precision, api in itertools.product(
+            strat.replicas, strat.cross_device_ops, batch_values, train.precision, train.api
+        ):
+            if batch.rule == "weak":
+                per_replica, global_batch = batch_value, batch_value * replicas
+                reference = batch.lr_reference_batch or batch_value
+            else:
+                if batch_value % replicas:
+                    raise ScenarioError(
+                        source, "batch.global",
+                        f"{batch_value} does not split evenly over {replicas} replicas "
+                        f"(strategies[{s_index}])",
+                    )
+                per_replica, global_batch = batch_value // replicas, batch_value
+                reference = batch.lr_reference_batch or batch_value
+            dd_values: list[str | None] = list(train.distribute_dataset) if api == "ctl" else [None]
+            for dd in dd_values:
+                vid = _variant_id(strat.name, replicas, cdo, api, dd, precision, global_batch)
+                if vid in seen:
+                    raise ScenarioError(source, f"strategies[{s_index}]",
+                                        f"variant '{vid}' is declared twice")
+                seen.add(vid)
+                variants.append(Variant(
+                    id=vid, index=len(variants), scenario_name=scenario.name,
+                    scenario_digest=scenario.digest(), strategy=strat.name, replicas=replicas,
+                    devices=strat.devices, cross_device_ops=cdo, api=api, precision=precision,
+                    distribute_dataset=dd, batch_rule=batch.rule, per_replica_batch=per_replica,
+                    global_batch=global_batch,
+                    learning_rate=_scaled_lr(batch, global_batch, reference),
+                    lr_scaling=batch.lr_scaling, model=scenario.model, data=scenario.data,
+                    train=train, measure=scenario.measure,
+                ))
+    k = train.steps_per_execution
+    if k > 1:
+        m = scenario.measure
+        for field, value in (("warmup_steps", m.warmup_steps), ("steps", m.steps)):
+            if value % k:
+                raise ScenarioError(source, f"measure.{field}",
+                                    f"{value} is not a multiple of train.steps_per_execution={k}")
+    return variants
+
+
+def _field_path(loc: tuple[Any, ...]) -> str:
+    out = ""
+    for part in loc:
+        if isinstance(part, int):
+            out += f"[{part}]"
+        elif str(part).startswith(("function-", "literal[", "int", "list[")):
+            continue  # pydantic's internal validator tags, meaningless to a user
+        else:
+            out += f".{part}" if out else str(part)
+    return out
+
+
+_MODELS_BY_SECTION: dict[str, type[BaseModel]] = {
+    "": Scenario, "scenario": ScenarioMeta, "model": ModelConfig, "data": DataConfig,
+    "batch": BatchConfig, "train": TrainConfig, "measure": MeasureConfig,
+    "strategies": StrategyConfig,
+}
+
+
+def _allowed_keys(section: str) -> list[str]:
+    model = _MODELS_BY_SECTION.get(section.split("[")[0], Scenario)
+    return sorted((f.alias or name) for name, f in model.model_fields.items())
+
+
+def _describe(error: dict[str, Any]) -> tuple[str, str]:
+    loc = tuple(error["loc"])
+    field = _field_path(loc)
+    if error["type"] == "extra_forbidden":
+        parent = field.rsplit(".", 1)[0] if "." in field else ""
+        key = str(loc[-1])
+        allowed = _allowed_keys(parent)
+        hint = difflib.get_close_matches(key, allowed, n=1)
+        suggestion = f"; did you mean '{hint[0]}'?" if hint else f" (allowed: {', '.join(allowed)})"
+        return field, f"unknown key{suggestion}"
+    if error["type"] == "missing":
+        return field, "required key is missing"
+    message = str(error["msg"]).removeprefix("Value error, ")
+    value = error.get("input")
+    if error["type"] not in ("value_error", "model_type") and not isinstance(value, dict):
+        message += f" (got {value!r})"
+    return field, message
+
+
+def parse_scenario(data: dict[str, Any], source: str = "<scenario>") -> Scenario:
+    """Validate a decoded TOML document; raise ScenarioError naming the first bad field."""
+    try:
+        return Scenario.model_validate(data)
+    except ValidationError as exc:
+        errors = exc.errors()
+        field, message = _describe(errors[0])
+        if len(errors) > 1:
+            message += f" (and {len(errors) - 1} more problem{'s' if len(errors) > 2 else ''})"
+        raise ScenarioError(source, field or None, message) from None
+
+
+def load_scenario(path: str | Path) -> Scenario:
+    """Read and validate a scenario file; every failure is a one-line ScenarioError."""
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise ScenarioError(str(path), None, "file not found") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ScenarioError(str(path), None, f"cannot read: {exc}") from None
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise ScenarioError(str(path), None, f"invalid TOML: {exc}") from None
+    return parse_scenario(data, str(path))
+
+
+def load_variants(path: str | Path) -> tuple[Scenario, list[Variant]]:
+    scenario = load_scenario(path)
+    return scenario, expand(scenario, str(path))

@@ -1,0 +1,61 @@
+"""Terminal rendering of records: one line per finished variant and the end-of-run table."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+
+_STATUS_STYLE = {"ok": "green", "skipped": "yellow", "failed": "red"}
+
+
+def format_throughput(record: dict[str, Any]) -> str:
+    thr = record.get("throughput")
+    if not thr:
+        return "-"
+    return f"{thr['median']:,.0f} ± {thr['spread_pct']:.1f}%"
+
+
+def format_efficiency(record: dict[str, Any]) -> str:
+    eff = record.get("scaling_efficiency")
+    return f"{eff:.2f} ({record['scaling_kind']})" if eff is not None else "-"
+
+
+def render_outcome_line(record: dict[str, Any]) -> str:
+    status = record["status"]
+    style = _STATUS_STYLE.get(status, "white")
+    head = f"[{style}]{status:>7}[/] {escape(record['variant_id'])}"
+    if status == "ok":
+        return f"{head}  {format_throughput(record)} examples/s"
+    return f"{head}  {escape(str(record.get('reason') or ''))}"
+
+
+def render_summary(console: Console, records: list[dict[str, Any]]) -> None:
+    table = Table(title="Throughput (examples/s: median over timed steps ± robust CV of step time)")
+    for column, justify in (("strategy", "left"), ("replicas", "right"), ("API", "left"),
+                            ("precision", "left"), ("global batch", "right"),
+                            ("examples/s", "right"), ("scaling eff.", "right"),
+                            ("status", "left")):
+        table.add_column(column, justify=justify)  # type: ignore[arg-type]
+    for rec in records:
+        v = rec["variant"]
+        api = v["api"] if v["api"] == "fit" else f"ctl ({'dsfn' if v['distribute_dataset'] == 'distribute_datasets_from_function' else 'dist'})"
+        strategy = v["strategy"] + ("" if v["cross_device_ops"] == "auto"
+                                    else f" [{v['cross_device_ops']}]")
+        style = _STATUS_STYLE.get(rec["status"], "white")
+        table.add_row(escape(strategy), str(v["replicas"]), api, v["precision"],
+                      str(v["global_batch"]), format_throughput(rec), format_efficiency(rec),
+                      f"[{style}]{rec['status']}[/]")
+    console.print(table)
+    for rec in records:
+        if rec["status"] != "ok":
+            console.print(f"  [{_STATUS_STYLE[rec['status']]}]{rec['status']}[/] "
+                          f"{escape(rec['variant_id'])}: {escape(str(rec.get('reason')))}")
+    sources = {rec.get("data_source") for rec in records if rec.get("data_source")}
+    for source in sorted(sources):
+        console.print(f"data: {escape(source)}")
+    for reason in sorted({rec["data_fallback_reason"] for rec in records
+                          if rec.get("data_fallback_reason")}):
+        console.print(f"[yellow]data fallback: {escape(reason)}[/]")

@@ -1,0 +1,141 @@
+"""Step timer and statistics. Pure Python (no TensorFlow) so the parent and tests use it freely.
+
+The timer records the wall time between consecutive step *completions*: a step is complete when
+its result is on the host, so the caller must synchronise (e.g. `float(loss)`) before `lap()`.
+Timing completion-to-completion includes the input pipeline's hand-off, i.e. what a user waits for.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, field
+
+MAD_TO_SIGMA = 1.4826  # scales the median absolute deviation to a normal standard deviation
+
+
+@dataclass
+class StepTimer:
+    """Collects per-step durations; with k steps per lap (steps_per_execution) each sample is lap/k."""
+
+    clock: Callable[[], float] = time.perf_counter
+    samples: list[float] = field(default_factory=list)
+    steps_per_sample: list[int] = field(default_factory=list)
+    _last: float | None = None
+
+    def start(self) -> None:
+        self._last = self.clock()
+
+    def lap(self, steps: int = 1) -> float:
+        """Close the current block of `steps` steps; return its per-step duration in seconds."""
+        if self._last is None:
+            raise RuntimeError("StepTimer.lap() before start()")
+        now = self.clock()
+        per_step = (now - self._last) / steps
+        self._last = now
+        self.samples.append(per_step)
+        self.steps_per_sample.append(steps)
+        return per_step
+
+    @property
+    def steps(self) -> int:
+        return sum(self.steps_per_sample)
+
+
+@dataclass(frozen=True)
+class Stats:
+    n: int
+    mean: float
+    median: float
+    stdev: float
+    stderr: float
+    mad: float
+    p5: float
+    p95: float
+    min: float
+    max: float
+
+    @property
+    def robust_cv(self) -> float:
+        """Spread as a fraction of the median, from the MAD: outliers do not inflate it."""
+        return MAD_TO_SIGMA * self.mad / self.median if self.median else math.nan
+
+    def to_dict(self) -> dict[str, float]:
+        return asdict(self)
+
+
+def percentile(sorted_values: Sequence[float], q: float) -> float:
+    """Linear-interpolated percentile (numpy's default method) of already sorted values."""
+    if not sorted_values:
+        return math.nan
+    pos = (len(sorted_values) - 1) * q / 100.0
+    lo = math.floor(pos)
+    hi = min(lo + 1, len(sorted_values) - 1)
+    return sorted_values[lo] + (sorted_values[hi] - sorted_values[lo]) * (pos - lo)
+
+
+def summarize(samples: Sequence[float]) -> Stats:
+    if not samples:
+        raise ValueError("no samples to summarize")
+    ordered = sorted(samples)
+    n = len(ordered)
+    median = statistics.median(ordered)
+    stdev = statistics.stdev(ordered) if n > 1 else 0.0
+    return Stats(
+        n=n,
+        mean=statistics.fmean(ordered),
+        median=median,
+        stdev=stdev,
+        stderr=stdev / math.sqrt(n),
+        mad=statistics.median(abs(v - median) for v in ordered),
+        p5=percentile(ordered, 5),
+        p95=percentile(ordered, 95),
+        min=ordered[0],
+        max=ordered[-1],
+    )
+
+
+def steady_state_start(samples: Sequence[float], window: int = 10, tolerance: float = 0.10) -> int:
+    """Index of the first sample from which a rolling median stays near the tail's median.
+
+    A fixed warmup count does not always cover warmup (epochs 2-3 of the seed run were twice as
+    slow as steady state), so we report where the series actually settles. 0 means the whole
+    window looked steady.
+    """
+    n = len(samples)
+    if n < 2 * window:
+        return 0
+    reference = statistics.median(samples[n // 2 :])
+    for start in range(0, n - window + 1):
+        if all(
+            abs(statistics.median(samples[i : i + window]) - reference) <= tolerance * reference
+            for i in range(start, n - window + 1, window)
+        ):
+            return start
+    return n - window
+
+
+@dataclass(frozen=True)
+class Throughput:
+    """Examples per second derived from the global batch and the timed steps."""
+
+    median: float  # global_batch / median step time
+    mean_rate: float  # all examples / all timed wall time
+    spread_pct: float  # robust CV of step time, in percent
+    per_repeat: list[float]  # examples / wall time of each timed window
+
+    def to_dict(self) -> dict[str, float | list[float]]:
+        return asdict(self)
+
+
+def throughput(repeats: Sequence[Sequence[float]], global_batch: int) -> Throughput:
+    pooled = [s for window in repeats for s in window]
+    stats = summarize(pooled)
+    return Throughput(
+        median=global_batch / stats.median,
+        mean_rate=global_batch * len(pooled) / sum(pooled),
+        spread_pct=100.0 * stats.robust_cv,
+        per_repeat=[global_batch * len(w) / sum(w) for w in repeats if w],
+    )

@@ -1,0 +1,149 @@
+"""`python -m bench.worker`: run one variant in this (fresh) process and write its record.
+
+Every variant gets its own process because logical devices, the precision policy and the
+collective configuration are process-wide in TensorFlow. The worker never decides the run's
+fate: it writes ok / skipped / failed into its record file and exits 0; the parent handles
+crashes and hangs it could not report itself.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import resource
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from bench import devices, loops, models, precision, protocol, results, strategies
+from bench import data as data_mod
+from bench.errors import DataUnavailable, VariantSkipped
+from bench.records import base_record, error_from_exception, finish
+from bench.scenario import Variant
+from bench.timing import steady_state_start, summarize, throughput
+
+
+def _emit_progress(done: int, total: int) -> None:
+    print(protocol.format_progress(done, total), flush=True)
+
+
+def _split(samples: list[float], warmup: int, window: int, repeats: int
+           ) -> tuple[list[float], list[list[float]]]:
+    timed = samples[warmup:]
+    return samples[:warmup], [timed[i * window:(i + 1) * window] for i in range(repeats)]
+
+
+def _peak_rss_mb() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
+
+
+def measure(variant: Variant, spawn_time: float, progress: loops.ProgressFn) -> dict[str, Any]:
+    """Build everything the variant names, run warmup + timed windows, return the measurements."""
+    t_import = time.perf_counter()
+    import keras
+    import tensorflow as tf
+
+    import_s = time.perf_counter() - t_import
+    t_build = time.perf_counter()
+    layout = devices.configure(variant.devices, variant.replicas)
+    strategies.check_supported(variant.strategy, variant.cross_device_ops, layout)
+    precision.check_supported(variant.precision, layout.kind, variant.train.float16_on_cpu)
+    policy = precision.apply_policy(variant.precision)
+    loaded = data_mod.load_arrays(variant.data)
+    print(f"data source: {loaded.source}", file=sys.stderr, flush=True)
+    keras.utils.set_random_seed(variant.data.seed)
+    strategy = strategies.build_strategy(variant.strategy, variant.cross_device_ops, layout)
+
+    def dataset(input_context: Any = None) -> Any:
+        return data_mod.make_dataset(loaded, variant.data, variant.global_batch, input_context)
+
+    with strategy.scope():
+        model = models.build_model(variant.model.name, loaded.x.shape[1:], loaded.num_classes)
+        optimizer = loops.make_optimizer(variant.train.optimizer, variant.learning_rate)
+    probe_batch = next(iter(dataset().take(1)))
+    initial_loss = loops.batch_loss(model, probe_batch)
+    build_s = time.perf_counter() - t_build
+
+    m, k = variant.measure, variant.train.steps_per_execution
+    total_steps = m.warmup_steps + m.repeats * m.steps
+    common = dict(total_steps=total_steps, steps_per_execution=k,
+                  jit_compile=variant.train.jit_compile, progress=progress)
+    if variant.api == "fit":
+        with strategy.scope():
+            result = loops.run_fit(model, optimizer, dataset(), **common)
+    else:
+        if variant.distribute_dataset == "distribute_datasets_from_function":
+            dist = strategy.distribute_datasets_from_function(dataset)
+        else:
+            dist = strategy.experimental_distribute_dataset(dataset())
+        result = loops.run_custom_loop(strategy, model, optimizer, dist,
+                                       global_batch=variant.global_batch,
+                                       precision=variant.precision, **common)
+    final_loss = loops.batch_loss(model, probe_batch)
+
+    warmup, windows = _split(result.timer.samples, m.warmup_steps // k, m.steps // k, m.repeats)
+    timed = [s for w in windows for s in w]
+    return {
+        "data_source": loaded.source,
+        "data_fallback_reason": loaded.fallback_reason,
+        "devices": {**layout.to_dict(), **devices.describe()},
+        "strategy_info": strategies.describe_strategy(strategy),
+        "precision_policy": policy,
+        "timing": {
+            "import_s": import_s,
+            "build_s": build_s,
+            "startup_s": result.first_step_end - spawn_time,
+            "first_step_s": result.timer.samples[0],
+            "warmup_s": sum(warmup),
+            "warmup_steps": m.warmup_steps,
+            "timed_steps": len(timed) * k,
+            "steps_per_sample": k,
+            "repeats": m.repeats,
+        },
+        "step_time": summarize(timed).to_dict(),
+        "throughput": throughput(windows, variant.global_batch).to_dict(),
+        "steady_state_start": steady_state_start(timed),
+        "samples": {"warmup": warmup, "timed": windows},
+        "loss": {"initial": initial_loss, "final": final_loss},
+        "env": {"tensorflow": tf.__version__, "keras": keras.__version__, "pid": os.getpid()},
+        "notes": result.notes,
+    }
+
+
+def run_variant(variant: Variant, spawn_time: float,
+                progress: loops.ProgressFn = _emit_progress) -> dict[str, Any]:
+    record = base_record(variant)
+    try:
+        record.update(measure(variant, spawn_time, progress))
+        finish(record, "ok")
+    except VariantSkipped as exc:
+        finish(record, "skipped", reason=str(exc))
+    except DataUnavailable as exc:
+        finish(record, "failed", reason=str(exc), error=error_from_exception(exc))
+    except Exception as exc:  # a crash inside TF is the variant's result, not the worker's
+        error = error_from_exception(exc)
+        finish(record, "failed", reason=f"{error['type']}: {error['message']}", error=error)
+    record["peak_rss_mb"] = _peak_rss_mb()
+    return record
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench.worker", description=__doc__)
+    parser.add_argument("--variants", required=True, help="variants.json of the run")
+    parser.add_argument("--id", required=True, help="variant id to run")
+    parser.add_argument("--record", required=True, help="where to write the JSON record")
+    args = parser.parse_args(argv)
+    spawn_time = float(os.environ.get("BENCH_SPAWN_TIME") or time.time())
+    all_variants = results.read_json(Path(args.variants))
+    match = [v for v in all_variants if v["id"] == args.id]
+    if not match:
+        print(f"variant {args.id!r} not in {args.variants}", file=sys.stderr)
+        return 2
+    record = run_variant(Variant.model_validate(match[0]), spawn_time)
+    results.write_json(Path(args.record), record)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
