@@ -15,6 +15,7 @@ import logging
 import math
 import os
 import zipfile
+import zlib
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -247,9 +248,9 @@ def _idx_file(directory: Path, stem: str) -> Path:
 
 def _keras_download(name: str) -> Arrays:
     """Last resort before fallback: keras.datasets fetches from the internet."""
-    import keras
-
     try:
+        import keras
+
         (x, y), _ = getattr(keras.datasets, name).load_data()
     except Exception as exc:  # noqa: BLE001 -- keras raises bare Exception("URL fetch failure")
         raise DataUnavailable(f"failed ({_one_line(exc)})") from None
@@ -285,7 +286,7 @@ def _read_bytes(path: Path) -> bytes:
             with gzip.open(path, "rb") as f:
                 return f.read()
         return path.read_bytes()
-    except (OSError, EOFError) as exc:  # gzip.BadGzipFile is an OSError
+    except (OSError, EOFError, zlib.error) as exc:  # gzip.BadGzipFile is an OSError
         raise DataUnavailable(f"{path}: unreadable ({_one_line(exc)})") from None
 
 

@@ -10,7 +10,7 @@ import os
 import platform
 import socket
 import subprocess
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from importlib import metadata
 from pathlib import Path
 from typing import Any
@@ -52,7 +52,7 @@ def git_commit(path: Path) -> str | None:
 
 def environment(scenario_digest: str | None = None) -> dict[str, Any]:
     return {
-        "started_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "started_at": datetime.now(UTC).isoformat(timespec="seconds"),
         "hostname": socket.gethostname(),
         "platform": platform.platform(),
         "python": platform.python_version(),

@@ -119,7 +119,7 @@ def run_custom_loop(strategy: Any, model: Any, optimizer: Any, dist_dataset: Any
                                               global_batch_size=global_batch)
             scaled = optimizer.scale_loss(loss) if scale else loss
         grads = tape.gradient(scaled, model.trainable_variables)
-        optimizer.apply_gradients(zip(grads, model.trainable_variables))
+        optimizer.apply_gradients(zip(grads, model.trainable_variables, strict=True))
         return loss
 
     def one_step(iterator: Any) -> Any:

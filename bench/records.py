@@ -7,7 +7,7 @@ one written by a healthy worker, so report and compare never special-case them.
 from __future__ import annotations
 
 import traceback
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
 from bench.scenario import Variant
@@ -32,7 +32,7 @@ def finish(record: dict[str, Any], status: str, reason: str | None = None,
            error: dict[str, Any] | None = None) -> dict[str, Any]:
     assert status in STATUSES
     record.update(status=status, reason=reason, error=error,
-                  finished_at=datetime.now(timezone.utc).isoformat(timespec="seconds"))
+                  finished_at=datetime.now(UTC).isoformat(timespec="seconds"))
     return record
 
 

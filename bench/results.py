@@ -17,7 +17,7 @@ import os
 import re
 import shutil
 from collections.abc import Iterable
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -39,7 +39,7 @@ def _slug(name: str) -> str:
 
 def create_run_dir(root: Path, scenario_name: str, now: datetime | None = None) -> Path:
     """Make a fresh directory; never reuse or overwrite an existing one."""
-    now = now or datetime.now(timezone.utc)
+    now = now or datetime.now(UTC)
     root.mkdir(parents=True, exist_ok=True)
     base = f"{_slug(scenario_name)}-{now.strftime('%Y%m%dT%H%M%SZ')}"
     for attempt in range(1000):

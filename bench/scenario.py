@@ -215,9 +215,11 @@ def _scaled_lr(batch: BatchConfig, global_batch: int, reference_batch: int) -> f
     return batch.learning_rate
 
 
-def _variant_id(strategy: str, replicas: int, cdo: str, api: str, dd: str | None,
+def _variant_id(strategy: str, replicas: int, devices: str, cdo: str, api: str, dd: str | None,
                 precision: str, global_batch: int) -> str:
     parts = [strategy, f"r{replicas}"]
+    if devices != "auto":
+        parts.append(devices)
     if cdo != "auto":
         parts.append(cdo)
     parts.append(api)
@@ -253,7 +255,7 @@ def expand(scenario: Scenario, source: str = "<scenario>") -> list[Variant]:
                 reference = batch.lr_reference_batch or batch_value
             dd_values: list[str | None] = list(train.distribute_dataset) if api == "ctl" else [None]
             for dd in dd_values:
-                vid = _variant_id(strat.name, replicas, cdo, api, dd, precision, global_batch)
+                vid = _variant_id(strat.name, replicas, strat.devices, cdo, api, dd, precision, global_batch)
                 if vid in seen:
                     raise ScenarioError(source, f"strategies[{s_index}]",
                                         f"variant '{vid}' is declared twice")

@@ -41,7 +41,10 @@ def render_summary(console: Console, records: list[dict[str, Any]]) -> None:
         table.add_column(column, justify=justify)  # type: ignore[arg-type]
     for rec in records:
         v = rec["variant"]
-        api = v["api"] if v["api"] == "fit" else f"ctl ({'dsfn' if v['distribute_dataset'] == 'distribute_datasets_from_function' else 'dist'})"
+        api = v["api"]
+        if api == "ctl":
+            from_fn = v["distribute_dataset"] == "distribute_datasets_from_function"
+            api = f"ctl ({'dsfn' if from_fn else 'dist'})"
         strategy = v["strategy"] + ("" if v["cross_device_ops"] == "auto"
                                     else f" [{v['cross_device_ops']}]")
         style = _STATUS_STYLE.get(rec["status"], "white")

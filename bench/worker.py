@@ -16,8 +16,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from bench import devices, loops, models, precision, protocol, results, strategies
 from bench import data as data_mod
+from bench import devices, loops, models, precision, protocol, results, strategies
 from bench.errors import DataUnavailable, VariantSkipped
 from bench.records import base_record, error_from_exception, finish
 from bench.scenario import Variant

@@ -1,0 +1,126 @@
+"""Shared helpers: write scenarios, run the real `bench` CLI in a subprocess, read what it wrote."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+import tomllib
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+
+# A tiny, fast workload every end-to-end test builds on; tests append their own sections.
+TINY_SCENARIO = """
+[scenario]
+name = "{name}"
+
+[model]
+name = "{model}"
+
+[data]
+name = "synthetic"
+num_examples = 512
+shuffle_buffer = 64
+
+[batch]
+rule = "weak"
+per_replica = 16
+
+[measure]
+warmup_steps = 2
+steps = 8
+repeats = 2
+timeout_s = 120
+"""
+
+
+def _merge(base: dict[str, Any], override: dict[str, Any]) -> dict[str, Any]:
+    out = dict(base)
+    for key, value in override.items():
+        out[key] = _merge(out[key], value) if isinstance(value, dict) and key in out else value
+    return out
+
+
+def _toml_value(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, str):
+        return json.dumps(value)
+    if isinstance(value, list):
+        return "[" + ", ".join(_toml_value(v) for v in value) + "]"
+    return repr(value)
+
+
+def to_toml(doc: dict[str, Any]) -> str:
+    """Enough TOML for scenarios: tables of scalars/lists, and arrays of tables."""
+    lines: list[str] = []
+    for key, value in doc.items():
+        tables = value if isinstance(value, list) and value and isinstance(value[0], dict) else None
+        if isinstance(value, dict):
+            lines.append(f"[{key}]")
+            lines += [f"{k} = {_toml_value(v)}" for k, v in value.items()]
+        elif tables is not None:
+            for table in tables:
+                lines.append(f"[[{key}]]")
+                lines += [f"{k} = {_toml_value(v)}" for k, v in table.items()]
+        else:
+            lines.insert(0, f"{key} = {_toml_value(value)}")
+    return "\n".join(lines) + "\n"
+
+
+def write_scenario(directory: Path, body: str, name: str = "t", model: str = "mlp",
+                   tiny: bool = True, replace: tuple[str, ...] = ()) -> Path:
+    """Write TINY_SCENARIO deep-merged with `body` (TOML); body wins where both set a key.
+
+    Sections named in `replace` are taken whole from `body` instead of merged.
+    """
+    base = tomllib.loads(TINY_SCENARIO.format(name=name, model=model)) if tiny else {}
+    override = tomllib.loads(textwrap.dedent(body))
+    base = {k: v for k, v in base.items() if k not in replace}
+    doc = _merge(base, override)
+    path = directory / f"{name}.toml"
+    path.write_text(to_toml(doc))
+    return path
+
+
+@dataclass
+class BenchRun:
+    proc: subprocess.CompletedProcess[str]
+    run_dir: Path | None
+    records: list[dict[str, Any]]
+
+    def by_id(self) -> dict[str, dict[str, Any]]:
+        return {r["variant_id"]: r for r in self.records}
+
+
+def bench(*args: str, timeout: float = 600, cwd: Path = REPO) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"}
+    return subprocess.run([sys.executable, "-m", "bench", *args], capture_output=True, text=True,
+                          timeout=timeout, cwd=cwd, env=env, stdin=subprocess.DEVNULL)
+
+
+def run_dirs(results: Path) -> list[Path]:
+    return sorted(p for p in results.iterdir() if p.is_dir()) if results.exists() else []
+
+
+def bench_run(scenario: Path, results: Path, *args: str, timeout: float = 900) -> BenchRun:
+    before = set(run_dirs(results))
+    proc = bench("run", str(scenario), "--results-dir", str(results), *args, timeout=timeout)
+    new = [p for p in run_dirs(results) if p not in before]
+    run_dir = new[0] if new else None
+    records = []
+    if run_dir and (run_dir / "records.jsonl").exists():
+        records = [json.loads(line) for line in (run_dir / "records.jsonl").read_text().splitlines()]
+    return BenchRun(proc, run_dir, records)
+
+
+@pytest.fixture
+def scenario_dir(tmp_path: Path) -> Path:
+    return tmp_path

@@ -1,0 +1,62 @@
+"""Process-group control: budgets kill the whole group, progress lines are parsed, errors found."""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from pathlib import Path
+
+from bench.launch.process import WorkerProcess, last_error_line
+from bench.protocol import format_progress, parse_progress
+
+HANG_WITH_GRANDCHILD = """
+import subprocess, sys, time
+child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])
+open(sys.argv[1], "w").write(str(child.pid))
+print("@@bench-progress 3 10", flush=True)
+time.sleep(600)
+"""
+
+
+def alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    # a zombie still answers kill(0); treat it as gone
+    stat = Path(f"/proc/{pid}/stat")
+    return stat.exists() and stat.read_text().split()[2] != "Z"
+
+
+def test_timeout_kills_the_whole_process_group(tmp_path: Path) -> None:
+    pid_file = tmp_path / "grandchild.pid"
+    seen: list[tuple[int, int]] = []
+    cmd = [sys.executable, "-c", HANG_WITH_GRANDCHILD, str(pid_file)]
+    with WorkerProcess(cmd, dict(os.environ), tmp_path / "w.log", lambda d, t: seen.append((d, t))
+                       ) as proc:
+        outcome = proc.wait(timeout_s=3)
+    assert outcome.timed_out and outcome.returncode is None
+    grandchild = int(pid_file.read_text())
+    deadline = time.monotonic() + 5
+    while alive(grandchild) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not alive(grandchild)
+    assert not alive(proc.popen.pid)
+    assert seen == [(3, 10)]
+
+
+def test_normal_exit_keeps_the_log(tmp_path: Path) -> None:
+    code = "import sys; print('hello'); print('ValueError: bad thing', file=sys.stderr); sys.exit(3)"
+    log = tmp_path / "w.log"
+    with WorkerProcess([sys.executable, "-c", code], dict(os.environ), log) as proc:
+        outcome = proc.wait(timeout_s=30)
+    assert outcome.returncode == 3 and not outcome.timed_out
+    assert "hello" in log.read_text()
+    assert last_error_line(log) == "ValueError: bad thing"
+
+
+def test_progress_protocol_round_trip() -> None:
+    assert parse_progress(format_progress(7, 40)) == (7, 40)
+    assert parse_progress("2026 some tensorflow log line") is None
+    assert parse_progress("@@bench-progress x y") is None

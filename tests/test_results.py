@@ -1,0 +1,104 @@
+"""Run directories, record appends, scaling efficiency and the pandas loader."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+
+from bench import results
+from bench.records import base_record, finish
+from bench.scaling import add_scaling_efficiency
+from bench.scenario import expand, parse_scenario
+
+DOC = {
+    "scenario": {"name": "r"},
+    "batch": {"rule": "weak", "per_replica": 32},
+    "train": {"api": "fit"},
+    "strategies": [{"name": "default"}, {"name": "mirrored", "replicas": [1, 2, 4]}],
+}
+
+
+def ok_record(variant, examples_per_sec: float) -> dict:
+    rec = base_record(variant)
+    rec["throughput"] = {"median": examples_per_sec, "mean_rate": examples_per_sec,
+                         "spread_pct": 1.0, "per_repeat": [examples_per_sec]}
+    rec["step_time"] = {"median": variant.global_batch / examples_per_sec, "n": 10}
+    return finish(rec, "ok")
+
+
+@pytest.fixture
+def variants():
+    return expand(parse_scenario(DOC))
+
+
+def test_run_dirs_are_never_reused(tmp_path: Path) -> None:
+    now = datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC)
+    first = results.create_run_dir(tmp_path, "my scenario/<x>", now)
+    second = results.create_run_dir(tmp_path, "my scenario/<x>", now)
+    assert first != second
+    assert first.name == "my_scenario_x-20260102T030405Z"
+    assert second.name == first.name + "-1"
+    assert (first / "logs").is_dir()
+
+
+def test_records_append_and_survive_a_partial_run(tmp_path: Path, variants) -> None:
+    run_dir = results.create_run_dir(tmp_path, "r")
+    results.append_record(run_dir, ok_record(variants[0], 100.0))
+    results.append_record(run_dir, finish(base_record(variants[1]), "failed", reason="boom"))
+    back = results.read_records(run_dir)
+    assert [r["status"] for r in back] == ["ok", "failed"]
+    assert back[1]["reason"] == "boom"
+    assert len((run_dir / results.RECORDS_FILE).read_text().splitlines()) == 2
+
+
+def test_scaling_efficiency_is_against_the_same_strategy_at_one_replica(variants) -> None:
+    default, m1, m2, m4 = variants
+    records = add_scaling_efficiency([ok_record(default, 500.0), ok_record(m1, 400.0),
+                                      ok_record(m2, 600.0), ok_record(m4, 800.0)])
+    eff = {r["variant_id"]: r["scaling_efficiency"] for r in records}
+    assert eff[m2.id] == pytest.approx(600 / (2 * 400))
+    assert eff[m4.id] == pytest.approx(800 / (4 * 400))
+    assert eff[m1.id] == pytest.approx(1.0)
+    assert eff[default.id] is None  # no replica sweep for the baseline strategy
+    assert {r["scaling_kind"] for r in records if r["scaling_efficiency"]} == {"weak"}
+
+
+def test_no_efficiency_without_a_successful_single_replica_run(variants) -> None:
+    _, m1, m2, _ = variants
+    records = add_scaling_efficiency([finish(base_record(m1), "failed", reason="x"),
+                                      ok_record(m2, 600.0)])
+    assert all(r["scaling_efficiency"] is None for r in records)
+
+
+def test_load_runs_reads_many_run_dirs(tmp_path: Path, variants) -> None:
+    for throughput_scale in (1.0, 2.0):
+        run_dir = results.create_run_dir(tmp_path, "r")
+        results.init_run(run_dir, _scenario_file(tmp_path), [v.model_dump(mode="json")
+                                                             for v in variants],
+                         {"git_commit": "abc", "started_at": "now"})
+        for v, thr in zip(variants, (500.0, 400.0, 600.0, 800.0), strict=True):
+            results.append_record(run_dir, ok_record(v, thr * throughput_scale))
+        results.append_record(run_dir, finish(base_record(variants[0]), "skipped", reason="why"))
+    frame = results.load_runs(tmp_path)  # a folder of run directories
+    assert len(frame) == 10
+    assert frame["run"].nunique() == 2
+    assert set(frame["status"]) == {"ok", "skipped"}
+    assert str(frame["replicas"].dtype) == "Int64"
+    m2 = frame[(frame.strategy == "mirrored") & (frame.replicas == 2)]
+    assert list(m2["scaling_efficiency"]) == pytest.approx([0.75, 0.75])
+    assert sorted(m2["examples_per_sec"]) == [600.0, 1200.0]
+    assert frame.loc[frame.status == "skipped", "reason"].tolist() == ["why", "why"]
+
+
+def test_load_runs_rejects_something_else(tmp_path: Path) -> None:
+    with pytest.raises(FileNotFoundError, match="not a bench run directory"):
+        results.load_runs(tmp_path / "missing")
+
+
+def _scenario_file(tmp_path: Path) -> Path:
+    path = tmp_path / "scenario.src.toml"
+    path.write_text(json.dumps(DOC))
+    return path

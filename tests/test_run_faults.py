@@ -1,0 +1,129 @@
+"""Skips, crashes, hangs and Ctrl-C are recorded with their reason and never stop the run."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import REPO, BenchRun, bench_run, write_scenario
+
+pytestmark = pytest.mark.slow
+
+FAULTS = """
+[train]
+api = "ctl"
+
+[measure]
+warmup_steps = 1
+steps = 4
+repeats = 1
+timeout_s = 25
+
+[[strategies]]
+name = "mirrored"
+replicas = 2
+cross_device_ops = "nccl"        # skipped: no NCCL kernel on CPU
+
+[[strategies]]
+name = "mirrored"
+replicas = 1
+devices = "gpu"                  # skipped: no GPU here
+
+[[strategies]]
+name = "mirrored"
+replicas = 1                     # the builder hangs: the budget kills it
+
+[[strategies]]
+name = "mirrored"
+replicas = 2                     # the builder raises
+
+[[strategies]]
+name = "central_storage"
+replicas = 2                     # the worker dies by SIGKILL, no record
+
+[[strategies]]
+name = "default"                 # still runs after all of the above
+"""
+
+
+@pytest.fixture(scope="module")
+def fault_run(tmp_path_factory: pytest.TempPathFactory) -> BenchRun:
+    tmp = tmp_path_factory.mktemp("faults")
+    scenario = write_scenario(tmp, FAULTS, name="faults", model="tests.fixtures.faulty:by_strategy")
+    return bench_run(scenario, tmp / "results")
+
+
+def test_run_goes_on_and_exit_code_reports_failure(fault_run: BenchRun) -> None:
+    assert fault_run.proc.returncode == 1
+    assert [r["status"] for r in fault_run.records] == [
+        "skipped", "skipped", "failed", "failed", "failed", "ok"]
+
+
+def test_each_reason_is_recorded(fault_run: BenchRun) -> None:
+    nccl, gpu, hang, boom, killed, _ = fault_run.records
+    assert "NcclAllReduce" in nccl["reason"]
+    assert "no GPU" in gpu["reason"]
+    assert "timed out after 25 s" in hang["reason"]
+    assert hang["error"]["type"] == "Timeout"
+    assert boom["reason"] == "RuntimeError: builder exploded on purpose"
+    assert "Traceback" in boom["error"]["traceback"]
+    assert "without a record" in killed["reason"]
+    assert killed["error"]["returncode"] == -signal.SIGKILL
+    out = fault_run.proc.stdout
+    for text in ("NcclAllReduce", "timed out", "builder exploded on purpose"):
+        assert text in out
+
+
+def test_no_worker_outlives_the_run(fault_run: BenchRun) -> None:
+    leftovers = subprocess.run(["pgrep", "-f", "bench.worker.*faults"], capture_output=True,
+                               text=True).stdout.split()
+    assert leftovers == []
+
+
+def test_ctrl_c_stops_cleanly_and_keeps_finished_records(tmp_path: Path) -> None:
+    body = """
+[train]
+api = "ctl"
+
+[measure]
+warmup_steps = 1
+steps = 4
+repeats = 1
+timeout_s = 300
+
+[[strategies]]
+name = "default"
+
+[[strategies]]
+name = "mirrored"
+replicas = 1      # hangs until interrupted
+"""
+    scenario = write_scenario(tmp_path, body, name="ctrlc", model="tests.fixtures.faulty:by_strategy")
+    pid_file = tmp_path / "hung.pid"
+    env = {**os.environ, "BENCH_TEST_PID_FILE": str(pid_file)}
+    proc = subprocess.Popen([sys.executable, "-m", "bench", "run", str(scenario), "--results-dir",
+                             str(tmp_path / "results")], cwd=REPO, env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 120
+    while not pid_file.exists() and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert pid_file.exists(), "the hanging variant never started"
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, out + err
+    assert "interrupted" in out
+    assert "Traceback" not in out + err
+    (run_dir,) = (tmp_path / "results").iterdir()
+    records = [json.loads(x) for x in (run_dir / "records.jsonl").read_text().splitlines()]
+    assert [(r["variant"]["strategy"], r["status"]) for r in records] == [("default", "ok")]
+    hung = int(pid_file.read_text())
+    time.sleep(0.5)
+    assert not Path(f"/proc/{hung}").exists() or \
+        Path(f"/proc/{hung}/stat").read_text().split()[2] == "Z"

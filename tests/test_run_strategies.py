@@ -1,0 +1,111 @@
+"""Every local strategy x API on logical CPU devices, through the real `bench run`."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import BenchRun, bench_run, write_scenario
+
+pytestmark = pytest.mark.slow
+
+MATRIX = """
+[train]
+api = ["fit", "ctl"]
+distribute_dataset = ["experimental_distribute_dataset", "distribute_datasets_from_function"]
+
+[[strategies]]
+name = "default"
+
+[[strategies]]
+name = "one_device"
+
+[[strategies]]
+name = "mirrored"
+replicas = [1, 2]
+
+[[strategies]]
+name = "central_storage"
+replicas = 2
+"""
+
+
+@pytest.fixture(scope="module")
+def matrix_run(tmp_path_factory: pytest.TempPathFactory) -> BenchRun:
+    tmp = tmp_path_factory.mktemp("matrix")
+    return bench_run(write_scenario(tmp, MATRIX, name="matrix"), tmp / "results")
+
+
+def test_all_variants_ok(matrix_run: BenchRun) -> None:
+    assert matrix_run.proc.returncode == 0, matrix_run.proc.stdout + matrix_run.proc.stderr
+    records = matrix_run.records
+    assert len(records) == 5 * 3  # 5 strategy points x (fit + 2 dataset modes of ctl)
+    bad = {r["variant_id"]: r["reason"] for r in records if r["status"] != "ok"}
+    assert not bad
+
+
+EXPECTED_CLASS = {"default": "_DefaultDistributionStrategy", "one_device": "OneDeviceStrategy",
+                  "mirrored": "MirroredStrategy", "central_storage": "CentralStorageStrategy"}
+
+
+def test_each_record_is_the_strategy_it_claims(matrix_run: BenchRun) -> None:
+    for rec in matrix_run.records:
+        v = rec["variant"]
+        info = rec["strategy_info"]
+        assert info["class"] == EXPECTED_CLASS[v["strategy"]], rec["variant_id"]
+        assert info["num_replicas_in_sync"] == v["replicas"]
+        assert len(rec["devices"]["logical"]) >= v["replicas"]
+        assert rec["devices"]["kind"] == "cpu"
+
+
+def test_measurements_are_complete_and_sane(matrix_run: BenchRun) -> None:
+    for rec in matrix_run.records:
+        v = rec["variant"]
+        assert rec["throughput"]["median"] > 0
+        assert rec["throughput"]["spread_pct"] >= 0
+        assert rec["step_time"]["n"] == 2 * 8
+        assert [len(w) for w in rec["samples"]["timed"]] == [8, 8]
+        assert len(rec["samples"]["warmup"]) == 2
+        # throughput is computed from the GLOBAL batch
+        assert rec["throughput"]["median"] == pytest.approx(
+            v["global_batch"] / rec["step_time"]["median"])
+        timing = rec["timing"]
+        assert timing["first_step_s"] > rec["step_time"]["median"]  # tracing happens in warmup
+        assert timing["startup_s"] > timing["import_s"] > 0
+        assert rec["loss"]["final"] < rec["loss"]["initial"], rec["variant_id"]  # it trained
+        assert rec["data_source"].startswith("synthetic(")
+
+
+def test_scaling_efficiency_in_the_summary(matrix_run: BenchRun) -> None:
+    out = matrix_run.proc.stdout
+    assert "scaling eff." in out
+    assert "(weak)" in out
+    for rec in matrix_run.records:
+        assert rec["variant_id"] in out or rec["variant"]["strategy"] in out
+
+
+def test_run_directory_layout(matrix_run: BenchRun) -> None:
+    run_dir = matrix_run.run_dir
+    assert run_dir is not None
+    for name in ("scenario.toml", "variants.json", "environment.json", "records.jsonl"):
+        assert (run_dir / name).is_file(), name
+    assert {p.name for p in (run_dir / "logs").glob("*.log")} == {
+        f"{r['variant_id']}.log" for r in matrix_run.records}
+    assert not list((run_dir / "logs").glob("*.record.json"))  # moved into records.jsonl
+    from bench.results import load_runs
+
+    frame = load_runs(run_dir)
+    assert len(frame) == len(matrix_run.records)
+    m2 = frame[(frame.strategy == "mirrored") & (frame.replicas == 2)]
+    assert m2["scaling_efficiency"].notna().all()
+    assert (frame["examples_per_sec"] > 0).all()
+
+
+def test_a_second_run_never_overwrites_the_first(tmp_path: Path) -> None:
+    scenario = write_scenario(tmp_path, '[train]\napi = "ctl"\n[[strategies]]\nname = "default"\n',
+                              name="twice")
+    first = bench_run(scenario, tmp_path / "results", "--steps", "4", "--repeats", "1")
+    second = bench_run(scenario, tmp_path / "results", "--steps", "4", "--repeats", "1")
+    assert first.run_dir != second.run_dir
+    assert len(first.records) == len(second.records) == 1

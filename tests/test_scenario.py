@@ -1,0 +1,198 @@
+"""Scenario validation, matrix expansion, batch rules and the one-line errors of `bench validate`."""
+
+from __future__ import annotations
+
+import math
+import tomllib
+from pathlib import Path
+
+import pytest
+
+from bench.errors import ScenarioError
+from bench.scenario import expand, load_scenario, load_variants, parse_scenario
+from tests.conftest import bench
+
+BASE = {
+    "scenario": {"name": "s"},
+    "batch": {"rule": "weak", "per_replica": 32},
+    "strategies": [{"name": "default"}],
+}
+
+
+def scenario(**sections: object) -> dict:
+    return {**BASE, **sections}
+
+
+def variants_of(doc: dict) -> list:
+    return expand(parse_scenario(doc))
+
+
+def test_defaults_expand_to_fit_and_ctl() -> None:
+    ids = [v.id for v in variants_of(BASE)]
+    assert ids == ["default-r1-fit-float32-gb32", "default-r1-ctl-float32-gb32"]
+
+
+def test_list_valued_fields_expand_to_the_cross_product() -> None:
+    doc = scenario(
+        strategies=[{"name": "default"}, {"name": "mirrored", "replicas": [1, 2, 4]}],
+        train={"api": ["fit", "ctl"], "precision": ["float32", "mixed_bfloat16"]},
+    )
+    variants = variants_of(doc)
+    assert len(variants) == (1 + 3) * 2 * 2
+    assert len({v.id for v in variants}) == len(variants)
+    assert [v.index for v in variants] == list(range(len(variants)))
+    mirrored4 = [v for v in variants if v.strategy == "mirrored" and v.replicas == 4]
+    assert {(v.api, v.precision) for v in mirrored4} == {
+        ("fit", "float32"), ("fit", "mixed_bfloat16"), ("ctl", "float32"), ("ctl", "mixed_bfloat16")}
+
+
+def test_distribute_dataset_axis_applies_to_the_custom_loop_only() -> None:
+    doc = scenario(train={"api": ["fit", "ctl"], "distribute_dataset": [
+        "experimental_distribute_dataset", "distribute_datasets_from_function"]})
+    variants = variants_of(doc)
+    assert [(v.api, v.distribute_dataset) for v in variants] == [
+        ("fit", None), ("ctl", "experimental_distribute_dataset"),
+        ("ctl", "distribute_datasets_from_function")]
+    assert variants[2].id.endswith("dsfn-float32-gb32") or "dsfn" in variants[2].id
+
+
+def test_weak_scaling_keeps_per_replica_batch() -> None:
+    doc = scenario(strategies=[{"name": "mirrored", "replicas": [1, 2, 4]}], train={"api": "fit"})
+    assert [(v.per_replica_batch, v.global_batch) for v in variants_of(doc)] == [
+        (32, 32), (32, 64), (32, 128)]
+
+
+def test_strong_scaling_splits_the_global_batch() -> None:
+    doc = scenario(batch={"rule": "strong", "global": 128},
+                   strategies=[{"name": "mirrored", "replicas": [1, 2, 4]}], train={"api": "fit"})
+    assert [(v.per_replica_batch, v.global_batch) for v in variants_of(doc)] == [
+        (128, 128), (64, 128), (32, 128)]
+
+
+def test_strong_scaling_rejects_an_uneven_split() -> None:
+    doc = scenario(batch={"rule": "strong", "global": 100},
+                   strategies=[{"name": "mirrored", "replicas": [1, 3]}])
+    with pytest.raises(ScenarioError, match=r"batch\.global: 100 does not split evenly over 3"):
+        variants_of(doc)
+
+
+@pytest.mark.parametrize(("rule", "expected"), [
+    ("none", [0.1, 0.1]), ("linear", [0.1, 0.2]), ("sqrt", [0.1, 0.1 * math.sqrt(2)])])
+def test_learning_rate_scaling_follows_the_global_batch(rule: str, expected: list[float]) -> None:
+    doc = scenario(batch={"rule": "weak", "per_replica": 32, "learning_rate": 0.1,
+                          "lr_scaling": rule},
+                   strategies=[{"name": "mirrored", "replicas": [1, 2]}], train={"api": "fit"})
+    assert [v.learning_rate for v in variants_of(doc)] == pytest.approx(expected)
+
+
+def test_batch_size_sweep_is_an_axis() -> None:
+    doc = scenario(batch={"rule": "weak", "per_replica": [16, 64]}, train={"api": "fit"})
+    assert [v.global_batch for v in variants_of(doc)] == [16, 64]
+
+
+def test_duplicate_variants_are_rejected() -> None:
+    doc = scenario(strategies=[{"name": "default"}, {"name": "default"}])
+    with pytest.raises(ScenarioError, match=r"strategies\[1\]: variant .* declared twice"):
+        variants_of(doc)
+
+
+@pytest.mark.parametrize(("doc", "field", "message"), [
+    (scenario(strategies=[{"name": "mirrored", "replica": 2}]), "strategies[0].replica",
+     "did you mean 'replicas'"),
+    (scenario(strategies=[{"name": "mirrored", "replicas": 0}]), "strategies[0].replicas[0]",
+     "greater than or equal to 1"),
+    (scenario(strategies=[{"name": "mirored"}]), "strategies[0].name", "'mirrored'"),
+    (scenario(measure={"steps": "many"}), "measure.steps", "valid integer"),
+    (scenario(train={"api": "keras"}), "train.api[0]", "'fit' or 'ctl'"),
+    (scenario(model={"name": "gpt5"}), "model", "unknown model 'gpt5'"),
+    (scenario(strategies=[{"name": "default", "replicas": 2}]), "strategies[0]",
+     "runs exactly 1 replica"),
+    (scenario(strategies=[{"name": "central_storage", "cross_device_ops": "nccl"}]),
+     "strategies[0]", "applies to strategy 'mirrored' only"),
+    ({**BASE, "batch": {"rule": "strong", "per_replica": 8}}, "batch", "strong scaling sets"),
+    ({"scenario": {"name": "s"}, "strategies": [{"name": "default"}]}, "batch",
+     "required key is missing"),
+    ({**BASE, "extra": 1}, "extra", "unknown key"),
+])
+def test_errors_name_the_field(doc: dict, field: str, message: str) -> None:
+    with pytest.raises(ScenarioError) as info:
+        parse_scenario(doc, "f.toml")
+    text = str(info.value)
+    assert text.startswith(f"f.toml: {field}: "), text
+    assert message in text
+    assert "\n" not in text
+
+
+def test_steps_must_be_a_multiple_of_steps_per_execution() -> None:
+    doc = scenario(train={"steps_per_execution": 4}, measure={"steps": 10, "warmup_steps": 8})
+    with pytest.raises(ScenarioError, match=r"measure\.steps: 10 is not a multiple"):
+        variants_of(doc)
+
+
+def test_shipped_default_scenario_expands_to_the_promised_matrix() -> None:
+    _, variants = load_variants(Path(__file__).parent.parent / "scenarios/mnist_mirrored.toml")
+    pairs = {(v.strategy, v.replicas, v.api) for v in variants}
+    for api in ("fit", "ctl"):
+        assert {("default", 1, api), ("mirrored", 1, api), ("mirrored", 2, api)} <= pairs
+        assert any(s == "central_storage" and a == api for s, _, a in pairs)
+
+
+def test_digest_changes_with_content(tmp_path: Path) -> None:
+    a = parse_scenario(BASE)
+    b = parse_scenario(scenario(measure={"steps": 7}))
+    assert a.digest() != b.digest()
+    assert a.digest() == parse_scenario(dict(BASE)).digest()
+
+
+def test_bad_toml_and_missing_file(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.toml"
+    bad.write_text("[scenario\nname = 1")
+    with pytest.raises(ScenarioError, match=r"bad.toml: invalid TOML"):
+        load_scenario(bad)
+    with pytest.raises(ScenarioError, match=r"nope.toml: file not found"):
+        load_scenario(tmp_path / "nope.toml")
+
+
+MALFORMED = {
+    "bad_toml": ("[scenario\nname='x'", "invalid TOML"),
+    "unknown_key": ("[scenario]\nname='x'\n[batch]\nper_replica=8\n[[strategies]]\nname='default'\n"
+                    "colour='red'\n", "strategies[0].colour: unknown key"),
+    "wrong_type": ("[scenario]\nname='x'\n[batch]\nper_replica='eight'\n[[strategies]]\n"
+                   "name='default'\n", "batch.per_replica[0]:"),
+    "zero_replicas": ("[scenario]\nname='x'\n[batch]\nper_replica=8\n[[strategies]]\n"
+                      "name='mirrored'\nreplicas=0\n", "strategies[0].replicas[0]:"),
+    "unknown_strategy": ("[scenario]\nname='x'\n[batch]\nper_replica=8\n[[strategies]]\n"
+                         "name='horovod'\n", "strategies[0].name:"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(MALFORMED))
+@pytest.mark.parametrize("command", ["validate", "run"])
+def test_cli_rejects_malformed_scenarios_in_one_line(tmp_path: Path, case: str,
+                                                     command: str) -> None:
+    text, expected = MALFORMED[case]
+    path = tmp_path / f"{case}.toml"
+    path.write_text(text)
+    results = tmp_path / "results"
+    extra = ["--results-dir", str(results)] if command == "run" else []
+    proc = bench(command, str(path), *extra)
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1, proc.stderr
+    assert lines[0].startswith(f"error: {path}: ")
+    assert expected in lines[0]
+    assert "Traceback" not in proc.stdout + proc.stderr
+    assert not results.exists() or not any(results.iterdir())  # nothing half-written
+
+
+def test_cli_validate_lists_variants() -> None:
+    proc = bench("validate", "scenarios/mnist_mirrored.toml")
+    assert proc.returncode == 0, proc.stderr
+    assert "10 variant(s)" in proc.stdout
+    assert "mirrored-r2-ctl-float32-gb128" in proc.stdout
+
+
+def test_every_shipped_scenario_validates() -> None:
+    for path in sorted((Path(__file__).parent.parent / "scenarios").glob("*.toml")):
+        assert tomllib.loads(path.read_text())
+        assert load_variants(path)[1], path

@@ -1,0 +1,75 @@
+"""Step timer and statistics against independent computations (numpy, hand-made clocks)."""
+
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+import pytest
+
+from bench.timing import StepTimer, steady_state_start, summarize, throughput
+
+
+def fake_clock(times: list[float]):
+    it = iter(times)
+    return lambda: next(it)
+
+
+def test_timer_records_completion_to_completion_durations() -> None:
+    timer = StepTimer(clock=fake_clock([10.0, 10.5, 10.7, 11.0]))
+    timer.start()
+    assert [timer.lap(), timer.lap(), timer.lap()] == pytest.approx([0.5, 0.2, 0.3])
+    assert timer.steps == 3
+
+
+def test_timer_divides_blocks_by_steps_per_execution() -> None:
+    timer = StepTimer(clock=fake_clock([0.0, 4.0, 6.0]))
+    timer.start()
+    timer.lap(steps=4)
+    timer.lap(steps=4)
+    assert timer.samples == pytest.approx([1.0, 0.5])
+    assert timer.steps == 8
+
+
+def test_lap_before_start_is_an_error() -> None:
+    with pytest.raises(RuntimeError):
+        StepTimer().lap()
+
+
+def test_summary_matches_numpy() -> None:
+    rng = np.random.default_rng(1)
+    samples = list(rng.lognormal(-5, 0.3, size=257))
+    stats = summarize(samples)
+    arr = np.array(samples)
+    assert stats.n == 257
+    assert stats.mean == pytest.approx(arr.mean())
+    assert stats.median == pytest.approx(np.median(arr))
+    assert stats.stdev == pytest.approx(arr.std(ddof=1))
+    assert stats.stderr == pytest.approx(arr.std(ddof=1) / np.sqrt(257))
+    assert stats.mad == pytest.approx(np.median(np.abs(arr - np.median(arr))))
+    assert stats.p5 == pytest.approx(np.percentile(arr, 5))
+    assert stats.p95 == pytest.approx(np.percentile(arr, 95))
+    assert (stats.min, stats.max) == (arr.min(), arr.max())
+
+
+def test_robust_spread_ignores_a_single_outlier() -> None:
+    steady = [0.010, 0.011, 0.009, 0.010, 0.0105, 0.0095] * 5
+    with_outlier = steady + [5.0]
+    assert summarize(with_outlier).robust_cv == pytest.approx(summarize(steady).robust_cv, rel=0.2)
+    assert summarize(with_outlier).stdev > 100 * summarize(steady).stdev
+
+
+def test_steady_state_finds_a_slow_start() -> None:
+    slow_then_fast = [0.02] * 30 + [0.01] * 70
+    start = steady_state_start(slow_then_fast)
+    assert 20 <= start <= 30
+    assert steady_state_start([0.01] * 100) == 0
+
+
+def test_throughput_uses_the_global_batch() -> None:
+    repeats = [[0.01] * 10, [0.02] * 10]
+    thr = throughput(repeats, global_batch=128)
+    assert thr.per_repeat == pytest.approx([12800.0, 6400.0])
+    assert thr.mean_rate == pytest.approx(128 * 20 / 0.3)
+    assert thr.median == pytest.approx(128 / 0.015)
+    assert list(itertools.chain(*repeats))  # sanity: inputs untouched
