@@ -28,7 +28,11 @@ def render_outcome_line(record: dict[str, Any]) -> str:
     style = _STATUS_STYLE.get(status, "white")
     head = f"[{style}]{status:>7}[/] {escape(record['variant_id'])}"
     if status == "ok":
-        return f"{head}  {format_throughput(record)} examples/s"
+        line = f"{head}  {format_throughput(record)} examples/s"
+        settle = record.get("steady_state_start") or 0
+        if settle:
+            line += f"  [yellow](still warming up for the first {settle} timed steps)[/]"
+        return line
     return f"{head}  {escape(str(record.get('reason') or ''))}"
 
 

@@ -98,23 +98,25 @@ def summarize(samples: Sequence[float]) -> Stats:
 
 
 def steady_state_start(samples: Sequence[float], window: int = 10, tolerance: float = 0.10) -> int:
-    """Index of the first sample from which a rolling median stays near the tail's median.
+    """Number of leading samples that are still warmup: a persistently slow start.
 
     A fixed warmup count does not always cover warmup (epochs 2-3 of the seed run were twice as
-    slow as steady state), so we report where the series actually settles. 0 means the whole
-    window looked steady.
+    slow as steady state), so we report where the series actually settles; 0 means it was steady
+    from the start. Step k ends the warmup when both the window just before k and everything
+    before k are slower than the second half's median by more than `tolerance`. Requiring the
+    whole prefix to be slow keeps bursty interference on a shared machine (single slow windows)
+    from being mistaken for warmup.
     """
     n = len(samples)
     if n < 2 * window:
         return 0
-    reference = statistics.median(samples[n // 2 :])
-    for start in range(0, n - window + 1):
-        if all(
-            abs(statistics.median(samples[i : i + window]) - reference) <= tolerance * reference
-            for i in range(start, n - window + 1, window)
-        ):
-            return start
-    return n - window
+    limit = (1 + tolerance) * statistics.median(samples[n // 2 :])
+    start = 0
+    for k in range(window, n // 2 + 1, max(1, window // 2)):
+        if (statistics.median(samples[k - window : k]) > limit
+                and statistics.median(samples[:k]) > limit):
+            start = k
+    return start
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,56 @@
+"""The CLI commands other than run/validate, through the real `bench` entry point."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from tests.conftest import bench
+
+
+def test_help_is_useful_on_every_command() -> None:
+    top = bench("--help")
+    assert top.returncode == 0
+    for command in ("run", "validate", "list", "env"):
+        assert command in top.stdout
+        sub = bench(command, "--help")
+        assert sub.returncode == 0, sub.stderr
+        assert "Usage" in sub.stdout
+    assert "--quick" in bench("run", "--help").stdout
+
+
+def test_list_without_devices_names_everything_and_skips_tensorflow() -> None:
+    proc = bench("list", "--no-devices")
+    assert proc.returncode == 0, proc.stderr
+    for word in ("mirrored", "central_storage", "one_device", "mlp", "cnn", "fashion_mnist",
+                 "mixed_bfloat16", "ctl"):
+        assert word in proc.stdout
+    assert "devices" not in proc.stdout.split("precisions")[-1]
+
+
+def test_env_fingerprint_is_json() -> None:
+    proc = bench("env", "--no-devices")
+    assert proc.returncode == 0, proc.stderr
+    info = json.loads(proc.stdout)
+    assert info["cpu_count"] >= 1
+    assert info["python"].startswith("3.")
+    assert "tensorflow-cpu" in info["packages"] or "tensorflow" in info["packages"]
+
+
+@pytest.mark.slow
+def test_list_probes_devices_in_a_child_process() -> None:
+    proc = bench("list")
+    assert proc.returncode == 0, proc.stderr
+    assert "CPU:/physical_device:CPU:0" in proc.stdout
+    assert "logical CPU devices" in proc.stdout  # no GPU here: says how replicas are simulated
+
+
+def test_the_parent_process_never_imports_tensorflow() -> None:
+    import subprocess
+    import sys
+
+    code = ("import sys, bench.cli, bench.runner, bench.results, bench.data, bench.summary; "
+            "print('tensorflow' in sys.modules or 'keras' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False"
