@@ -1,7 +1,11 @@
 """Harness honesty: bench's median examples/s vs a hand-written Keras fit loop, alternating.
 
 Run with `nox -s benchmarks` or `python -m pytest -m benchmark tests/benchmarks -s`.
-The figures go to pytest-benchmark's extra_info and are printed; the gate is |ratio - 1| <= 5%.
+The figures go to pytest-benchmark's extra_info and are printed. Interference on this shared
+machine comes in bursts of tens of seconds that can halve a run (rounds of the same code were
+seen between 6.6k and 19.8k ex/s), so the two sides alternate in many short rounds and the gate
+is the median of the per-round paired ratios, which tolerates a few contaminated pairs:
+|median(bench median ex/s / hand-written ex/s) - 1| <= 5%.
 """
 
 from __future__ import annotations
@@ -23,34 +27,49 @@ HERE = Path(__file__).parent
 
 
 def handwritten() -> list[float]:
-    out = subprocess.run([sys.executable, str(HERE / "handwritten_fit.py")], capture_output=True,
+    args = ["--warmup", "30", "--steps", "100", "--repeats", "2"]  # as in honesty.toml
+    out = subprocess.run([sys.executable, str(HERE / "handwritten_fit.py"), *args],
+                         capture_output=True,
                          text=True, check=True, timeout=600,
                          env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"})
     return json.loads(out.stdout.strip().splitlines()[-1])["examples_per_sec"]
 
 
-def test_bench_fit_matches_a_handwritten_loop(benchmark, tmp_path: Path) -> None:
-    bench_figures: list[float] = []
-    bench_mean_rates: list[float] = []
-    hand_figures: list[float] = []
+ROUNDS = 10
 
-    def one_round() -> None:  # alternate so drift on the shared machine hits both sides
+
+def test_bench_fit_matches_a_handwritten_loop(benchmark, tmp_path: Path) -> None:
+    bench_medians: list[float] = []
+    bench_mean_rates: list[float] = []
+    hand_rates: list[float] = []
+
+    def one_round() -> None:  # alternate so drift on the shared machine hits both sides of a pair
         run = bench_run(HERE / "honesty.toml", tmp_path / "results")
         (rec,) = run.records
         assert rec["status"] == "ok", rec["reason"]
-        bench_figures.append(rec["throughput"]["median"])
+        bench_medians.append(rec["throughput"]["median"])
         bench_mean_rates.append(rec["throughput"]["mean_rate"])
-        hand_figures.append(statistics.median(handwritten()))
+        hand_rates.append(statistics.median(handwritten()))
 
-    benchmark.pedantic(one_round, rounds=3, iterations=1, warmup_rounds=0)
-    bench_median = statistics.median(bench_figures)
-    hand_median = statistics.median(hand_figures)
-    ratio = bench_median / hand_median
+    benchmark.pedantic(one_round, rounds=ROUNDS, iterations=1, warmup_rounds=0)
+    paired = [b / h for b, h in zip(bench_medians, hand_rates, strict=True)]
+    paired_mean_rate = [b / h for b, h in zip(bench_mean_rates, hand_rates, strict=True)]
+    ratio = statistics.median(paired)
+    best_ratio = max(bench_medians) / max(hand_rates)
+    benchmark.extra_info.update(best_ratio=best_ratio,
+                                best_ratio_mean_rate=max(bench_mean_rates) / max(hand_rates))
     benchmark.extra_info.update(
-        bench_examples_per_sec=bench_figures, bench_mean_rate=bench_mean_rates,
-        handwritten_examples_per_sec=hand_figures, ratio_of_medians=ratio)
-    print(f"\nbench median ex/s per round: {[round(x) for x in bench_figures]}"
-          f"\nbench mean-rate ex/s:        {[round(x) for x in bench_mean_rates]}"
-          f"\nhand-written ex/s per round: {[round(x) for x in hand_figures]}"
-          f"\nratio of medians bench/hand: {ratio:.3f}")
-    assert abs(ratio - 1) <= 0.05, f"bench/handwritten = {ratio:.3f}"
+        bench_median_examples_per_sec=bench_medians, bench_mean_rate=bench_mean_rates,
+        handwritten_examples_per_sec=hand_rates, paired_ratios=paired,
+        median_paired_ratio=ratio, median_paired_ratio_mean_rate=statistics.median(paired_mean_rate))
+    print(f"\nbench median ex/s per round:   {[round(x) for x in bench_medians]}"
+          f"\nbench mean-rate ex/s per round: {[round(x) for x in bench_mean_rates]}"
+          f"\nhand-written ex/s per round:   {[round(x) for x in hand_rates]}"
+          f"\npaired ratios bench median/hand: {[round(x, 3) for x in paired]}"
+          f" -> median {ratio:.3f}"
+          f"\npaired ratios bench mean-rate/hand: {[round(x, 3) for x in paired_mean_rate]}"
+          f" -> median {statistics.median(paired_mean_rate):.3f}"
+          f"\nbest round bench median / best hand-written: {best_ratio:.3f}"
+          f"\nbest round bench mean-rate / best hand-written: "
+          f"{max(bench_mean_rates) / max(hand_rates):.3f}")
+    assert abs(ratio - 1) <= 0.05, f"median paired bench/handwritten = {ratio:.3f}"
