@@ -97,11 +97,9 @@ def run_fit(model: Any, optimizer: Any, dataset: Any, *, total_steps: int,
     return clock.result(notes)
 
 
-def run_custom_loop(strategy: Any, model: Any, optimizer: Any, dist_dataset: Any, *,
-                    global_batch: int, precision: str, total_steps: int,
-                    steps_per_execution: int, jit_compile: bool,
-                    progress: ProgressFn) -> LoopResult:
-    """`strategy.run` under `tf.function` over a distributed dataset, loss reduced to the host."""
+def _replica_step(strategy: Any, model: Any, optimizer: Any, global_batch: int, precision: str
+                  ) -> tuple[Any, Callable[[Any, Any], Any]]:
+    """The per-replica training step shared by the custom loop and the parameter-server loop."""
     import tensorflow as tf
 
     optimizer = precision_policy.wrap_for_custom_loop(optimizer, precision)
@@ -121,6 +119,18 @@ def run_custom_loop(strategy: Any, model: Any, optimizer: Any, dist_dataset: Any
         grads = tape.gradient(scaled, model.trainable_variables)
         optimizer.apply_gradients(zip(grads, model.trainable_variables, strict=True))
         return loss
+
+    return optimizer, replica_step
+
+
+def run_custom_loop(strategy: Any, model: Any, optimizer: Any, dist_dataset: Any, *,
+                    global_batch: int, precision: str, total_steps: int,
+                    steps_per_execution: int, jit_compile: bool,
+                    progress: ProgressFn) -> LoopResult:
+    """`strategy.run` under `tf.function` over a distributed dataset, loss reduced to the host."""
+    import tensorflow as tf
+
+    optimizer, replica_step = _replica_step(strategy, model, optimizer, global_batch, precision)
 
     def one_step(iterator: Any) -> Any:
         x, y = next(iterator)
@@ -142,6 +152,42 @@ def run_custom_loop(strategy: Any, model: Any, optimizer: Any, dist_dataset: Any
         float(train_block(iterator))  # the step is done when its loss is on the host
         clock.lap(steps_per_execution)
     return clock.result([])
+
+
+def run_parameter_server_loop(strategy: Any, model: Any, optimizer: Any, dataset_fn: Any, *,
+                              global_batch: int, precision: str, total_steps: int, block: int,
+                              jit_compile: bool, progress: ProgressFn) -> LoopResult:
+    """ClusterCoordinator loop: schedule `block` steps, join, time the block.
+
+    Workers run scheduled steps asynchronously, so a single step has no meaningful completion
+    time on the coordinator; each sample is a block's wall time divided by its steps.
+    """
+    import tensorflow as tf
+
+    coordinator = tf.distribute.experimental.coordinator.ClusterCoordinator(strategy)
+    optimizer, replica_step = _replica_step(strategy, model, optimizer, global_batch, precision)
+
+    @tf.function
+    def per_worker_dataset() -> Any:
+        return strategy.distribute_datasets_from_function(dataset_fn)
+
+    iterator = iter(coordinator.create_per_worker_dataset(per_worker_dataset))
+
+    @tf.function(jit_compile=jit_compile)
+    def train_step(it: Any) -> Any:
+        x, y = next(it)
+        return strategy.run(replica_step, args=(x, y))
+
+    clock = _Clock(total_steps, progress)
+    clock.start()
+    for _ in range(total_steps // block):
+        for _ in range(block):
+            last = coordinator.schedule(train_step, args=(iterator,))
+        coordinator.join()
+        float(last.fetch())
+        clock.lap(block)
+    return clock.result([f"parameter server: steps are scheduled in blocks of {block} and each "
+                         f"sample is a block's wall time divided by {block}"])
 
 
 def batch_loss(model: Any, batch: tuple[Any, Any]) -> float:

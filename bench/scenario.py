@@ -40,13 +40,19 @@ Axis = Annotated[list[T], BeforeValidator(_as_list), Field(min_length=1)]
 PositiveInt = Annotated[int, Field(ge=1)]
 NonNegativeInt = Annotated[int, Field(ge=0)]
 
-StrategyName = Literal["default", "one_device", "mirrored", "central_storage"]
+StrategyName = Literal["default", "one_device", "mirrored", "central_storage",
+                       "multi_worker_mirrored", "parameter_server", "tpu"]
 ApiName = Literal["fit", "ctl"]
 PrecisionName = Literal["float32", "mixed_float16", "mixed_bfloat16"]
 CrossDeviceOps = Literal["auto", "reduction_to_one_device", "hierarchical_copy", "nccl"]
 DistributeDataset = Literal["experimental_distribute_dataset", "distribute_datasets_from_function"]
 
+Collective = Literal["auto", "ring", "nccl"]
+Partitioner = Literal["none", "fixed", "min_size"]
+
 SINGLE_REPLICA_STRATEGIES = ("default", "one_device")
+# Strategies whose variants are clusters of processes described by TF_CONFIG.
+CLUSTER_STRATEGIES = ("multi_worker_mirrored", "parameter_server")
 
 
 class _Strict(BaseModel):
@@ -139,14 +145,39 @@ class StrategyConfig(_Strict):
     replicas: Axis[PositiveInt] = [1]
     devices: Literal["auto", "cpu", "gpu"] = "auto"
     cross_device_ops: Axis[CrossDeviceOps] = ["auto"]
+    # Cluster strategies: worker processes, their local devices, parameter servers.
+    workers: Axis[PositiveInt] = [1]
+    devices_per_worker: Axis[PositiveInt] = [1]
+    ps: Axis[PositiveInt] = [1]
+    collective: Axis[Collective] = ["auto"]  # MultiWorkerMirrored all-reduce implementation
+    partitioner: Partitioner = "none"  # ParameterServer variable sharding across ps tasks
+    tpu: str = ""  # TPUClusterResolver name or address; "" = a TPU attached to this host
 
     @model_validator(mode="after")
     def _consistent(self) -> StrategyConfig:
+        given = self.model_fields_set
         if self.name in SINGLE_REPLICA_STRATEGIES and self.replicas != [1]:
             raise ValueError(f"strategy '{self.name}' runs exactly 1 replica; remove 'replicas'")
         if self.name != "mirrored" and self.cross_device_ops != ["auto"]:
             raise ValueError("'cross_device_ops' applies to strategy 'mirrored' only")
+        if self.name in CLUSTER_STRATEGIES and "replicas" in given:
+            raise ValueError(f"strategy '{self.name}' takes 'workers' (and 'devices_per_worker'), "
+                             "not 'replicas'")
+        only_for = {"workers": CLUSTER_STRATEGIES, "devices_per_worker": ("multi_worker_mirrored",),
+                    "collective": ("multi_worker_mirrored",), "ps": ("parameter_server",),
+                    "partitioner": ("parameter_server",), "tpu": ("tpu",)}
+        for key, names in only_for.items():
+            if key in given and self.name not in names:
+                raise ValueError(f"'{key}' applies to strategy {' / '.join(map(repr, names))} only")
         return self
+
+
+class ClusterConfig(_Strict):
+    """How local clusters (multi-worker, parameter-server) are started."""
+
+    # isolated: a private network namespace (TensorFlow's servers bind 0.0.0.0, so this is the
+    # only way to keep them off other interfaces); host: the machine's network, 127.0.0.1 ports.
+    network: Literal["isolated", "host"] = "isolated"
 
 
 class Scenario(_Strict):
@@ -156,6 +187,7 @@ class Scenario(_Strict):
     batch: BatchConfig
     train: TrainConfig = TrainConfig()
     measure: MeasureConfig = MeasureConfig()
+    cluster: ClusterConfig = ClusterConfig()
     strategies: Annotated[list[StrategyConfig], Field(min_length=1)]
 
     @property
@@ -176,9 +208,16 @@ class Variant(_Strict):
     scenario_name: str
     scenario_digest: str
     strategy: StrategyName
-    replicas: int
+    replicas: int  # planned replicas in sync; a record's "effective" block says what ran
     devices: str
     cross_device_ops: CrossDeviceOps
+    workers: int = 1
+    devices_per_worker: int = 1
+    ps: int = 0
+    collective: Collective = "auto"
+    partitioner: Partitioner = "none"
+    tpu: str = ""
+    network: Literal["isolated", "host"] = "isolated"
     api: ApiName
     precision: PrecisionName
     distribute_dataset: DistributeDataset | None  # None for fit: Keras distributes the dataset
@@ -192,12 +231,19 @@ class Variant(_Strict):
     train: TrainConfig
     measure: MeasureConfig
 
+    @property
+    def is_cluster(self) -> bool:
+        return self.strategy in CLUSTER_STRATEGIES
+
     def axes(self) -> dict[str, Any]:
         """The values that distinguish this variant from its siblings, for tables and matching."""
         return {
             "strategy": self.strategy,
             "replicas": self.replicas,
+            "workers": self.workers,
+            "ps": self.ps,
             "cross_device_ops": self.cross_device_ops,
+            "collective": self.collective,
             "api": self.api,
             "distribute_dataset": self.distribute_dataset,
             "precision": self.precision,
@@ -215,18 +261,34 @@ def _scaled_lr(batch: BatchConfig, global_batch: int, reference_batch: int) -> f
     return batch.learning_rate
 
 
-def _variant_id(strategy: str, replicas: int, devices: str, cdo: str, api: str, dd: str | None,
-                precision: str, global_batch: int) -> str:
-    parts = [strategy, f"r{replicas}"]
+def _variant_id(strategy: str, shape: str, devices: str, options: tuple[str, ...], api: str,
+                dd: str | None, precision: str, global_batch: int) -> str:
+    parts = [strategy, shape]
     if devices != "auto":
         parts.append(devices)
-    if cdo != "auto":
-        parts.append(cdo)
+    parts += [o for o in options if o not in ("auto", "none")]
     parts.append(api)
     if dd == "distribute_datasets_from_function":
         parts.append("dsfn")
     parts += [precision, f"gb{global_batch}"]
     return "-".join(parts)
+
+
+def _shapes(strat: StrategyConfig) -> list[dict[str, Any]]:
+    """The process/device shapes one strategy entry expands to, with the id label of each."""
+    base = {"cross_device_ops": "auto", "collective": "auto", "workers": 1,
+            "devices_per_worker": 1, "ps": 0}
+    if strat.name == "multi_worker_mirrored":
+        return [{**base, "workers": w, "devices_per_worker": d, "collective": c,
+                 "replicas": w * d, "label": f"w{w}x{d}"}
+                for w, d, c in itertools.product(strat.workers, strat.devices_per_worker,
+                                                 strat.collective)]
+    if strat.name == "parameter_server":
+        # Each scheduled step runs one whole batch on one worker: 1 replica in sync.
+        return [{**base, "workers": w, "ps": p, "replicas": 1, "label": f"ps{p}w{w}"}
+                for p, w in itertools.product(strat.ps, strat.workers)]
+    return [{**base, "cross_device_ops": c, "replicas": r, "label": f"r{r}"}
+            for r, c in itertools.product(strat.replicas, strat.cross_device_ops)]
 
 
 def expand(scenario: Scenario, source: str = "<scenario>") -> list[Variant]:
@@ -238,9 +300,10 @@ def expand(scenario: Scenario, source: str = "<scenario>") -> list[Variant]:
     for s_index, strat in enumerate(scenario.strategies):
         batch_values = batch.per_replica if batch.rule == "weak" else batch.global_batch
         assert batch_values is not None  # guaranteed by BatchConfig validation
-        for replicas, cdo, batch_value, precision, api in itertools.product(
-            strat.replicas, strat.cross_device_ops, batch_values, train.precision, train.api
+        for shape, batch_value, precision, api in itertools.product(
+            _shapes(strat), batch_values, train.precision, train.api
         ):
+            replicas = shape["replicas"]
             if batch.rule == "weak":
                 per_replica, global_batch = batch_value, batch_value * replicas
                 reference = batch.lr_reference_batch or batch_value
@@ -255,7 +318,9 @@ def expand(scenario: Scenario, source: str = "<scenario>") -> list[Variant]:
                 reference = batch.lr_reference_batch or batch_value
             dd_values: list[str | None] = list(train.distribute_dataset) if api == "ctl" else [None]
             for dd in dd_values:
-                vid = _variant_id(strat.name, replicas, strat.devices, cdo, api, dd, precision, global_batch)
+                options = (shape["cross_device_ops"], shape["collective"], strat.partitioner)
+                vid = _variant_id(strat.name, shape["label"], strat.devices, options, api, dd,
+                                  precision, global_batch)
                 if vid in seen:
                     raise ScenarioError(source, f"strategies[{s_index}]",
                                         f"variant '{vid}' is declared twice")
@@ -263,7 +328,11 @@ def expand(scenario: Scenario, source: str = "<scenario>") -> list[Variant]:
                 variants.append(Variant(
                     id=vid, index=len(variants), scenario_name=scenario.name,
                     scenario_digest=scenario.digest(), strategy=strat.name, replicas=replicas,
-                    devices=strat.devices, cross_device_ops=cdo, api=api, precision=precision,
+                    devices=strat.devices, cross_device_ops=shape["cross_device_ops"],
+                    workers=shape["workers"], devices_per_worker=shape["devices_per_worker"],
+                    ps=shape["ps"], collective=shape["collective"], partitioner=strat.partitioner,
+                    tpu=strat.tpu, network=scenario.cluster.network,
+                    api=api, precision=precision,
                     distribute_dataset=dd, batch_rule=batch.rule, per_replica_batch=per_replica,
                     global_batch=global_batch,
                     learning_rate=_scaled_lr(batch, global_batch, reference),
@@ -295,7 +364,7 @@ def _field_path(loc: tuple[Any, ...]) -> str:
 _MODELS_BY_SECTION: dict[str, type[BaseModel]] = {
     "": Scenario, "scenario": ScenarioMeta, "model": ModelConfig, "data": DataConfig,
     "batch": BatchConfig, "train": TrainConfig, "measure": MeasureConfig,
-    "strategies": StrategyConfig,
+    "cluster": ClusterConfig, "strategies": StrategyConfig,
 }
 
 

@@ -1,11 +1,13 @@
 """Variant → tf.distribute strategy, with checks that turn "cannot run here" into a skip reason.
 
-Only single-process strategies live here; multi-process ones (MultiWorkerMirrored,
-ParameterServer, TPU) are built by their launchers and plug into the same worker loop.
+Cluster strategies (MultiWorkerMirrored, ParameterServer) are built here too, inside each task
+process, from the TF_CONFIG that the cluster launcher (or a cluster manager) set.
 """
 
 from __future__ import annotations
 
+import inspect
+import socket
 from typing import Any
 
 from bench.devices import DeviceLayout
@@ -16,15 +18,127 @@ STRATEGY_DESCRIPTIONS: dict[str, str] = {
     "one_device": "OneDeviceStrategy on the first device",
     "mirrored": "MirroredStrategy: synchronous data parallelism over local devices",
     "central_storage": "CentralStorageStrategy: variables on one device, compute mirrored",
+    "multi_worker_mirrored": "MultiWorkerMirroredStrategy: worker processes with TF_CONFIG, "
+                             "collective all-reduce",
+    "parameter_server": "ParameterServerStrategy: ps + worker processes, ClusterCoordinator loop",
+    "tpu": "TPUStrategy: where a TPU is attached or named; skipped with the resolver's reason",
 }
 
+# Keras 3 fit() under MultiWorkerMirroredStrategy: reduce_per_replica() reduces the per-replica
+# scalar metrics with `strategy.reduce("MEAN", v, axis=0)`, which fails on a scalar
+# ("Invalid reduction dimension 0"). Upstream: keras-team/keras#20585, tensorflow/tensorflow#72388.
+_KERAS_MWMS_BUG = 'strategy.reduce("MEAN", v, axis=0)'
 
-def check_supported(strategy: str, cross_device_ops: str, layout: DeviceLayout) -> None:
+
+def keras_fit_problem(strategy: str) -> str | None:
+    """Why Keras `fit` cannot run this strategy with the installed Keras, or None."""
+    if strategy == "parameter_server":
+        import keras
+
+        if int(keras.__version__.split(".")[0]) >= 3:
+            return ("Keras 3 fit() has no ParameterServerStrategy support (it raises 'To use this "
+                    "dataset, you need to pass this dataset to ClusterCoordinator."
+                    "create_per_worker_dataset'); use api = \"ctl\"")
+    if strategy == "multi_worker_mirrored":
+        try:
+            from keras.src.backend.tensorflow import trainer
+
+            source = inspect.getsource(trainer.reduce_per_replica)
+        except (ImportError, OSError, AttributeError):
+            return None  # cannot inspect: try it and let the result speak
+        if _KERAS_MWMS_BUG in source:
+            return ("Keras fit() under MultiWorkerMirroredStrategy fails in this Keras: "
+                    "keras.src.backend.tensorflow.trainer.reduce_per_replica reduces scalar "
+                    "per-replica metrics with strategy.reduce('MEAN', v, axis=0) -> 'Invalid "
+                    "reduction dimension 0' (keras-team/keras#20585, tensorflow/tensorflow#72388); "
+                    "use api = \"ctl\"")
+    return None
+
+
+
+def check_supported(strategy: str, cross_device_ops: str, layout: DeviceLayout,
+                    collective: str = "auto") -> None:
     """Raise VariantSkipped for combinations known not to work on this device kind."""
     if strategy == "mirrored" and cross_device_ops == "nccl" and layout.kind != "gpu":
         raise VariantSkipped(
             "NCCL all-reduce needs GPUs: TensorFlow registers no CPU kernel for 'NcclAllReduce'"
         )
+    if strategy == "multi_worker_mirrored" and collective == "nccl" and layout.kind != "gpu":
+        raise VariantSkipped("collective = \"nccl\" needs GPUs: NCCL has no CPU implementation")
+
+
+def partitioner_problem(partitioner: str) -> str | None:
+    """Why variables cannot be sharded across ps tasks with the installed Keras, or None."""
+    if partitioner == "none":
+        return None
+    try:
+        from keras.src.backend.tensorflow.core import Variable
+
+        source = inspect.getsource(Variable)
+    except (ImportError, OSError, AttributeError):
+        return None
+    if "return self.value.handle" in source:
+        return ("Keras 3 variables cannot wrap tf.distribute's ShardedVariable: gradients fail "
+                "with \"'ShardedVariable' object has no attribute 'handle'\" "
+                "(keras.src.backend.tensorflow.core.Variable.handle); use partitioner = \"none\"")
+    return None
+
+
+def build_multi_worker(collective: str, timeout_s: float) -> Any:
+    """Must run before anything initialises the TF context (collectives are set at startup)."""
+    import tensorflow as tf
+
+    impl = tf.distribute.experimental.CommunicationImplementation
+    options = tf.distribute.experimental.CommunicationOptions(
+        implementation={"auto": impl.AUTO, "ring": impl.RING, "nccl": impl.NCCL}[collective],
+        timeout_seconds=timeout_s,
+    )
+    return tf.distribute.MultiWorkerMirroredStrategy(communication_options=options)
+
+
+def build_parameter_server(partitioner: str, num_ps: int) -> Any:
+    import tensorflow as tf
+
+    partitioners = tf.distribute.experimental.partitioners
+    variable_partitioner = {
+        "none": None,
+        "fixed": partitioners.FixedShardsPartitioner(num_shards=num_ps),
+        "min_size": partitioners.MinSizePartitioner(min_shard_bytes=64 << 10, max_shards=num_ps),
+    }[partitioner]
+    resolver = tf.distribute.cluster_resolver.TFConfigClusterResolver()
+    return tf.distribute.experimental.ParameterServerStrategy(
+        resolver, variable_partitioner=variable_partitioner)
+
+
+def _reachable(address: str, timeout_s: float = 5.0) -> bool:
+    host, _, port = address.removeprefix("grpc://").rpartition(":")
+    try:
+        with socket.create_connection((host, int(port)), timeout=timeout_s):
+            return True
+    except (OSError, ValueError):
+        return False
+
+
+def build_tpu(tpu: str) -> Any:
+    """TPUStrategy, or VariantSkipped with the resolver's own reason when there is no TPU.
+
+    A grpc:// address with nothing behind it makes experimental_connect_to_cluster hang forever,
+    so it is probed with a plain TCP connect first.
+    """
+    import tensorflow as tf
+
+    try:
+        resolver = tf.distribute.cluster_resolver.TPUClusterResolver(tpu=tpu or None)
+    except (ValueError, tf.errors.OpError) as exc:
+        raise VariantSkipped(f"no TPU: TPUClusterResolver: {exc}") from None
+    if tpu.startswith("grpc://") and not _reachable(tpu):
+        raise VariantSkipped(f"no TPU: nothing accepts connections at {tpu}")
+    try:
+        tf.config.experimental_connect_to_cluster(resolver)
+        tf.tpu.experimental.initialize_tpu_system(resolver)
+    except (ValueError, tf.errors.OpError) as exc:
+        raise VariantSkipped(f"no TPU: {type(exc).__name__}: {str(exc).splitlines()[0]}") from None
+    return tf.distribute.TPUStrategy(resolver)
 
 
 def _cross_device_ops(name: str) -> Any:
@@ -64,8 +178,13 @@ def describe_strategy(strategy: Any) -> dict[str, Any]:
     cross_ops = getattr(extended, "_cross_device_ops", None) or getattr(
         extended, "_inferred_cross_device_ops", None
     )
+    options = getattr(extended, "_communication_options", None)  # MultiWorkerMirrored
+    implementation = getattr(options, "implementation", None)
     return {
         "class": type(strategy).__name__,
         "num_replicas_in_sync": int(strategy.num_replicas_in_sync),
         "cross_device_ops": type(cross_ops).__name__ if cross_ops is not None else None,
+        "collective_implementation": getattr(implementation, "name", None),
+        "variable_partitioner": type(getattr(extended, "_variable_partitioner", None)).__name__
+        if getattr(extended, "_variable_partitioner", None) is not None else None,
     }

@@ -9,6 +9,7 @@ crashes and hangs it could not report itself.
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import resource
 import sys
@@ -38,6 +39,58 @@ def _peak_rss_mb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
 
 
+def _round_up(value: int, multiple: int) -> int:
+    return -(-value // multiple) * multiple
+
+
+def _task_identity() -> dict[str, Any] | None:
+    """This process's task in a TF_CONFIG cluster, if it is part of one."""
+    config = json.loads(os.environ.get("TF_CONFIG") or "{}")
+    task = config.get("task")
+    return {"type": task.get("type"), "index": task.get("index")} if task else None
+
+
+def _strategy_and_layout(variant: Variant) -> tuple[Any, devices.DeviceLayout]:
+    """Configure devices and build the strategy, in the order TensorFlow requires."""
+    if variant.strategy == "tpu":
+        strategy = strategies.build_tpu(variant.tpu)
+        names = tuple(d.name for d in strategy.extended.worker_devices)
+        return strategy, devices.DeviceLayout("tpu", names, 1)
+    per_process = {"multi_worker_mirrored": variant.devices_per_worker,
+                   "parameter_server": 1}.get(variant.strategy, variant.replicas)
+    layout = devices.configure(variant.devices, per_process)
+    strategies.check_supported(variant.strategy, variant.cross_device_ops, layout,
+                               variant.collective)
+    precision.check_supported(variant.precision, layout.kind, variant.train.float16_on_cpu)
+    if variant.strategy == "multi_worker_mirrored":
+        # Collectives are configured at program startup: before any op touches the context.
+        return strategies.build_multi_worker(variant.collective, variant.measure.timeout_s), layout
+    if variant.strategy == "parameter_server":
+        if problem := strategies.partitioner_problem(variant.partitioner):
+            raise VariantSkipped(problem)
+        return strategies.build_parameter_server(variant.partitioner, variant.ps), layout
+    return strategies.build_strategy(variant.strategy, variant.cross_device_ops, layout), layout
+
+
+def _effective_batch(variant: Variant, replicas: int) -> dict[str, Any]:
+    """Batch actually used, from the replicas the strategy really has.
+
+    MultiWorkerMirrored on CPU uses only CPU:0 of each worker, so `devices_per_worker = 2`
+    yields one replica per worker, not two: the record says so instead of pretending.
+    """
+    notes = []
+    if variant.batch_rule == "weak":
+        per_replica, global_batch = variant.per_replica_batch, variant.per_replica_batch * replicas
+    else:
+        global_batch = variant.global_batch
+        per_replica = global_batch // replicas
+    if replicas != variant.replicas:
+        notes.append(f"planned {variant.replicas} replicas, the strategy has {replicas}: "
+                     f"global batch {global_batch}, per-replica {per_replica}")
+    return {"replicas": replicas, "per_replica_batch": per_replica, "global_batch": global_batch,
+            "notes": notes}
+
+
 def measure(variant: Variant, spawn_time: float, progress: loops.ProgressFn) -> dict[str, Any]:
     """Build everything the variant names, run warmup + timed windows, return the measurements."""
     t_import = time.perf_counter()
@@ -46,17 +99,18 @@ def measure(variant: Variant, spawn_time: float, progress: loops.ProgressFn) -> 
 
     import_s = time.perf_counter() - t_import
     t_build = time.perf_counter()
-    layout = devices.configure(variant.devices, variant.replicas)
-    strategies.check_supported(variant.strategy, variant.cross_device_ops, layout)
-    precision.check_supported(variant.precision, layout.kind, variant.train.float16_on_cpu)
+    if variant.api == "fit" and (problem := strategies.keras_fit_problem(variant.strategy)):
+        raise VariantSkipped(problem)
+    strategy, layout = _strategy_and_layout(variant)
     policy = precision.apply_policy(variant.precision)
     loaded = data_mod.load_arrays(variant.data)
     print(f"data source: {loaded.source}", file=sys.stderr, flush=True)
     keras.utils.set_random_seed(variant.data.seed)
-    strategy = strategies.build_strategy(variant.strategy, variant.cross_device_ops, layout)
+    effective = _effective_batch(variant, int(strategy.num_replicas_in_sync))
+    global_batch = effective["global_batch"]
 
     def dataset(input_context: Any = None) -> Any:
-        return data_mod.make_dataset(loaded, variant.data, variant.global_batch, input_context)
+        return data_mod.make_dataset(loaded, variant.data, global_batch, input_context)
 
     with strategy.scope():
         model = models.build_model(variant.model.name, loaded.x.shape[1:], loaded.num_classes)
@@ -66,25 +120,35 @@ def measure(variant: Variant, spawn_time: float, progress: loops.ProgressFn) -> 
     build_s = time.perf_counter() - t_build
 
     m, k = variant.measure, variant.train.steps_per_execution
-    total_steps = m.warmup_steps + m.repeats * m.steps
-    common = dict(total_steps=total_steps, steps_per_execution=k,
-                  jit_compile=variant.train.jit_compile, progress=progress)
+    if variant.strategy == "parameter_server":
+        k = max(k, 2 * variant.workers)  # a block gives every worker steps to run concurrently
+    warmup_steps, steps = _round_up(m.warmup_steps, k), _round_up(m.steps, k)
+    total_steps = warmup_steps + m.repeats * steps
+    common = dict(total_steps=total_steps, jit_compile=variant.train.jit_compile,
+                  progress=progress)
     if variant.api == "fit":
         with strategy.scope():
-            result = loops.run_fit(model, optimizer, dataset(), **common)
+            result = loops.run_fit(model, optimizer, dataset(), steps_per_execution=k, **common)
+    elif variant.strategy == "parameter_server":
+        result = loops.run_parameter_server_loop(strategy, model, optimizer, dataset,
+                                                 global_batch=global_batch,
+                                                 precision=variant.precision, block=k, **common)
     else:
         if variant.distribute_dataset == "distribute_datasets_from_function":
             dist = strategy.distribute_datasets_from_function(dataset)
         else:
             dist = strategy.experimental_distribute_dataset(dataset())
         result = loops.run_custom_loop(strategy, model, optimizer, dist,
-                                       global_batch=variant.global_batch,
-                                       precision=variant.precision, **common)
+                                       global_batch=global_batch, precision=variant.precision,
+                                       steps_per_execution=k, **common)
     final_loss = loops.batch_loss(model, probe_batch)
 
-    warmup, windows = _split(result.timer.samples, m.warmup_steps // k, m.steps // k, m.repeats)
+    warmup, windows = _split(result.timer.samples, warmup_steps // k, steps // k, m.repeats)
     timed = [s for w in windows for s in w]
+    notes = list(result.notes) + effective.pop("notes")
     return {
+        "task": _task_identity(),
+        "effective": effective,
         "data_source": loaded.source,
         "data_fallback_reason": loaded.fallback_reason,
         "devices": {**layout.to_dict(), **devices.describe()},
@@ -96,18 +160,18 @@ def measure(variant: Variant, spawn_time: float, progress: loops.ProgressFn) -> 
             "startup_s": result.first_step_end - spawn_time,
             "first_step_s": result.timer.samples[0],
             "warmup_s": sum(warmup),
-            "warmup_steps": m.warmup_steps,
+            "warmup_steps": warmup_steps,
             "timed_steps": len(timed) * k,
             "steps_per_sample": k,
             "repeats": m.repeats,
         },
         "step_time": summarize(timed).to_dict(),
-        "throughput": throughput(windows, variant.global_batch).to_dict(),
+        "throughput": throughput(windows, global_batch).to_dict(),
         "steady_state_start": steady_state_start(timed),
         "samples": {"warmup": warmup, "timed": windows},
         "loss": {"initial": initial_loss, "final": final_loss},
         "env": {"tensorflow": tf.__version__, "keras": keras.__version__, "pid": os.getpid()},
-        "notes": result.notes,
+        "notes": notes,
     }
 
 

@@ -1,0 +1,29 @@
+"""`python -m bench.server`: a standard tf.distribute.Server for the task TF_CONFIG names.
+
+Parameter-server clusters need plain servers for their `ps` and `worker` tasks: the coordinator
+(chief) sends them work. The server runs until its process is killed; that is how TensorFlow's
+servers end (they cannot be stopped from Python).
+"""
+
+from __future__ import annotations
+
+import sys
+
+
+def main() -> int:
+    import tensorflow as tf
+
+    resolver = tf.distribute.cluster_resolver.TFConfigClusterResolver()
+    if not resolver.task_type:
+        print("TF_CONFIG names no task for this process", file=sys.stderr)
+        return 2
+    server = tf.distribute.Server(resolver.cluster_spec(), job_name=resolver.task_type,
+                                  task_index=resolver.task_id, protocol="grpc", start=True)
+    print(f"serving {resolver.task_type}:{resolver.task_id} at {server.target}", file=sys.stderr,
+          flush=True)
+    server.join()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
