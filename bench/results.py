@@ -116,6 +116,7 @@ def _flatten(run_dir: Path, env: dict[str, Any], rec: dict[str, Any]) -> dict[st
     step = rec.get("step_time") or {}
     timing = rec.get("timing") or {}
     loss = rec.get("loss") or {}
+    effective = rec.get("effective") or {}
     return {
         "run": run_dir.name,
         "run_dir": str(run_dir),
@@ -125,14 +126,18 @@ def _flatten(run_dir: Path, env: dict[str, Any], rec: dict[str, Any]) -> dict[st
         "status": rec.get("status"),
         "reason": rec.get("reason"),
         "strategy": variant.get("strategy"),
-        "replicas": variant.get("replicas"),
+        "replicas": effective.get("replicas", variant.get("replicas")),
+        "planned_replicas": variant.get("replicas"),
+        "workers": variant.get("workers"),
+        "ps": variant.get("ps"),
         "cross_device_ops": variant.get("cross_device_ops"),
+        "collective": variant.get("collective"),
         "api": variant.get("api"),
         "distribute_dataset": variant.get("distribute_dataset"),
         "precision": variant.get("precision"),
         "batch_rule": variant.get("batch_rule"),
-        "per_replica_batch": variant.get("per_replica_batch"),
-        "global_batch": variant.get("global_batch"),
+        "per_replica_batch": effective.get("per_replica_batch", variant.get("per_replica_batch")),
+        "global_batch": effective.get("global_batch", variant.get("global_batch")),
         "learning_rate": variant.get("learning_rate"),
         "model": (variant.get("model") or {}).get("name"),
         "data_source": rec.get("data_source"),
@@ -158,7 +163,8 @@ def _flatten(run_dir: Path, env: dict[str, Any], rec: dict[str, Any]) -> dict[st
 
 
 _DTYPES = {
-    "replicas": "Int64", "per_replica_batch": "Int64", "global_batch": "Int64",
+    "replicas": "Int64", "planned_replicas": "Int64", "workers": "Int64", "ps": "Int64",
+    "per_replica_batch": "Int64", "global_batch": "Int64",
     "timed_steps": "Int64",
 }
 

@@ -9,8 +9,13 @@ from __future__ import annotations
 
 from typing import Any
 
-_SAME_EXCEPT_REPLICAS = ("strategy", "cross_device_ops", "api", "distribute_dataset", "precision",
-                         "batch_rule")
+_SAME_EXCEPT_REPLICAS = ("strategy", "cross_device_ops", "collective", "ps", "api",
+                         "distribute_dataset", "precision", "batch_rule")
+
+
+def _replicas(rec: dict[str, Any]) -> int:
+    """Replicas that really ran (MultiWorkerMirrored on CPU has one per worker, whatever planned)."""
+    return int((rec.get("effective") or rec["variant"])["replicas"])
 
 
 def _group_key(variant: dict[str, Any]) -> tuple[Any, ...]:
@@ -28,8 +33,8 @@ def add_scaling_efficiency(records: list[dict[str, Any]]) -> list[dict[str, Any]
         variant = rec.get("variant") or {}
         if rec.get("status") != "ok":
             continue
-        replica_counts.setdefault(_group_key(variant), set()).add(variant["replicas"])
-        if variant["replicas"] == 1:
+        replica_counts.setdefault(_group_key(variant), set()).add(_replicas(rec))
+        if _replicas(rec) == 1:
             reference[_group_key(variant)] = rec["throughput"]["median"]
     # Efficiency needs a sweep: a group measured at one replica count has nothing to compare.
     reference = {k: v for k, v in reference.items() if len(replica_counts[k]) > 1}
@@ -39,7 +44,7 @@ def add_scaling_efficiency(records: list[dict[str, Any]]) -> list[dict[str, Any]
         variant = rec.get("variant") or {}
         base = reference.get(_group_key(variant)) if variant else None
         if rec.get("status") == "ok" and base:
-            n = variant["replicas"]
+            n = _replicas(rec)
             rec["scaling_efficiency"] = rec["throughput"]["median"] / (n * base)
             rec["scaling_kind"] = variant["batch_rule"]
         else:

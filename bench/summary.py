@@ -36,6 +36,16 @@ def render_outcome_line(record: dict[str, Any]) -> str:
     return f"{head}  {escape(str(record.get('reason') or ''))}"
 
 
+def _replicas_cell(variant: dict[str, Any], effective: dict[str, Any]) -> str:
+    """Replicas in sync, with the process shape for cluster strategies (e.g. "2 (2w x 2)")."""
+    text = str(effective["replicas"])
+    if variant["strategy"] == "multi_worker_mirrored":
+        text += f" ({variant['workers']}w x {variant['devices_per_worker']})"
+    elif variant["strategy"] == "parameter_server":
+        text += f" ({variant['ps']}ps {variant['workers']}w)"
+    return text
+
+
 def render_summary(console: Console, records: list[dict[str, Any]]) -> None:
     table = Table(title="Throughput (examples/s: median over timed steps ± robust CV of step time)")
     for column, justify in (("strategy", "left"), ("replicas", "right"), ("API", "left"),
@@ -52,8 +62,10 @@ def render_summary(console: Console, records: list[dict[str, Any]]) -> None:
         strategy = v["strategy"] + ("" if v["cross_device_ops"] == "auto"
                                     else f" [{v['cross_device_ops']}]")
         style = _STATUS_STYLE.get(rec["status"], "white")
-        table.add_row(escape(strategy), str(v["replicas"]), api, v["precision"],
-                      str(v["global_batch"]), format_throughput(rec), format_efficiency(rec),
+        effective = rec.get("effective") or v  # what really ran, when the worker said so
+        table.add_row(escape(strategy), _replicas_cell(v, effective), api, v["precision"],
+                      str(effective["global_batch"]), format_throughput(rec),
+                      format_efficiency(rec),
                       f"[{style}]{rec['status']}[/]")
     console.print(table)
     for rec in records:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any, Protocol
 
+from bench.launch.cluster import ClusterLauncher
 from bench.launch.local import LocalLauncher
 from bench.launch.process import ProgressFn
 from bench.scenario import Variant
@@ -16,4 +17,4 @@ class Launcher(Protocol):
 
 def launcher_for(variant: Variant) -> Launcher:
     """Single-process strategies run locally; multi-process ones get a cluster launcher."""
-    return LocalLauncher()
+    return ClusterLauncher() if variant.is_cluster else LocalLauncher()

@@ -27,28 +27,37 @@ def worker_env(extra: dict[str, str] | None = None) -> dict[str, str]:
     return env
 
 
+def run_worker_command(variant: Variant, run_dir: Path, cmd: list[str], record_path: Path,
+                       budget_s: float, progress: ProgressFn | None) -> dict[str, Any]:
+    """Run one child under a wall-clock budget; return the record it wrote, or a failed one."""
+    log_path = run_dir / "logs" / f"{variant.id}.log"
+    with WorkerProcess(cmd, worker_env(), log_path, progress) as proc:
+        outcome = proc.wait(budget_s)
+    if record_path.exists():
+        record: dict[str, Any] = read_json(record_path)
+        record_path.unlink()
+        record["wall_s"] = outcome.duration_s
+        return record
+    if outcome.timed_out:
+        return failed(variant, f"timed out after {budget_s:g} s (measure.timeout_s); "
+                               "worker process group killed",
+                      type="Timeout", message=last_error_line(log_path), log=str(log_path))
+    cause = last_error_line(log_path) or "no output"
+    return failed(variant, f"worker exited with code {outcome.returncode} without a record: "
+                           f"{cause}", type="WorkerCrash", message=cause, log=str(log_path),
+                  returncode=outcome.returncode)
+
+
+def worker_command(run_dir: Path, variant: Variant, record_path: Path) -> list[str]:
+    return [sys.executable, "-m", "bench.worker", "--variants", str(run_dir / VARIANTS_FILE),
+            "--id", variant.id, "--record", str(record_path)]
+
+
 class LocalLauncher:
     """Runs a variant in one fresh process under a wall-clock budget."""
 
     def run(self, variant: Variant, run_dir: Path, progress: ProgressFn | None = None
             ) -> dict[str, Any]:
-        log_path = run_dir / "logs" / f"{variant.id}.log"
         record_path = run_dir / "logs" / f"{variant.id}.record.json"
-        cmd = [sys.executable, "-m", "bench.worker", "--variants", str(run_dir / VARIANTS_FILE),
-               "--id", variant.id, "--record", str(record_path)]
-        budget = variant.measure.timeout_s
-        with WorkerProcess(cmd, worker_env(), log_path, progress) as proc:
-            outcome = proc.wait(budget)
-        if outcome.timed_out:
-            return failed(variant, f"timed out after {budget:g} s (measure.timeout_s); "
-                                   "worker process group killed",
-                          type="Timeout", message=last_error_line(log_path), log=str(log_path))
-        if record_path.exists():
-            record: dict[str, Any] = read_json(record_path)
-            record_path.unlink()
-            record["wall_s"] = outcome.duration_s
-            return record
-        cause = last_error_line(log_path) or "no output"
-        return failed(variant, f"worker exited with code {outcome.returncode} without a record: "
-                               f"{cause}", type="WorkerCrash", message=cause, log=str(log_path),
-                      returncode=outcome.returncode)
+        return run_worker_command(variant, run_dir, worker_command(run_dir, variant, record_path),
+                                  record_path, variant.measure.timeout_s, progress)

@@ -49,18 +49,33 @@ def kill_group(pid: int, grace_s: float = 3.0) -> None:
         pass
 
 
+def _die_with_parent() -> None:
+    """In the child: get SIGKILL when the parent dies, so no task outlives its supervisor."""
+    import ctypes
+
+    pr_set_pdeathsig = 1
+    ctypes.CDLL(None, use_errno=True).prctl(pr_set_pdeathsig, signal.SIGKILL)
+
+
 class WorkerProcess:
-    """One child process: stdout progress lines go to `on_progress`, everything else to the log."""
+    """One child process: stdout progress lines go to `on_progress`, everything else to the log.
+
+    With `new_session` (the default) the child leads its own process group, which is killed as a
+    whole. Without it the child stays in its parent's group (so killing the parent's group takes
+    it too) and dies with its parent.
+    """
 
     def __init__(self, cmd: list[str], env: dict[str, str], log_path: Path,
-                 on_progress: ProgressFn | None = None) -> None:
+                 on_progress: ProgressFn | None = None, new_session: bool = True) -> None:
         self.log_path = log_path
         self._log = open(log_path, "ab", buffering=0)
         self._on_progress = on_progress
+        self._own_group = new_session
         self.started = time.monotonic()
         self.popen = subprocess.Popen(cmd, env=env, stdin=subprocess.DEVNULL,
                                       stdout=subprocess.PIPE, stderr=self._log,
-                                      start_new_session=True)
+                                      start_new_session=new_session,
+                                      preexec_fn=None if new_session else _die_with_parent)
         self._reader = threading.Thread(target=self._pump, daemon=True)
         self._reader.start()
 
@@ -80,11 +95,17 @@ class WorkerProcess:
             timed_out = False
         except subprocess.TimeoutExpired:
             code, timed_out = None, True
-        kill_group(self.popen.pid)
+        self.kill()
         return Outcome(code, timed_out, time.monotonic() - self.started)
 
+    def kill(self, grace_s: float = 3.0) -> None:
+        if self._own_group:
+            kill_group(self.popen.pid, grace_s)
+        elif self.popen.poll() is None:
+            self.popen.kill()
+
     def close(self) -> None:
-        kill_group(self.popen.pid, grace_s=1.0)
+        self.kill(grace_s=1.0)
         self.popen.wait()
         self._reader.join(timeout=2.0)
         self._log.close()
@@ -97,8 +118,9 @@ class WorkerProcess:
         self.close()
 
 
-def last_error_line(log_path: Path, max_bytes: int = 64_000) -> str:
-    """The most telling line of a worker's log: the last exception line, else the last line."""
+def last_error_line(log_path: Path, max_bytes: int = 64_000, errors_only: bool = False) -> str:
+    """The most telling line of a worker's log: the last exception line, else (unless
+    `errors_only`) the last line."""
     try:
         with open(log_path, "rb") as fh:
             fh.seek(max(0, log_path.stat().st_size - max_bytes))
@@ -110,4 +132,4 @@ def last_error_line(log_path: Path, max_bytes: int = 64_000) -> str:
         head = line.split(":", 1)[0]
         if head.endswith(("Error", "Exception")) or head in ("Killed", "Segmentation fault"):
             return line[:500]
-    return lines[-1][:500] if lines else ""
+    return lines[-1][:500] if lines and not errors_only else ""

@@ -1,0 +1,58 @@
+"""Which processes a cluster variant needs and the TF_CONFIG each one gets. Pure: no TensorFlow.
+
+Shared by the local cluster launcher, `bench worker` (TF_CONFIG set by a cluster manager) and the
+Kubeflow TFJob manifest, so the three always agree on roles and counts.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+
+from bench.scenario import Variant
+
+
+@dataclass(frozen=True)
+class Task:
+    type: str  # chief | worker | ps
+    index: int
+    trains: bool  # runs the bench worker (measures); otherwise a plain tf.distribute.Server
+
+    @property
+    def name(self) -> str:
+        return f"{self.type}-{self.index}"
+
+
+def plan_tasks(variant: Variant) -> list[Task]:
+    """MultiWorkerMirrored: N training workers (worker 0 is the chief).
+    ParameterServer: a chief (the coordinator that trains), N worker servers and K ps servers."""
+    if variant.strategy == "multi_worker_mirrored":
+        return [Task("worker", i, True) for i in range(variant.workers)]
+    if variant.strategy == "parameter_server":
+        return ([Task("chief", 0, True)] + [Task("worker", i, False) for i in range(variant.workers)]
+                + [Task("ps", i, False) for i in range(variant.ps)])
+    raise ValueError(f"strategy {variant.strategy!r} is not a cluster strategy")
+
+
+def chief_of(tasks: list[Task]) -> Task:
+    """The task that writes the variant's record: the chief, else worker 0 (TensorFlow's rule)."""
+    return next((t for t in tasks if t.type == "chief"), tasks[0])
+
+
+def cluster_spec(tasks: list[Task], addresses: list[str]) -> dict[str, list[str]]:
+    spec: dict[str, list[str]] = {}
+    for task, address in zip(tasks, addresses, strict=True):
+        spec.setdefault(task.type, []).append(address)
+    return spec
+
+
+def tf_config(spec: dict[str, list[str]], task: Task) -> str:
+    return json.dumps({"cluster": spec, "task": {"type": task.type, "index": task.index}})
+
+
+def is_chief_config(config: dict) -> bool:
+    task = config.get("task") or {}
+    cluster = config.get("cluster") or {}
+    if "chief" in cluster:
+        return task.get("type") == "chief"
+    return task.get("type") == "worker" and task.get("index", 0) == 0

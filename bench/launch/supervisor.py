@@ -1,0 +1,221 @@
+"""`python -m bench.launch.supervisor`: start, watch and tear down one local cluster variant.
+
+Runs inside the cluster's private network namespace (or on the host network when the scenario
+asks). It starts every task with its own TF_CONFIG, forwards the chief's progress, and ends the
+cluster as soon as anything goes wrong: a task that exits or fails is reported by name, a task
+that hangs is caught by the budget (TensorFlow waits forever for a peer that never joins).
+Tasks stay in the supervisor's process group and die with it, so the parent's kill of that
+group is a last resort that always works.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import signal
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from bench import protocol, results
+from bench.launch.cluster_plan import Task, chief_of, cluster_spec, plan_tasks, tf_config
+from bench.launch.local import worker_command, worker_env
+from bench.launch.netns import bring_loopback_up, free_port
+from bench.launch.process import WorkerProcess, last_error_line
+from bench.records import base_record, finish
+from bench.scenario import Variant
+
+PORT_CONFLICT_MARKERS = ("Address already in use", "Could not start gRPC server")
+POLL_S = 0.05
+
+
+class _PortConflict(Exception):
+    """A server lost the race for its port: start the whole cluster again on new ports."""
+
+
+def _forward_progress(done: int, total: int) -> None:
+    print(protocol.format_progress(done, total), flush=True)
+
+
+def _distinct_ports(n: int) -> list[int]:
+    ports: list[int] = []
+    while len(ports) < n:
+        port = free_port()
+        if port not in ports:
+            ports.append(port)
+    return ports
+
+
+def _gpu_share(task: Task, variant: Variant) -> dict[str, str]:
+    """Give each MultiWorkerMirrored worker its own slice of the visible GPUs, if there are any."""
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if variant.strategy != "multi_worker_mirrored" or not visible:
+        return {}
+    ids = [g for g in visible.split(",") if g.strip()]
+    per = variant.devices_per_worker
+    if len(ids) < variant.workers * per:
+        return {}
+    return {"CUDA_VISIBLE_DEVICES": ",".join(ids[task.index * per:(task.index + 1) * per])}
+
+
+def _proc_stats(pid: int) -> dict[str, float]:
+    """CPU seconds and peak RSS of a live task, read from /proc before it is torn down."""
+    stats: dict[str, float] = {}
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        stats["cpu_s"] = (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                stats["peak_rss_mb"] = int(line.split()[1]) / 1024
+    except (OSError, IndexError, ValueError):
+        pass
+    return stats
+
+
+def _describe_exit(code: int) -> str:
+    if code < 0:
+        return f"was killed by {signal.Signals(-code).name}"
+    return f"exited with code {code}"
+
+
+class Cluster:
+    """The processes of one attempt at running the variant."""
+
+    def __init__(self, variant: Variant, variants_path: Path, logs: Path) -> None:
+        self.variant = variant
+        self.tasks = plan_tasks(variant)
+        self.chief = chief_of(self.tasks)
+        self.logs = logs
+        self.addresses = [f"127.0.0.1:{p}" for p in _distinct_ports(len(self.tasks))]
+        self.spec = cluster_spec(self.tasks, self.addresses)
+        self.procs: dict[Task, WorkerProcess] = {}
+        self.records: dict[Task, dict[str, Any]] = {}
+        self.stats: dict[Task, dict[str, float]] = {}
+        self.failure_error: dict[str, Any] | None = None  # the failing task's own error, if any
+        run_dir = variants_path.parent
+        for task in self.tasks:
+            record_path = self.record_path(task)
+            cmd = (worker_command(run_dir, variant, record_path) if task.trains
+                   else [sys.executable, "-m", "bench.server"])
+            env = worker_env({"TF_CONFIG": tf_config(self.spec, task), **_gpu_share(task, variant)})
+            self.procs[task] = WorkerProcess(
+                cmd, env, self.log_path(task),
+                _forward_progress if task == self.chief else None, new_session=False)
+
+    def log_path(self, task: Task) -> Path:
+        return self.logs / f"{self.variant.id}.{task.name}.log"
+
+    def record_path(self, task: Task) -> Path:
+        return self.logs / f"{self.variant.id}.{task.name}.record.json"
+
+    def close(self) -> None:
+        for task, proc in self.procs.items():
+            if proc.popen.poll() is None:
+                self.stats[task] = _proc_stats(proc.popen.pid)
+        for proc in self.procs.values():
+            proc.close()
+
+    def _raise_on_port_conflict(self, task: Task, text: str) -> None:
+        if any(marker in text for marker in PORT_CONFLICT_MARKERS):
+            raise _PortConflict(f"{task.name} could not listen on "
+                                f"{self.addresses[self.tasks.index(task)]}")
+
+    def _exit_problem(self, task: Task, code: int) -> str:
+        log = self.log_path(task)
+        self._raise_on_port_conflict(task, log.read_text(errors="replace") if log.exists() else "")
+        cause = last_error_line(log, errors_only=code < 0) or ("" if code < 0 else "no output")
+        return f"{task.name} (pid {self.procs[task].popen.pid}) {_describe_exit(code)}" + (
+            f": {cause}" if cause else "")
+
+    def watch(self, deadline: float) -> tuple[str, str | None]:
+        """Poll until every training task has a record or something fails: (status, reason)."""
+        while time.monotonic() < deadline:
+            for task, proc in self.procs.items():  # exits first: they are the root causes
+                code = proc.popen.poll()
+                if code is None or task in self.records:
+                    continue
+                if task.trains and code == 0 and self.record_path(task).exists():
+                    self.records[task] = results.read_json(self.record_path(task))
+                    self.record_path(task).unlink()  # merged into the variant's record
+                else:
+                    return "failed", self._exit_problem(task, code)
+            for task, rec in self.records.items():
+                if rec["status"] == "failed":
+                    self._raise_on_port_conflict(task, str(rec["reason"]))
+                    self.failure_error = {**(rec.get("error") or {}), "task": task.name}
+                    return "failed", f"{task.name}: {rec['reason']}"
+            chief_record = self.records.get(self.chief)
+            if chief_record and chief_record["status"] == "skipped":
+                return "skipped", chief_record["reason"]
+            if all(t in self.records for t in self.tasks if t.trains):
+                return "ok", None
+            time.sleep(POLL_S)
+        waiting = [t.name for t in self.tasks if t.trains and t not in self.records]
+        return "failed", (f"timed out after {self.variant.measure.timeout_s:g} s "
+                          f"(measure.timeout_s) waiting for {', '.join(waiting)}")
+
+    def task_summaries(self) -> list[dict[str, Any]]:
+        out = []
+        for task, address in zip(self.tasks, self.addresses, strict=True):
+            rec = self.records.get(task, {})
+            summary: dict[str, Any] = {
+                "task": task.name, "type": task.type, "index": task.index, "address": address,
+                "trains": task.trains, "pid": self.procs[task].popen.pid,
+                "exit_code": self.procs[task].popen.returncode,
+                "log": str(self.log_path(task)), **self.stats.get(task, {}),
+            }
+            if rec.get("status") == "ok":
+                summary.update(status="ok", step_time=rec["step_time"],
+                               throughput=rec["throughput"], peak_rss_mb=rec.get("peak_rss_mb"))
+            elif rec:
+                summary.update(status=rec["status"], reason=rec.get("reason"))
+            out.append(summary)
+        return out
+
+
+def supervise(variant: Variant, variants_path: Path, logs: Path, network: str,
+              attempts: int = 3) -> dict[str, Any]:
+    deadline = time.monotonic() + variant.measure.timeout_s
+    for attempt in range(1, attempts + 1):
+        cluster = Cluster(variant, variants_path, logs)
+        try:
+            status, reason = cluster.watch(deadline)
+        except _PortConflict as conflict:
+            cluster.close()
+            if attempt == attempts:
+                return finish(base_record(variant), "failed",
+                              reason=f"{conflict}: port taken on {attempts} attempts")
+            continue
+        cluster.close()
+        break
+    record = dict(cluster.records.get(cluster.chief) or base_record(variant))
+    if status != "ok" or record.get("status") != status:
+        error = None
+        if status == "failed":
+            error = cluster.failure_error or {"type": "ClusterFailure", "message": reason}
+        record = finish(record if status == "skipped" else base_record(variant), status,
+                        reason=reason, error=error)
+    record["cluster"] = {"network": network, "spec": cluster.spec, "attempts": attempt,
+                         "chief": cluster.chief.name, "tasks": cluster.task_summaries()}
+    return record
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench.launch.supervisor", description=__doc__)
+    parser.add_argument("--variants", required=True, type=Path)
+    parser.add_argument("--id", required=True)
+    parser.add_argument("--record", required=True, type=Path)
+    parser.add_argument("--network", choices=["isolated", "host"], required=True)
+    args = parser.parse_args(argv)
+    if args.network == "isolated":
+        bring_loopback_up()
+    match = [v for v in results.read_json(args.variants) if v["id"] == args.id]
+    variant = Variant.model_validate(match[0])
+    record = supervise(variant, args.variants, args.record.parent, args.network)
+    results.write_json(args.record, record)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
