@@ -141,6 +141,86 @@ def env(devices: Annotated[bool, typer.Option(help="Probe devices in a child pro
     console.print_json(json.dumps(info, default=str))
 
 
+@app.command()
+def worker(
+    scenario: ScenarioArg,
+    variant: Annotated[str, typer.Option(help="Variant id (see `bench validate`).")],
+    results_dir: Annotated[Path, typer.Option("--results-dir", "-o",
+                                              help="Where the chief creates the run directory.")
+                           ] = Path("results"),
+    resolver: Annotated[str, typer.Option(help="Where the cluster comes from: tf_config (the "
+                                               "TF_CONFIG variable, as Kubeflow's TFJob sets it) "
+                                               "or slurm (SlurmClusterResolver).")
+                        ] = "tf_config",
+    port_base: Annotated[int, typer.Option(help="First port per node with --resolver slurm.")
+                         ] = 8888,
+) -> None:
+    """Run ONE task of a cluster variant, started by a cluster manager (TFJob, SLURM, ...).
+
+    Every task of the cluster runs this same command; TF_CONFIG (or SLURM's variables) tells each
+    which task it is. The chief writes the record.
+    """
+    from bench.external import run_task
+
+    if resolver not in ("tf_config", "slurm"):
+        raise _fail(BenchError(f"--resolver: expected tf_config or slurm, got {resolver!r}"))
+    try:
+        code = run_task(scenario, variant, results_dir, resolver, port_base)
+    except BenchError as exc:
+        raise _fail(exc) from None
+    raise typer.Exit(code=code)
+
+
+cluster_app = typer.Typer(help="Run scenarios on real clusters through their own managers.",
+                          no_args_is_help=True)
+app.add_typer(cluster_app, name="cluster")
+
+
+@cluster_app.command()
+def manifest(
+    scenario: ScenarioArg,
+    image: Annotated[str, typer.Option(help="Container image with bench and the scenario.")],
+    format: Annotated[str, typer.Option("--format", help="Manifest kind (tfjob).")] = "tfjob",
+    variant: Annotated[Optional[list[str]], typer.Option(help="Variant id(s); default: every "
+                                                         "cluster variant.")] = None,
+    scenario_path: Annotated[Optional[str], typer.Option(help="Scenario path inside the image "
+                                                         "(default: as given).")] = None,
+    results_dir: Annotated[str, typer.Option(help="Results directory inside the pods.")
+                           ] = "/results",
+    namespace: Annotated[Optional[str], typer.Option(help="Kubernetes namespace.")] = None,
+    out: Annotated[Optional[Path], typer.Option("--out", "-o", help="Write here (refuses to "
+                                                "overwrite) instead of stdout.")] = None,
+) -> None:
+    """Write Kubeflow TFJob YAML for a scenario's MultiWorkerMirrored / ParameterServer variants."""
+    import yaml
+
+    from bench.manifest import tfjob
+    from bench.scenario import load_variants
+
+    if format != "tfjob":
+        raise _fail(BenchError(f"--format: only 'tfjob' is supported, got {format!r}"))
+    try:
+        _, variants = load_variants(scenario)
+    except BenchError as exc:
+        raise _fail(exc) from None
+    wanted = [v for v in variants if v.is_cluster and (not variant or v.id in variant)]
+    missing = set(variant or []) - {v.id for v in wanted}
+    if missing or not wanted:
+        what = ", ".join(sorted(missing)) if missing else "no cluster variants"
+        raise _fail(BenchError(f"{scenario}: --variant: {what} (cluster variants: "
+                               f"{', '.join(v.id for v in variants if v.is_cluster) or 'none'})"))
+    docs = [tfjob(v, image=image, scenario_path=scenario_path or str(scenario),
+                  results_dir=results_dir, namespace=namespace) for v in wanted]
+    text = yaml.safe_dump_all(docs, sort_keys=False)
+    if out is None:
+        sys.stdout.write(text)
+        return
+    if out.exists():
+        raise _fail(BenchError(f"{out}: exists; not overwriting"))
+    out.write_text(text)
+    console.print(f"wrote {len(docs)} TFJob manifest(s) to {out}")
+
+
 def main() -> None:
     app()
 
