@@ -1,0 +1,137 @@
+"""Cluster roles, TF_CONFIG, scenario rules for cluster strategies and TFJob manifests (fast)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import yaml
+
+from bench.errors import ScenarioError
+from bench.launch.cluster_plan import chief_of, cluster_spec, is_chief_config, plan_tasks, tf_config
+from bench.scenario import expand, parse_scenario
+from tests.conftest import bench
+
+DOC = {
+    "scenario": {"name": "c"},
+    "batch": {"rule": "weak", "per_replica": 16},
+    "train": {"api": "ctl"},
+    "strategies": [
+        {"name": "multi_worker_mirrored", "workers": [1, 2], "devices_per_worker": [1, 2]},
+        {"name": "parameter_server", "ps": 2, "workers": 3},
+    ],
+}
+
+
+def variants() -> dict:
+    return {v.id: v for v in expand(parse_scenario(DOC))}
+
+
+def test_cluster_variants_expand_with_their_shape() -> None:
+    vs = variants()
+    assert set(vs) == {
+        "multi_worker_mirrored-w1x1-ctl-float32-gb16", "multi_worker_mirrored-w1x2-ctl-float32-gb32",
+        "multi_worker_mirrored-w2x1-ctl-float32-gb32", "multi_worker_mirrored-w2x2-ctl-float32-gb64",
+        "parameter_server-ps2w3-ctl-float32-gb16"}
+    mw = vs["multi_worker_mirrored-w2x2-ctl-float32-gb64"]
+    assert (mw.workers, mw.devices_per_worker, mw.replicas, mw.is_cluster) == (2, 2, 4, True)
+    ps = vs["parameter_server-ps2w3-ctl-float32-gb16"]
+    assert (ps.ps, ps.workers, ps.replicas) == (2, 3, 1)
+
+
+@pytest.mark.parametrize(("strategy", "message"), [
+    ({"name": "multi_worker_mirrored", "replicas": 2}, "takes 'workers'"),
+    ({"name": "mirrored", "workers": 2}, "'workers' applies to strategy"),
+    ({"name": "multi_worker_mirrored", "ps": 1}, "'ps' applies to strategy 'parameter_server'"),
+    ({"name": "mirrored", "collective": "ring"}, "'collective' applies"),
+    ({"name": "default", "tpu": "x"}, "'tpu' applies to strategy 'tpu' only"),
+])
+def test_cluster_options_are_checked(strategy: dict, message: str) -> None:
+    with pytest.raises(ScenarioError, match=message):
+        parse_scenario({**DOC, "strategies": [strategy]}, "f.toml")
+
+
+def test_roles_and_tf_config() -> None:
+    vs = variants()
+    mw_tasks = plan_tasks(vs["multi_worker_mirrored-w2x1-ctl-float32-gb32"])
+    assert [(t.type, t.index, t.trains) for t in mw_tasks] == [("worker", 0, True),
+                                                                ("worker", 1, True)]
+    assert chief_of(mw_tasks).name == "worker-0"
+    ps_tasks = plan_tasks(vs["parameter_server-ps2w3-ctl-float32-gb16"])
+    assert [t.name for t in ps_tasks] == ["chief-0", "worker-0", "worker-1", "worker-2", "ps-0",
+                                          "ps-1"]
+    assert [t.trains for t in ps_tasks] == [True, False, False, False, False, False]
+    addresses = [f"127.0.0.1:{9000 + i}" for i in range(len(ps_tasks))]
+    spec = cluster_spec(ps_tasks, addresses)
+    assert spec == {"chief": ["127.0.0.1:9000"], "worker": addresses[1:4], "ps": addresses[4:]}
+    config = json.loads(tf_config(spec, ps_tasks[2]))
+    assert config["task"] == {"type": "worker", "index": 1}
+    assert is_chief_config(json.loads(tf_config(spec, ps_tasks[0])))
+    assert not is_chief_config(config)
+    mw_spec = cluster_spec(mw_tasks, addresses[:2])
+    assert is_chief_config(json.loads(tf_config(mw_spec, mw_tasks[0])))
+
+
+def _scenario_file(tmp_path: Path) -> Path:
+    path = tmp_path / "c.toml"
+    path.write_text("""
+[scenario]
+name = "c"
+[batch]
+per_replica = 16
+[train]
+api = "ctl"
+[[strategies]]
+name = "default"
+[[strategies]]
+name = "multi_worker_mirrored"
+workers = 2
+[[strategies]]
+name = "parameter_server"
+ps = 1
+workers = 2
+""")
+    return path
+
+
+def test_tfjob_manifest_parses_back_with_roles_counts_and_commands(tmp_path: Path) -> None:
+    scenario = _scenario_file(tmp_path)
+    proc = bench("cluster", "manifest", str(scenario), "--format", "tfjob", "--image",
+                 "registry.example/bench:1", "--scenario-path", "/app/c.toml")
+    assert proc.returncode == 0, proc.stderr
+    docs = list(yaml.safe_load_all(proc.stdout))
+    assert [d["metadata"]["name"] for d in docs] == [
+        "bench-multi-worker-mirrored-w2x1-ctl-float32-gb32",
+        "bench-parameter-server-ps1w2-ctl-float32-gb16"]
+    mw, ps = (d["spec"]["tfReplicaSpecs"] for d in docs)
+    assert {k: v["replicas"] for k, v in mw.items()} == {"Worker": 2}
+    assert {k: v["replicas"] for k, v in ps.items()} == {"Chief": 1, "Worker": 2, "PS": 1}
+    for doc, specs in zip(docs, (mw, ps), strict=True):
+        assert doc["apiVersion"] == "kubeflow.org/v1" and doc["kind"] == "TFJob"
+        for replica in specs.values():
+            (container,) = replica["template"]["spec"]["containers"]
+            assert container["name"] == "tensorflow"
+            assert container["image"] == "registry.example/bench:1"
+            cmd = container["command"]
+            assert cmd[:3] == ["bench", "worker", "/app/c.toml"]
+            assert cmd[cmd.index("--variant") + 1] == doc["metadata"]["annotations"]["bench/variant"]
+    assert "&id" not in proc.stdout  # plain YAML, no aliases
+
+
+def test_manifest_refuses_unknown_variants_and_overwrites(tmp_path: Path) -> None:
+    scenario = _scenario_file(tmp_path)
+    proc = bench("cluster", "manifest", str(scenario), "--image", "x", "--variant", "nope")
+    assert proc.returncode == 2 and "nope" in proc.stderr and "Traceback" not in proc.stderr
+    out = tmp_path / "job.yaml"
+    out.write_text("keep me")
+    proc = bench("cluster", "manifest", str(scenario), "--image", "x", "--out", str(out))
+    assert proc.returncode == 2 and "not overwriting" in proc.stderr
+    assert out.read_text() == "keep me"
+
+
+def test_worker_without_tf_config_is_a_clear_error(tmp_path: Path) -> None:
+    scenario = _scenario_file(tmp_path)
+    proc = bench("worker", str(scenario), "--variant", "multi_worker_mirrored-w2x1-ctl-float32-gb32")
+    assert proc.returncode == 2
+    assert "TF_CONFIG is not set" in proc.stderr and "Traceback" not in proc.stderr

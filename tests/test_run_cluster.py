@@ -1,0 +1,256 @@
+"""MultiWorkerMirrored, ParameterServer and TPU through the real `bench run`, faults, and tasks
+started the way cluster managers start them (TF_CONFIG per process; SLURM variables)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from bench.launch import netns
+from tests.conftest import REPO, BenchRun, bench_run, write_scenario
+
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.skipif(netns.isolation_problem() is not None,
+                       reason=f"no private network namespaces here: {netns.isolation_problem()}"),
+]
+
+CLUSTERS = """
+[train]
+api = ["ctl", "fit"]
+
+[measure]
+warmup_steps = 2
+steps = 8
+repeats = 2
+timeout_s = 120
+
+[[strategies]]
+name = "multi_worker_mirrored"
+workers = 2
+devices_per_worker = [1, 2]
+
+[[strategies]]
+name = "parameter_server"
+ps = 1
+workers = 2
+
+[[strategies]]
+name = "parameter_server"
+ps = 2
+workers = 1
+partitioner = "fixed"
+
+[[strategies]]
+name = "tpu"
+"""
+
+
+def leftover_tasks(marker: str) -> list[str]:
+    out = subprocess.run(["pgrep", "-af", "bench"], capture_output=True, text=True).stdout
+    return [line for line in out.splitlines() if marker in line and "pgrep" not in line]
+
+
+@pytest.fixture(scope="module")
+def cluster_run(tmp_path_factory: pytest.TempPathFactory) -> BenchRun:
+    tmp = tmp_path_factory.mktemp("clusters")
+    return bench_run(write_scenario(tmp, CLUSTERS, name="clusters"), tmp / "results")
+
+
+def test_cluster_variants_run_or_skip_with_reasons(cluster_run: BenchRun) -> None:
+    assert cluster_run.proc.returncode == 0, cluster_run.proc.stdout + cluster_run.proc.stderr
+    status = {r["variant_id"]: (r["status"], r["reason"]) for r in cluster_run.records}
+    for vid in ("multi_worker_mirrored-w2x1-ctl-float32-gb32",
+                "multi_worker_mirrored-w2x2-ctl-float32-gb64",
+                "parameter_server-ps1w2-ctl-float32-gb16"):
+        assert status[vid][0] == "ok", status[vid]
+    assert status["multi_worker_mirrored-w2x1-fit-float32-gb32"][0] == "skipped"
+    assert "reduce_per_replica" in status["multi_worker_mirrored-w2x1-fit-float32-gb32"][1]
+    assert "create_per_worker_dataset" in status["parameter_server-ps1w2-fit-float32-gb16"][1]
+    sharded = status["parameter_server-ps2w1-fixed-ctl-float32-gb16"]
+    assert sharded[0] == "skipped" and "ShardedVariable" in sharded[1]
+    for api in ("ctl", "fit"):
+        tpu = status[f"tpu-r1-{api}-float32-gb16"]
+        assert tpu[0] == "skipped" and "TPUClusterResolver" in tpu[1]
+
+
+def test_multi_worker_records_global_and_per_worker_figures(cluster_run: BenchRun) -> None:
+    for vid, planned in (("multi_worker_mirrored-w2x1-ctl-float32-gb32", 2),
+                         ("multi_worker_mirrored-w2x2-ctl-float32-gb64", 4)):
+        rec = cluster_run.by_id()[vid]
+        assert rec["strategy_info"]["class"] == "CollectiveAllReduceStrategy"
+        assert rec["strategy_info"]["collective_implementation"] == "AUTO"
+        assert rec["variant"]["replicas"] == planned
+        # On CPU each worker contributes CPU:0 only: replicas = workers, and the record says so.
+        assert rec["effective"] == {"replicas": 2, "per_replica_batch": 16, "global_batch": 32}
+        assert rec["throughput"]["median"] == pytest.approx(32 / rec["step_time"]["median"])
+        assert rec["throughput"]["spread_pct"] >= 0
+        tasks = rec["cluster"]["tasks"]
+        assert [t["task"] for t in tasks] == ["worker-0", "worker-1"]
+        assert all(t["status"] == "ok" and t["step_time"]["n"] == 16 for t in tasks)
+        assert all(t["address"].startswith("127.0.0.1:") for t in tasks)
+        assert rec["cluster"]["network"] == "isolated"
+        assert rec["task"] == {"type": "worker", "index": 0}
+        assert rec["loss"]["final"] < rec["loss"]["initial"]
+    assert "planned 4 replicas, the strategy has 2" in " ".join(
+        cluster_run.by_id()["multi_worker_mirrored-w2x2-ctl-float32-gb64"]["notes"])
+
+
+def test_parameter_server_records_every_task(cluster_run: BenchRun) -> None:
+    rec = cluster_run.by_id()["parameter_server-ps1w2-ctl-float32-gb16"]
+    assert rec["strategy_info"]["class"].startswith("ParameterServerStrategy")
+    assert rec["strategy_info"]["num_replicas_in_sync"] == 1
+    assert rec["task"] == {"type": "chief", "index": 0}
+    tasks = {t["task"]: t for t in rec["cluster"]["tasks"]}
+    assert set(tasks) == {"chief-0", "worker-0", "worker-1", "ps-0"}
+    for name in ("worker-0", "worker-1", "ps-0"):
+        assert tasks[name]["cpu_s"] > 0 and tasks[name]["peak_rss_mb"] > 0
+    assert rec["throughput"]["median"] > 0
+    assert any("blocks of" in note for note in rec["notes"])
+    assert rec["loss"]["final"] < rec["loss"]["initial"]
+
+
+def test_no_task_outlives_the_run(cluster_run: BenchRun) -> None:
+    assert cluster_run.run_dir is not None
+    assert leftover_tasks(str(cluster_run.run_dir)) == []
+
+
+FAULT = """
+[train]
+api = "ctl"
+
+[measure]
+warmup_steps = 2
+steps = 2000
+repeats = 1
+timeout_s = 60
+
+[[strategies]]
+name = "multi_worker_mirrored"
+workers = 2
+
+[[strategies]]
+name = "default"
+"""
+
+
+@pytest.mark.parametrize(("builder", "expected"), [
+    ("kill_worker_1", "worker-1 (pid"),  # the supervisor sees the exit first
+    ("stop_worker_1", "stopped sending heartbeats"),  # the chief's collective names task:1
+])
+def test_a_failing_worker_fails_the_variant_fast_and_the_run_goes_on(
+        tmp_path: Path, builder: str, expected: str) -> None:
+    scenario = write_scenario(tmp_path, FAULT, name=builder,
+                              model=f"tests.fixtures.faulty:{builder}")
+    run = bench_run(scenario, tmp_path / "results")
+    assert run.proc.returncode == 1, run.proc.stdout + run.proc.stderr
+    mw, default = run.records
+    assert mw["status"] == "failed"
+    assert expected in mw["reason"]
+    assert "timed out" not in mw["reason"]  # detected, not merely outlasted
+    assert mw["wall_s"] < 60 + 10
+    if builder == "kill_worker_1":
+        assert "SIGKILL" in mw["reason"]
+    else:
+        assert "task:1" in mw["reason"]
+    assert default["status"] == "ok"
+    assert leftover_tasks(str(run.run_dir)) == []
+
+
+def _tasks_like_a_cluster_manager(tmp_path: Path, scenario: Path, variant: str,
+                                  envs: list[dict[str, str]], extra: list[str]) -> list[int]:
+    results = tmp_path / "results"
+    spec = {"timeout_s": 150, "tasks": [
+        {"argv": [sys.executable, "-m", "bench", "worker", str(scenario), "--variant", variant,
+                  "--results-dir", str(results), *extra],
+         "env": {"TF_CPP_MIN_LOG_LEVEL": "2", **env}, "log": str(tmp_path / f"task{i}.log")}
+        for i, env in enumerate(envs)]}
+    spec_path = tmp_path / "cluster.json"
+    spec_path.write_text(json.dumps(spec))
+    out = subprocess.run(netns.isolated_command([sys.executable, "-m",
+                                                 "tests.fixtures.local_cluster", str(spec_path)]),
+                         capture_output=True, text=True, timeout=200, cwd=REPO)
+    assert out.returncode == 0, out.stderr
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+EXTERNAL = """
+[train]
+api = "ctl"
+
+[[strategies]]
+name = "multi_worker_mirrored"
+workers = 2
+"""
+
+
+def _only_record(results: Path) -> dict:
+    (run_dir,) = list(results.iterdir())
+    (line,) = (run_dir / "records.jsonl").read_text().splitlines()
+    return json.loads(line)
+
+
+def test_tasks_started_with_their_own_tf_config(tmp_path: Path) -> None:
+    scenario = write_scenario(tmp_path, EXTERNAL, name="external")
+    cluster = {"worker": ["127.0.0.1:23450", "127.0.0.1:23451"]}
+    envs = [{"TF_CONFIG": json.dumps({"cluster": cluster, "task": {"type": "worker", "index": i}})}
+            for i in range(2)]
+    codes = _tasks_like_a_cluster_manager(tmp_path, scenario,
+                                          "multi_worker_mirrored-w2x1-ctl-float32-gb32", envs, [])
+    assert codes == [0, 0], [(tmp_path / f"task{i}.log").read_text()[-2000:] for i in range(2)]
+    rec = _only_record(tmp_path / "results")  # only the chief wrote a run directory
+    assert rec["status"] == "ok", rec["reason"]
+    assert rec["task"] == {"type": "worker", "index": 0}
+    assert rec["strategy_info"]["num_replicas_in_sync"] == 2
+    assert rec["cluster"]["spec"] == cluster
+
+
+def test_tasks_started_by_slurm(tmp_path: Path) -> None:
+    scenario = write_scenario(tmp_path, EXTERNAL, name="slurm")
+    slurm = {"SLURM_STEP_NUM_TASKS": "2", "SLURM_STEP_NODELIST": "localhost",
+             "SLURM_STEP_TASKS_PER_NODE": "2", "SLURM_NTASKS": "2"}
+    envs = [{**slurm, "SLURM_PROCID": str(i)} for i in range(2)]
+    codes = _tasks_like_a_cluster_manager(
+        tmp_path, scenario, "multi_worker_mirrored-w2x1-ctl-float32-gb32", envs,
+        ["--resolver", "slurm", "--port-base", "24560"])
+    assert codes == [0, 0], [(tmp_path / f"task{i}.log").read_text()[-2000:] for i in range(2)]
+    rec = _only_record(tmp_path / "results")
+    assert rec["status"] == "ok", rec["reason"]
+    assert rec["cluster"]["resolver"] == "slurm"
+    assert rec["cluster"]["spec"] == {"worker": ["localhost:24560", "localhost:24561"]}
+
+
+def test_worker_processes_never_listen_outside_their_namespace() -> None:
+    # The isolation itself: a fresh namespace has only loopback.
+    out = subprocess.run(netns.isolated_command([sys.executable, "-c",
+                         "import socket; print(socket.if_nameindex())"]),
+                         capture_output=True, text=True, timeout=30)
+    assert out.returncode == 0, out.stderr
+    assert [name for _, name in eval(out.stdout)] == ["lo"]
+    assert os.environ.get("TF_CONFIG") is None  # nothing leaked into the test process
+
+
+def test_a_taken_port_is_picked_again(tmp_path: Path) -> None:
+    from bench import results
+    from bench.scenario import load_variants
+
+    scenario = write_scenario(tmp_path, EXTERNAL.replace('api = "ctl"', 'api = "ctl"\n'),
+                              name="ports")
+    _, variants = load_variants(scenario)
+    run_dir = results.create_run_dir(tmp_path / "results", "ports")
+    results.write_json(run_dir / results.VARIANTS_FILE,
+                       [v.model_dump(mode="json", by_alias=True) for v in variants])
+    out = subprocess.run(netns.isolated_command([
+        sys.executable, "-m", "tests.fixtures.port_conflict", str(run_dir / "variants.json"),
+        variants[0].id, str(run_dir / "logs" / "record.json")]),
+        capture_output=True, text=True, timeout=300, cwd=REPO)
+    assert out.returncode == 0, out.stderr[-3000:]
+    result = json.loads(out.stdout.strip().splitlines()[-1])
+    assert result["status"] == "ok", result["reason"]
+    assert result["attempts"] == 2
+    assert f"127.0.0.1:{result['taken']}" not in result["spec"]["worker"]
