@@ -14,6 +14,7 @@ from typing import Any
 
 from bench import precision as precision_policy
 from bench.timing import StepTimer
+from bench.tracing import TraceWindow
 
 ProgressFn = Callable[[int, int], None]  # (steps done, total steps)
 
@@ -68,28 +69,45 @@ class _Clock:
 
 
 def run_fit(model: Any, optimizer: Any, dataset: Any, *, total_steps: int,
-            steps_per_execution: int, jit_compile: bool, progress: ProgressFn) -> LoopResult:
+            steps_per_execution: int, jit_compile: bool, progress: ProgressFn,
+            trace: TraceWindow | None = None) -> LoopResult:
     """Keras `fit`; per-step times come from batch callbacks (one per steps_per_execution block).
 
-    The model must have been built under the strategy's scope; `compile` is called here, also
-    under that scope (Keras records the strategy at compile time).
+    One fit call runs warmup, timed and traced steps, so no epoch boundary falls inside the
+    measurement. The model must have been built under the strategy's scope; `compile` is called
+    here, also under that scope (Keras records the strategy at compile time).
     """
     import keras
 
-    clock = _Clock(total_steps, progress)
+    traced = trace.steps if trace else 0
+    clock = _Clock(total_steps + traced, progress)
+    last = total_steps + traced - steps_per_execution
 
     class _StepTiming(keras.callbacks.Callback):
+        context: Any = None
+
         def on_train_batch_begin(self, batch: int, logs: Any = None) -> None:
             if batch == 0:
                 clock.start()
+            if trace and batch >= total_steps:
+                if batch == total_steps:
+                    trace.start()
+                self.context = trace.step(batch - total_steps)
+                self.context.__enter__()
 
         def on_train_batch_end(self, batch: int, logs: Any = None) -> None:
             # Keras hands synchronous callbacks host floats, so the step is really finished here.
+            if self.context is not None:
+                self.context.__exit__(None, None, None)
+                self.context = None
             clock.lap(steps_per_execution)
+            if trace and clock.timer.steps > last:
+                trace.stop()
 
     model.compile(optimizer=optimizer, loss=make_loss(), steps_per_execution=steps_per_execution,
                   jit_compile=jit_compile)
-    model.fit(dataset, epochs=1, steps_per_epoch=total_steps, verbose=0, callbacks=[_StepTiming()])
+    model.fit(dataset, epochs=1, steps_per_epoch=total_steps + traced, verbose=0,
+              callbacks=[_StepTiming()])
     notes = []
     if steps_per_execution > 1:
         notes.append(f"fit callbacks fire once per {steps_per_execution} steps: each sample is a "
@@ -126,7 +144,7 @@ def _replica_step(strategy: Any, model: Any, optimizer: Any, global_batch: int, 
 def run_custom_loop(strategy: Any, model: Any, optimizer: Any, dist_dataset: Any, *,
                     global_batch: int, precision: str, total_steps: int,
                     steps_per_execution: int, jit_compile: bool,
-                    progress: ProgressFn) -> LoopResult:
+                    progress: ProgressFn, trace: TraceWindow | None = None) -> LoopResult:
     """`strategy.run` under `tf.function` over a distributed dataset, loss reduced to the host."""
     import tensorflow as tf
 
@@ -146,11 +164,19 @@ def run_custom_loop(strategy: Any, model: Any, optimizer: Any, dist_dataset: Any
         return loss
 
     iterator = iter(dist_dataset)
-    clock = _Clock(total_steps, progress)
+    clock = _Clock(total_steps + (trace.steps if trace else 0), progress)
     clock.start()
     for _ in range(total_steps // steps_per_execution):
         float(train_block(iterator))  # the step is done when its loss is on the host
         clock.lap(steps_per_execution)
+    if trace:
+        trace.start()
+        clock.start()  # profiler start-up is not part of the first traced step
+        for i in range(trace.steps // steps_per_execution):
+            with trace.step(i):
+                float(train_block(iterator))
+            clock.lap(steps_per_execution)
+        trace.stop()
     return clock.result([])
 
 

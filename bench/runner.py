@@ -20,6 +20,7 @@ from bench.launch import launcher_for
 from bench.scaling import add_scaling_efficiency
 from bench.scenario import Scenario, Variant, expand, load_scenario
 from bench.summary import render_outcome_line, render_summary
+from bench.trace_analysis import attach_trace_analysis
 
 QUICK_MEASURE = {"warmup_steps": 3, "steps": 20, "repeats": 2}
 
@@ -107,6 +108,9 @@ def run(path: Path, opts: RunOptions, console: Console) -> RunOutcome:
                     progress.update(task, completed=done, total=total, description=f"  {vid}")
 
                 record = launcher_for(variant).run(variant, run_dir, on_progress)
+                if (record.get("trace") or {}).get("status") == "captured":
+                    progress.update(steps, description=f"  {variant.id}: analysing trace")
+                    record = attach_trace_analysis(record)
                 results.append_record(run_dir, record)
                 outcome.records.append(record)
                 progress.remove_task(steps)

@@ -137,6 +137,7 @@ class MeasureConfig(_Strict):
     warmup_steps: NonNegativeInt = 10
     steps: PositiveInt = 100
     repeats: PositiveInt = 3
+    trace_steps: NonNegativeInt = 10  # profiler window after the timed steps; 0 turns it off
     timeout_s: Annotated[float, Field(gt=0)] = 300.0
 
 

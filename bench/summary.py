@@ -23,6 +23,22 @@ def format_efficiency(record: dict[str, Any]) -> str:
     return f"{eff:.2f} ({record['scaling_kind']})" if eff is not None else "-"
 
 
+def format_breakdown(record: dict[str, Any]) -> str | None:
+    """One line on where the traced step time went, or None without a usable analysis."""
+    analysis = (record.get("trace") or {}).get("analysis") or {}
+    if analysis.get("status") != "ok" or not analysis.get("breakdown_ms"):
+        error = analysis.get("error")
+        return f"trace analysis failed: {escape(error)}" if error else None
+    b = analysis["breakdown_ms"]
+    step = (analysis.get("step_time_ms") or {}).get("mean")
+    text = (f"trace: step {step:.2f} ms = input {b['input']:.2f} + compute {b['compute']:.2f} + "
+            f"collective {b['collective']:.2f} + other {b['other']:.2f} ms")
+    check = analysis.get("cross_check") or {}
+    if check.get("ratio"):
+        text += f"; trace/bench step time {check['ratio']:.2f}"
+    return text
+
+
 def render_outcome_line(record: dict[str, Any]) -> str:
     status = record["status"]
     style = _STATUS_STYLE.get(status, "white")
@@ -32,6 +48,9 @@ def render_outcome_line(record: dict[str, Any]) -> str:
         settle = record.get("steady_state_start") or 0
         if settle:
             line += f"  [yellow](still warming up for the first {settle} timed steps)[/]"
+        breakdown = format_breakdown(record)
+        if breakdown:
+            line += f"\n          [dim]{breakdown}[/]"
         return line
     return f"{head}  {escape(str(record.get('reason') or ''))}"
 

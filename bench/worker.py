@@ -23,6 +23,7 @@ from bench.errors import DataUnavailable, VariantSkipped
 from bench.records import base_record, error_from_exception, finish
 from bench.scenario import Variant
 from bench.timing import steady_state_start, summarize, throughput
+from bench.tracing import TraceWindow
 
 
 def _emit_progress(done: int, total: int) -> None:
@@ -48,6 +49,33 @@ def _task_identity() -> dict[str, Any] | None:
     config = json.loads(os.environ.get("TF_CONFIG") or "{}")
     task = config.get("task")
     return {"type": task.get("type"), "index": task.get("index")} if task else None
+
+
+def _trace_window(variant: Variant, k: int) -> TraceWindow | None:
+    """A profiler window after the timed steps, where the launcher asked for traces."""
+    logdir = os.environ.get("BENCH_TRACE_DIR")
+    if not logdir or variant.measure.trace_steps == 0 or variant.strategy == "parameter_server":
+        return None
+    return TraceWindow(logdir, _round_up(variant.measure.trace_steps, k))
+
+
+def _trace_summary(trace: TraceWindow | None, traced: list[float], timed: list[float],
+                   variant: Variant) -> dict[str, Any] | None:
+    if variant.strategy == "parameter_server" and variant.measure.trace_steps:
+        return {"status": "off", "reason": "the coordinator only schedules steps; its trace "
+                                           "would not show the workers' compute"}
+    if trace is None:
+        return None
+    window = summarize(traced).to_dict() if traced else None
+    return {
+        "status": "captured",
+        "dir": trace.logdir,
+        "steps": trace.steps,
+        "step_time": window,
+        # Traced vs untraced median step time in the same process: the profiler's cost.
+        "overhead_ratio": window["median"] / summarize(timed).median if window else None,
+        "stop_s": trace.stop_s,
+    }
 
 
 def _strategy_and_layout(variant: Variant) -> tuple[Any, devices.DeviceLayout]:
@@ -124,11 +152,13 @@ def measure(variant: Variant, spawn_time: float, progress: loops.ProgressFn) -> 
         k = max(k, 2 * variant.workers)  # a block gives every worker steps to run concurrently
     warmup_steps, steps = _round_up(m.warmup_steps, k), _round_up(m.steps, k)
     total_steps = warmup_steps + m.repeats * steps
+    trace = _trace_window(variant, k)
     common = dict(total_steps=total_steps, jit_compile=variant.train.jit_compile,
                   progress=progress)
     if variant.api == "fit":
         with strategy.scope():
-            result = loops.run_fit(model, optimizer, dataset(), steps_per_execution=k, **common)
+            result = loops.run_fit(model, optimizer, dataset(), steps_per_execution=k,
+                                   trace=trace, **common)
     elif variant.strategy == "parameter_server":
         result = loops.run_parameter_server_loop(strategy, model, optimizer, dataset,
                                                  global_batch=global_batch,
@@ -140,11 +170,12 @@ def measure(variant: Variant, spawn_time: float, progress: loops.ProgressFn) -> 
             dist = strategy.experimental_distribute_dataset(dataset())
         result = loops.run_custom_loop(strategy, model, optimizer, dist,
                                        global_batch=global_batch, precision=variant.precision,
-                                       steps_per_execution=k, **common)
+                                       steps_per_execution=k, trace=trace, **common)
     final_loss = loops.batch_loss(model, probe_batch)
 
     warmup, windows = _split(result.timer.samples, warmup_steps // k, steps // k, m.repeats)
     timed = [s for w in windows for s in w]
+    traced = result.timer.samples[total_steps // k:]
     notes = list(result.notes) + effective.pop("notes")
     return {
         "task": _task_identity(),
@@ -168,7 +199,8 @@ def measure(variant: Variant, spawn_time: float, progress: loops.ProgressFn) -> 
         "step_time": summarize(timed).to_dict(),
         "throughput": throughput(windows, global_batch).to_dict(),
         "steady_state_start": steady_state_start(timed),
-        "samples": {"warmup": warmup, "timed": windows},
+        "samples": {"warmup": warmup, "timed": windows, "traced": traced},
+        "trace": _trace_summary(trace, traced, timed, variant),
         "loss": {"initial": initial_loss, "final": final_loss},
         "env": {"tensorflow": tf.__version__, "keras": keras.__version__, "pid": os.getpid()},
         "notes": notes,

@@ -94,6 +94,8 @@ def test_multi_worker_records_global_and_per_worker_figures(cluster_run: BenchRu
         assert [t["task"] for t in tasks] == ["worker-0", "worker-1"]
         assert all(t["status"] == "ok" and t["step_time"]["n"] == 16 for t in tasks)
         assert all(t["address"].startswith("127.0.0.1:") for t in tasks)
+        for task in ("worker-0", "worker-1"):  # every worker traces into its own logdir
+            assert list((Path(rec["trace"]["dir"]).parent / task).glob("plugins/profile/*/*.xplane.pb"))
         assert rec["cluster"]["network"] == "isolated"
         assert rec["task"] == {"type": "worker", "index": 0}
         assert rec["loss"]["final"] < rec["loss"]["initial"]

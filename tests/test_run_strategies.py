@@ -109,3 +109,33 @@ def test_a_second_run_never_overwrites_the_first(tmp_path: Path) -> None:
     second = bench_run(scenario, tmp_path / "results", "--steps", "4", "--repeats", "1")
     assert first.run_dir != second.run_dir
     assert len(first.records) == len(second.records) == 1
+
+
+def test_every_variant_leaves_a_trace_outside_the_timed_window(matrix_run: BenchRun) -> None:
+    for rec in matrix_run.records:
+        trace = rec["trace"]
+        assert trace["status"] == "captured", rec["variant_id"]
+        assert trace["dir"].endswith(f"traces/{rec['variant_id']}")
+        xplanes = list(Path(trace["dir"]).glob("plugins/profile/*/*.xplane.pb"))
+        assert len(xplanes) == 1 and xplanes[0].stat().st_size > 1000
+        # traced steps are their own window: never part of the timed statistics
+        assert len(rec["samples"]["traced"]) == trace["steps"] == 10
+        assert rec["step_time"]["n"] == 16
+        assert trace["overhead_ratio"] > 0
+
+
+def test_every_record_carries_the_trace_breakdown(matrix_run: BenchRun) -> None:
+    for rec in matrix_run.records:
+        analysis = rec["trace"]["analysis"]
+        assert analysis["status"] == "ok", (rec["variant_id"], analysis.get("error"))
+        breakdown = analysis["breakdown_ms"]
+        assert set(breakdown) == {"input", "compute", "collective", "other"}
+        assert all(v >= 0 for v in breakdown.values())
+        assert analysis["step_time_ms"]["mean"] > 0
+        assert analysis["top_ops"] and analysis["input_conclusion"]
+        check = analysis["cross_check"]
+        assert check["bench_median_step_ms"] == pytest.approx(rec["step_time"]["median"] * 1000)
+        assert check["ratio"] > 0
+        if rec["variant"]["replicas"] == 2 and rec["variant"]["strategy"] == "mirrored":
+            assert breakdown["collective"] > 0  # two replicas all-reduce their gradients
+    assert "trace: step" in matrix_run.proc.stdout

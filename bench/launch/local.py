@@ -27,11 +27,18 @@ def worker_env(extra: dict[str, str] | None = None) -> dict[str, str]:
     return env
 
 
+def trace_dir(run_dir: Path, variant: Variant, task: str | None = None) -> Path:
+    """Where a variant's (or one cluster task's) profiler output goes: a TensorBoard logdir."""
+    base = run_dir / "traces" / variant.id
+    return base / task if task else base
+
+
 def run_worker_command(variant: Variant, run_dir: Path, cmd: list[str], record_path: Path,
-                       budget_s: float, progress: ProgressFn | None) -> dict[str, Any]:
+                       budget_s: float, progress: ProgressFn | None,
+                       extra_env: dict[str, str] | None = None) -> dict[str, Any]:
     """Run one child under a wall-clock budget; return the record it wrote, or a failed one."""
     log_path = run_dir / "logs" / f"{variant.id}.log"
-    with WorkerProcess(cmd, worker_env(), log_path, progress) as proc:
+    with WorkerProcess(cmd, worker_env(extra_env), log_path, progress) as proc:
         outcome = proc.wait(budget_s)
     if record_path.exists():
         record: dict[str, Any] = read_json(record_path)
@@ -60,4 +67,5 @@ class LocalLauncher:
             ) -> dict[str, Any]:
         record_path = run_dir / "logs" / f"{variant.id}.record.json"
         return run_worker_command(variant, run_dir, worker_command(run_dir, variant, record_path),
-                                  record_path, variant.measure.timeout_s, progress)
+                                  record_path, variant.measure.timeout_s, progress,
+                                  {"BENCH_TRACE_DIR": str(trace_dir(run_dir, variant))})

@@ -20,7 +20,7 @@ from typing import Any
 
 from bench import protocol, results
 from bench.launch.cluster_plan import Task, chief_of, cluster_spec, plan_tasks, tf_config
-from bench.launch.local import worker_command, worker_env
+from bench.launch.local import trace_dir, worker_command, worker_env
 from bench.launch.netns import bring_loopback_up, free_port
 from bench.launch.process import WorkerProcess, last_error_line
 from bench.records import base_record, finish
@@ -98,7 +98,9 @@ class Cluster:
             record_path = self.record_path(task)
             cmd = (worker_command(run_dir, variant, record_path) if task.trains
                    else [sys.executable, "-m", "bench.server"])
-            env = worker_env({"TF_CONFIG": tf_config(self.spec, task), **_gpu_share(task, variant)})
+            env = worker_env({"TF_CONFIG": tf_config(self.spec, task),
+                              "BENCH_TRACE_DIR": str(trace_dir(run_dir, variant, task.name)),
+                              **_gpu_share(task, variant)})
             self.procs[task] = WorkerProcess(
                 cmd, env, self.log_path(task),
                 _forward_progress if task == self.chief else None, new_session=False)

@@ -1,0 +1,47 @@
+"""Profiler trace capture for a window of steps after the timed window.
+
+Each traced step is wrapped in `tf.profiler.experimental.Trace("train", step_num=i, _r=1)`:
+without `_r=1` xprof finds no steps. Keras 3's TensorBoard callback lacks that marker, which is
+why the fit path uses our own callback hooks. Output lands in the TensorBoard/xprof layout:
+`<logdir>/plugins/profile/<run>/<host>.xplane.pb`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+
+
+@dataclass
+class TraceWindow:
+    logdir: str
+    steps: int
+    stop_s: float = 0.0  # what profiler.stop() cost (writing the trace), outside any step
+    _started: bool = field(default=False, repr=False)
+
+    def start(self) -> None:
+        import tensorflow as tf
+
+        options = tf.profiler.experimental.ProfilerOptions(host_tracer_level=2,
+                                                           python_tracer_level=0,
+                                                           device_tracer_level=1)
+        tf.profiler.experimental.start(self.logdir, options=options)
+        self._started = True
+
+    @contextlib.contextmanager
+    def step(self, step_num: int) -> Iterator[None]:
+        import tensorflow as tf
+
+        with tf.profiler.experimental.Trace("train", step_num=step_num, _r=1):
+            yield
+
+    def stop(self) -> None:
+        import tensorflow as tf
+
+        if self._started:
+            t0 = time.perf_counter()
+            tf.profiler.experimental.stop()
+            self.stop_s = time.perf_counter() - t0
+            self._started = False
