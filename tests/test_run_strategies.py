@@ -134,7 +134,7 @@ def test_every_record_carries_the_trace_breakdown(matrix_run: BenchRun) -> None:
         assert analysis["step_time_ms"]["mean"] > 0
         assert analysis["top_ops"] and analysis["input_conclusion"]
         check = analysis["cross_check"]
-        assert check["bench_median_step_ms"] == pytest.approx(rec["step_time"]["median"] * 1000)
+        assert check["bench_median_step_ms"] == pytest.approx(rec["step_time"]["median"] * 1000, abs=1e-3)
         assert check["ratio"] > 0
         if rec["variant"]["replicas"] == 2 and rec["variant"]["strategy"] == "mirrored":
             assert breakdown["collective"] > 0  # two replicas all-reduce their gradients
