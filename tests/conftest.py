@@ -121,6 +121,8 @@ def bench_run(scenario: Path, results: Path, *args: str, timeout: float = 900) -
     return BenchRun(proc, run_dir, records)
 
 
-@pytest.fixture
-def scenario_dir(tmp_path: Path) -> Path:
-    return tmp_path
+def run_in_fresh_dir(factory: pytest.TempPathFactory, name: str, body: str,
+                     model: str = "mlp") -> BenchRun:
+    """For module-scoped fixtures: one real `bench run` of TINY_SCENARIO + body, shared by tests."""
+    tmp = factory.mktemp(name)
+    return bench_run(write_scenario(tmp, body, name=name, model=model), tmp / "results")

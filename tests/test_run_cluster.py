@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from bench.launch import netns
-from tests.conftest import REPO, BenchRun, bench_run, write_scenario
+from tests.conftest import REPO, BenchRun, bench_run, run_in_fresh_dir, write_scenario
 
 pytestmark = [
     pytest.mark.slow,
@@ -58,8 +58,7 @@ def leftover_tasks(marker: str) -> list[str]:
 
 @pytest.fixture(scope="module")
 def cluster_run(tmp_path_factory: pytest.TempPathFactory) -> BenchRun:
-    tmp = tmp_path_factory.mktemp("clusters")
-    return bench_run(write_scenario(tmp, CLUSTERS, name="clusters"), tmp / "results")
+    return run_in_fresh_dir(tmp_path_factory, "clusters", CLUSTERS)
 
 
 def test_cluster_variants_run_or_skip_with_reasons(cluster_run: BenchRun) -> None:

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import REPO, BenchRun, bench_run, write_scenario
+from tests.conftest import REPO, BenchRun, run_in_fresh_dir, write_scenario
 
 pytestmark = pytest.mark.slow
 
@@ -55,9 +55,7 @@ name = "default"                 # still runs after all of the above
 
 @pytest.fixture(scope="module")
 def fault_run(tmp_path_factory: pytest.TempPathFactory) -> BenchRun:
-    tmp = tmp_path_factory.mktemp("faults")
-    scenario = write_scenario(tmp, FAULTS, name="faults", model="tests.fixtures.faulty:by_strategy")
-    return bench_run(scenario, tmp / "results")
+    return run_in_fresh_dir(tmp_path_factory, "faults", FAULTS, model="tests.fixtures.faulty:by_strategy")
 
 
 def test_run_goes_on_and_exit_code_reports_failure(fault_run: BenchRun) -> None:

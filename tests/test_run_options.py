@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from bench.data import DEBIAN_FASHION_MNIST_DIR
-from tests.conftest import BenchRun, bench_run, write_scenario
+from tests.conftest import BenchRun, bench_run, run_in_fresh_dir, write_scenario
 
 pytestmark = pytest.mark.slow
 
@@ -31,8 +31,7 @@ replicas = 2
 
 @pytest.fixture(scope="module")
 def precision_run(tmp_path_factory: pytest.TempPathFactory) -> BenchRun:
-    tmp = tmp_path_factory.mktemp("precision")
-    return bench_run(write_scenario(tmp, PRECISION, name="precision"), tmp / "results")
+    return run_in_fresh_dir(tmp_path_factory, "precision", PRECISION)
 
 
 def test_mixed_policies_run_and_are_recorded(precision_run: BenchRun) -> None:

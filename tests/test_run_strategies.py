@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import BenchRun, bench_run, write_scenario
+from tests.conftest import BenchRun, bench_run, run_in_fresh_dir, write_scenario
 
 pytestmark = pytest.mark.slow
 
@@ -33,8 +33,7 @@ replicas = 2
 
 @pytest.fixture(scope="module")
 def matrix_run(tmp_path_factory: pytest.TempPathFactory) -> BenchRun:
-    tmp = tmp_path_factory.mktemp("matrix")
-    return bench_run(write_scenario(tmp, MATRIX, name="matrix"), tmp / "results")
+    return run_in_fresh_dir(tmp_path_factory, "matrix", MATRIX)
 
 
 def test_all_variants_ok(matrix_run: BenchRun) -> None:
