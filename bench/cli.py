@@ -293,6 +293,75 @@ def trace(
             signal.signal(sig, handler)
 
 
+@app.command()
+def compare(
+    baseline: Annotated[Path, typer.Argument(help="Baseline run directory, or a folder of runs "
+                                                  "(the newest run of the candidate's scenario "
+                                                  "is used).", show_default=False)],
+    candidate: Annotated[Path, typer.Argument(help="Candidate run directory.",
+                                              show_default=False)],
+    min_effect: Annotated[Optional[float], typer.Option(
+        min=0, max=0.99, help="Smallest slowdown that counts (default: the scenario's "
+                              "compare.min_effect, 0.05).")] = None,
+    alpha: Annotated[float, typer.Option(min=1e-6, max=0.5, help="Significance level.")] = 0.01,
+    force: Annotated[bool, typer.Option(help="Compare even across device kinds or data sources."
+                                        )] = False,
+    markdown: Annotated[Optional[Path], typer.Option(help="Write a Markdown report here.")] = None,
+    json_out: Annotated[Optional[Path], typer.Option("--json", help="Write JSON here.")] = None,
+) -> None:
+    """Flag statistically real slowdowns of CANDIDATE against BASELINE.
+
+    A variant regresses only when Mann-Whitney U rejects equality, the bootstrap CI of the
+    median step-time ratio lies above 1, and the slowdown exceeds the minimum effect. Exit code:
+    1 on regression (or a variant that vanished or now fails), 0 otherwise, 2 on unusable input.
+    """
+    from bench.compare import compare_records, to_markdown
+    from bench.results import find_run_dirs, is_run_dir, read_json, read_records
+
+    def pick_baseline(path: Path, scenario: str) -> Path:
+        runs = find_run_dirs([path])
+        same = [r for r in runs if any(v.get("scenario_name") == scenario
+                                       for v in read_json(r / "variants.json"))]
+        if not same:
+            raise BenchError(f"{path}: no run of scenario '{scenario}' to compare against")
+        return sorted(same, key=lambda r: r.name)[-1]
+
+    try:
+        if not is_run_dir(candidate):
+            raise BenchError(f"{candidate}: not a bench run directory")
+        cand_dir = candidate
+        cand_records = read_records(cand_dir)
+        if not cand_records:
+            raise BenchError(f"{candidate}: has no records")
+        scenario = cand_records[0]["variant"]["scenario_name"]
+        base_dir = pick_baseline(baseline, scenario)
+        base_records = read_records(base_dir)
+    except (BenchError, FileNotFoundError, ValueError) as exc:
+        raise _fail(BenchError(str(exc))) from None
+    result = compare_records(base_records, cand_records, min_effect=min_effect, alpha=alpha,
+                             force=force)
+    if markdown:
+        markdown.write_text(to_markdown(result, str(base_dir), str(cand_dir)))
+    if json_out:
+        json_out.write_text(json.dumps({"baseline": str(base_dir), "candidate": str(cand_dir),
+                                        **result.to_dict()}, indent=2))
+    if result.refused:
+        raise _fail(BenchError(result.refused))
+    table = Table(title=f"{escape(base_dir.name)} → {escape(cand_dir.name)}")
+    for column in ("variant", "status", "step time ratio", f"{1 - alpha:.0%} CI", "p", "note"):
+        table.add_column(column)
+    styles = {"regression": "red", "now-failing": "red", "missing": "red", "improvement": "green"}
+    for v in result.verdicts:
+        style = styles.get(v.status, "white")
+        table.add_row(escape(v.key), f"[{style}]{v.status}[/]",
+                      f"{v.ratio:.3f}" if v.ratio is not None else "-",
+                      f"{v.ci_low:.3f}–{v.ci_high:.3f}" if v.ci_low is not None else "-",
+                      f"{v.p_value:.2g}" if v.p_value is not None else "-", escape(v.note))
+    console.print(table)
+    console.print("[red]REGRESSION[/]" if result.regressed else "[green]no regression[/]")
+    raise typer.Exit(code=1 if result.regressed else 0)
+
+
 def main() -> None:
     app()
 

@@ -153,6 +153,7 @@ class StrategyConfig(_Strict):
     collective: Axis[Collective] = ["auto"]  # MultiWorkerMirrored all-reduce implementation
     partitioner: Partitioner = "none"  # ParameterServer variable sharding across ps tasks
     tpu: str = ""  # TPUClusterResolver name or address; "" = a TPU attached to this host
+    min_effect: Annotated[float, Field(ge=0, lt=1)] | None = None  # overrides compare.min_effect
 
     @model_validator(mode="after")
     def _consistent(self) -> StrategyConfig:
@@ -173,6 +174,12 @@ class StrategyConfig(_Strict):
         return self
 
 
+class CompareConfig(_Strict):
+    """How `bench compare` judges this scenario's variants."""
+
+    min_effect: Annotated[float, Field(ge=0, lt=1)] = 0.05  # smallest slowdown that counts
+
+
 class ClusterConfig(_Strict):
     """How local clusters (multi-worker, parameter-server) are started."""
 
@@ -189,6 +196,7 @@ class Scenario(_Strict):
     train: TrainConfig = TrainConfig()
     measure: MeasureConfig = MeasureConfig()
     cluster: ClusterConfig = ClusterConfig()
+    compare: CompareConfig = CompareConfig()
     strategies: Annotated[list[StrategyConfig], Field(min_length=1)]
 
     @property
@@ -219,6 +227,7 @@ class Variant(_Strict):
     partitioner: Partitioner = "none"
     tpu: str = ""
     network: Literal["isolated", "host"] = "isolated"
+    min_effect: float = 0.05
     api: ApiName
     precision: PrecisionName
     distribute_dataset: DistributeDataset | None  # None for fit: Keras distributes the dataset
@@ -333,6 +342,8 @@ def expand(scenario: Scenario, source: str = "<scenario>") -> list[Variant]:
                     workers=shape["workers"], devices_per_worker=shape["devices_per_worker"],
                     ps=shape["ps"], collective=shape["collective"], partitioner=strat.partitioner,
                     tpu=strat.tpu, network=scenario.cluster.network,
+                    min_effect=strat.min_effect if strat.min_effect is not None
+                    else scenario.compare.min_effect,
                     api=api, precision=precision,
                     distribute_dataset=dd, batch_rule=batch.rule, per_replica_batch=per_replica,
                     global_batch=global_batch,
@@ -365,7 +376,7 @@ def _field_path(loc: tuple[Any, ...]) -> str:
 _MODELS_BY_SECTION: dict[str, type[BaseModel]] = {
     "": Scenario, "scenario": ScenarioMeta, "model": ModelConfig, "data": DataConfig,
     "batch": BatchConfig, "train": TrainConfig, "measure": MeasureConfig,
-    "cluster": ClusterConfig, "strategies": StrategyConfig,
+    "cluster": ClusterConfig, "compare": CompareConfig, "strategies": StrategyConfig,
 }
 
 

@@ -1,0 +1,214 @@
+"""Regression detection between two runs: pure functions over records (no TensorFlow import).
+
+A variant regresses only when its slowdown is both statistically real and large enough to
+matter: Mann-Whitney U on the timed step samples must reject "same distribution" AND the
+bootstrap confidence interval of the ratio of median step times must lie entirely above 1, AND
+the point estimate must exceed the minimum effect size (default 5%). On a shared machine any one
+of these alone cries wolf: per-step samples are autocorrelated, so p-values alone overstate
+certainty, and a fixed threshold alone flags noise.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import numpy as np
+
+DEFAULT_MIN_EFFECT = 0.05
+DEFAULT_ALPHA = 0.01
+BOOTSTRAP_ROUNDS = 2000
+IDENTITY_KEYS = ("scenario_name", "strategy", "replicas", "workers", "ps", "devices_per_worker",
+                 "cross_device_ops", "collective", "api", "distribute_dataset", "precision",
+                 "batch_rule", "global_batch")
+
+
+# Fields added to the record schema later: older records mean these values.
+_IDENTITY_DEFAULTS = {"workers": 1, "ps": 0, "devices_per_worker": 1, "collective": "auto"}
+
+
+def identity(record: dict[str, Any]) -> tuple[Any, ...]:
+    """What makes two records the same variant: its axes and model (device kind and data source
+    are checked run-wide: comparing across them is refused)."""
+    v = record.get("variant") or {}
+    model = (v.get("model") or {}).get("name")
+    return (*(v.get(k, _IDENTITY_DEFAULTS.get(k)) for k in IDENTITY_KEYS), model)
+
+
+def timed_windows(record: dict[str, Any]) -> list[np.ndarray]:
+    windows = (record.get("samples") or {}).get("timed") or []
+    return [np.asarray(w, dtype=float) for w in windows if len(w)]
+
+
+def mann_whitney_p(a: np.ndarray, b: np.ndarray) -> float:
+    """Two-sided Mann-Whitney U p-value (normal approximation with tie correction)."""
+    n1, n2 = len(a), len(b)
+    if n1 == 0 or n2 == 0:
+        return math.nan
+    values = np.concatenate([a, b])
+    order = values.argsort(kind="mergesort")
+    ranks = np.empty(len(values))
+    sorted_values = values[order]
+    # average ranks for ties
+    _, first, counts = np.unique(sorted_values, return_index=True, return_counts=True)
+    average = first + (counts + 1) / 2.0
+    ranks[order] = np.repeat(average, counts)
+    u1 = ranks[:n1].sum() - n1 * (n1 + 1) / 2.0
+    mean_u = n1 * n2 / 2.0
+    n = n1 + n2
+    tie_term = (counts ** 3 - counts).sum() / (n * (n - 1)) if n > 1 else 0.0
+    var_u = n1 * n2 / 12.0 * ((n + 1) - tie_term)
+    if var_u <= 0:
+        return 1.0
+    z = (abs(u1 - mean_u) - 0.5) / math.sqrt(var_u)
+    return float(math.erfc(max(z, 0.0) / math.sqrt(2.0)))
+
+
+def _bootstrap_medians(windows: list[np.ndarray], rounds: int, rng: np.random.Generator
+                       ) -> np.ndarray:
+    """Median step time of hierarchical resamples: windows (repeats) first, then steps in each."""
+    k = len(windows)
+    lengths = {len(w) for w in windows}
+    if len(lengths) == 1:  # the usual case (equal repeats): vectorised
+        n = lengths.pop()
+        stacked = np.stack(windows)
+        chosen = rng.integers(0, k, size=(rounds, k, 1))
+        steps = rng.integers(0, n, size=(rounds, k, n))
+        return np.median(stacked[chosen, steps].reshape(rounds, k * n), axis=1)
+    medians = np.empty(rounds)
+    for i in range(rounds):
+        chosen = rng.integers(0, k, size=k)
+        parts = [windows[j][rng.integers(0, len(windows[j]), size=len(windows[j]))]
+                 for j in chosen]
+        medians[i] = np.median(np.concatenate(parts))
+    return medians
+
+
+@dataclass
+class Verdict:
+    """The comparison of one variant. ratio > 1 means the candidate's steps are slower."""
+
+    key: str
+    status: str  # regression | improvement | unchanged | missing | new | now-failing | fixed | skipped
+    baseline_median_s: float | None = None
+    candidate_median_s: float | None = None
+    ratio: float | None = None  # candidate median step time / baseline median step time
+    ci_low: float | None = None
+    ci_high: float | None = None
+    p_value: float | None = None
+    min_effect: float = DEFAULT_MIN_EFFECT
+    note: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def compare_samples(base: list[np.ndarray], cand: list[np.ndarray], *, key: str = "",
+                    min_effect: float = DEFAULT_MIN_EFFECT, alpha: float = DEFAULT_ALPHA,
+                    rounds: int = BOOTSTRAP_ROUNDS, seed: int = 0) -> Verdict:
+    """Decide regression / improvement / unchanged from two sets of timed windows."""
+    rng = np.random.default_rng(seed)
+    pooled_base, pooled_cand = np.concatenate(base), np.concatenate(cand)
+    base_median, cand_median = float(np.median(pooled_base)), float(np.median(pooled_cand))
+    ratios = _bootstrap_medians(cand, rounds, rng) / _bootstrap_medians(base, rounds, rng)
+    low, high = (float(x) for x in np.quantile(ratios, [alpha / 2, 1 - alpha / 2]))
+    p_value = mann_whitney_p(pooled_base, pooled_cand)
+    ratio = cand_median / base_median
+    significant = p_value < alpha
+    if significant and low > 1.0 and ratio - 1.0 > min_effect:
+        status = "regression"
+    elif significant and high < 1.0 and 1.0 - ratio > min_effect:
+        status = "improvement"
+    else:
+        status = "unchanged"
+    return Verdict(key, status, base_median, cand_median, ratio, low, high, p_value, min_effect)
+
+
+@dataclass
+class Comparison:
+    verdicts: list[Verdict] = field(default_factory=list)
+    refused: str | None = None
+
+    @property
+    def regressed(self) -> bool:
+        return any(v.status in ("regression", "now-failing", "missing") for v in self.verdicts)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"regressed": self.regressed, "refused": self.refused,
+                "verdicts": [v.to_dict() for v in self.verdicts]}
+
+
+def _device_kind(record: dict[str, Any]) -> Any:
+    return (record.get("devices") or {}).get("kind")
+
+
+def _data_source(record: dict[str, Any]) -> Any:
+    return record.get("data_source")
+
+
+def _environment_mismatch(base: list[dict[str, Any]], cand: list[dict[str, Any]]) -> str | None:
+    """Runs on different device kinds or data sources measure different things."""
+    def kinds(records: list[dict[str, Any]], pick: Any) -> set[Any]:
+        return {pick(r) for r in records if r.get("status") == "ok"}
+
+    for what, pick in (("device kind", _device_kind), ("data source", _data_source)):
+        b, c = kinds(base, pick), kinds(cand, pick)
+        if b and c and b != c:
+            return f"{what} differs: baseline {sorted(map(str, b))}, candidate {sorted(map(str, c))}"
+    return None
+
+
+def compare_records(base: list[dict[str, Any]], cand: list[dict[str, Any]], *,
+                    min_effect: float | None = None, alpha: float = DEFAULT_ALPHA,
+                    force: bool = False, seed: int = 0) -> Comparison:
+    """Match records by identity and judge each pair; report vanished and newly failing ones."""
+    mismatch = _environment_mismatch(base, cand)
+    if mismatch and not force:
+        return Comparison(refused=f"{mismatch}; refusing to compare (use --force to override)")
+    base_by_key = {identity(r): r for r in base}
+    cand_by_key = {identity(r): r for r in cand}
+    comparison = Comparison()
+    for key in list(base_by_key) + [k for k in cand_by_key if k not in base_by_key]:
+        b, c = base_by_key.get(key), cand_by_key.get(key)
+        name = (c or b or {}).get("variant_id", str(key))
+        effect = min_effect if min_effect is not None else (
+            ((c or b or {}).get("variant") or {}).get("min_effect") or DEFAULT_MIN_EFFECT)
+        if c is None:
+            comparison.verdicts.append(Verdict(name, "missing", note="variant disappeared"))
+        elif b is None:
+            comparison.verdicts.append(Verdict(name, "new", note="not in the baseline"))
+        elif b["status"] == "ok" and c["status"] != "ok":
+            comparison.verdicts.append(Verdict(name, "now-failing",
+                                               note=f"{c['status']}: {c.get('reason')}"))
+        elif b["status"] != "ok" and c["status"] == "ok":
+            comparison.verdicts.append(Verdict(name, "fixed", note=f"was {b['status']}"))
+        elif b["status"] != "ok":
+            comparison.verdicts.append(Verdict(name, "skipped", note=f"{c.get('reason')}"))
+        else:
+            bw, cw = timed_windows(b), timed_windows(c)
+            if not bw or not cw:
+                comparison.verdicts.append(Verdict(name, "skipped", note="no timed samples"))
+                continue
+            comparison.verdicts.append(compare_samples(bw, cw, key=name, min_effect=effect,
+                                                       alpha=alpha, seed=seed))
+    if mismatch:
+        for verdict in comparison.verdicts:
+            verdict.note = (verdict.note + "; " if verdict.note else "") + f"forced: {mismatch}"
+    return comparison
+
+
+def to_markdown(comparison: Comparison, baseline: str, candidate: str) -> str:
+    lines = ["# bench compare", "", f"- baseline: `{baseline}`", f"- candidate: `{candidate}`",
+             f"- verdict: **{'REGRESSION' if comparison.regressed else 'no regression'}**", ""]
+    if comparison.refused:
+        return "\n".join(lines + [f"Refused: {comparison.refused}", ""])
+    lines += ["| variant | status | step-time ratio (cand/base) | CI | p | min effect | note |",
+              "| --- | --- | --- | --- | --- | --- | --- |"]
+    for v in comparison.verdicts:
+        ratio = f"{v.ratio:.3f}" if v.ratio is not None else "-"
+        ci = f"[{v.ci_low:.3f}, {v.ci_high:.3f}]" if v.ci_low is not None else "-"
+        p = f"{v.p_value:.2g}" if v.p_value is not None else "-"
+        note = v.note.replace("|", "\\|")
+        lines.append(f"| {v.key} | {v.status} | {ratio} | {ci} | {p} | {v.min_effect:.0%} | {note} |")
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,126 @@
+"""The regression detector: pure statistics on synthetic samples, record matching, and the CLI."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from bench import results
+from bench.compare import compare_records, compare_samples, mann_whitney_p
+from bench.compare_simulation import rates, synthetic_run
+from bench.records import base_record, finish
+from bench.scenario import expand, parse_scenario
+from tests.conftest import bench
+
+DOC = {"scenario": {"name": "cmp"}, "batch": {"rule": "weak", "per_replica": 16},
+       "train": {"api": "ctl"}, "compare": {"min_effect": 0.05},
+       "strategies": [{"name": "default"}, {"name": "mirrored", "replicas": 2, "min_effect": 0.2}]}
+
+
+def test_aa_almost_never_flags_and_a_10pct_slowdown_always_does() -> None:
+    false_alarms, detections = rates(trials=40, shift=0.10, seed=0)
+    assert false_alarms == 0.0
+    assert detections == 1.0
+
+
+def test_mann_whitney_matches_known_values() -> None:
+    rng = np.random.default_rng(1)
+    a = rng.normal(0, 1, 200)
+    assert mann_whitney_p(a, a.copy()) > 0.9
+    assert mann_whitney_p(a, a + 1.0) < 1e-10
+    assert 0.0 <= mann_whitney_p(a, rng.normal(0, 1, 150)) <= 1.0
+
+
+def test_improvement_and_min_effect() -> None:
+    rng = np.random.default_rng(2)
+    base = synthetic_run(rng)
+    assert compare_samples(base, synthetic_run(rng, 0.8)).status == "improvement"
+    slower = synthetic_run(rng, 1.10)
+    assert compare_samples(base, slower, min_effect=0.05).status == "regression"
+    assert compare_samples(base, slower, min_effect=0.20).status == "unchanged"
+
+
+def record(variant, scale: float, rng: np.random.Generator, *, kind: str = "cpu",
+           status: str = "ok") -> dict:
+    rec = base_record(variant)
+    if status == "ok":
+        rec.update(samples={"timed": [w.tolist() for w in synthetic_run(rng, scale)]},
+                   devices={"kind": kind}, data_source="synthetic")
+    return finish(rec, status, reason=None if status == "ok" else "boom")
+
+
+@pytest.fixture
+def variants():
+    return expand(parse_scenario(DOC))
+
+
+def test_records_are_matched_by_identity(variants) -> None:
+    rng = np.random.default_rng(3)
+    default, mirrored = variants
+    base = [record(default, 1.0, rng), record(mirrored, 1.0, rng)]
+    cand = [record(default, 1.15, rng), record(mirrored, 1.15, rng)]
+    verdicts = {v.key: v for v in compare_records(base, cand).verdicts}
+    assert verdicts[default.id].status == "regression"
+    # the mirrored variant sets min_effect = 0.2 in the scenario: 15% is below it
+    assert verdicts[mirrored.id].status == "unchanged"
+    assert verdicts[mirrored.id].min_effect == 0.2
+
+
+def test_vanished_and_newly_failing_variants_are_reported(variants) -> None:
+    rng = np.random.default_rng(4)
+    default, mirrored = variants
+    base = [record(default, 1.0, rng), record(mirrored, 1.0, rng)]
+    result = compare_records(base, [record(default, 1.0, rng, status="failed")])
+    status = {v.key: v.status for v in result.verdicts}
+    assert status == {default.id: "now-failing", mirrored.id: "missing"}
+    assert result.regressed
+
+
+def test_different_device_kinds_are_refused_unless_forced(variants) -> None:
+    rng = np.random.default_rng(5)
+    default = variants[0]
+    base, cand = [record(default, 1.0, rng)], [record(default, 1.0, rng, kind="gpu")]
+    refused = compare_records(base, cand)
+    assert refused.refused and "device kind differs" in refused.refused
+    forced = compare_records(base, cand, force=True)
+    assert not forced.refused and "forced" in forced.verdicts[0].note
+
+
+def write_run(root: Path, variants, scale: float, seed: int) -> Path:
+    rng = np.random.default_rng(seed)
+    run_dir = results.create_run_dir(root, "cmp")
+    results.write_json(run_dir / results.VARIANTS_FILE,
+                       [v.model_dump(mode="json", by_alias=True) for v in variants])
+    for v in variants:
+        results.append_record(run_dir, record(v, scale, rng))
+    return run_dir
+
+
+def test_cli_exit_codes_and_reports(tmp_path: Path, variants) -> None:
+    base = write_run(tmp_path / "store", variants, 1.0, 10)
+    same = write_run(tmp_path / "cand", variants, 1.0, 11)
+    slower = write_run(tmp_path / "cand", variants, 1.3, 12)
+    ok = bench("compare", str(tmp_path / "store"), str(same))  # a baseline store works too
+    assert ok.returncode == 0, ok.stdout + ok.stderr
+    assert "no regression" in ok.stdout
+    md, js = tmp_path / "r.md", tmp_path / "r.json"
+    bad = bench("compare", str(base), str(slower), "--markdown", str(md), "--json", str(js))
+    assert bad.returncode == 1, bad.stdout + bad.stderr
+    assert "REGRESSION" in bad.stdout and "REGRESSION" in md.read_text()
+    report = json.loads(js.read_text())
+    assert report["regressed"] is True
+    assert {v["status"] for v in report["verdicts"]} == {"regression"}
+    unusable = bench("compare", str(base), str(tmp_path / "nowhere"))
+    assert unusable.returncode == 2 and "not a bench run directory" in unusable.stderr
+    assert "Traceback" not in unusable.stderr
+
+
+def test_compare_imports_no_tensorflow() -> None:
+    code = "import sys, bench.compare; print('tensorflow' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False"
