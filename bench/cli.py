@@ -318,13 +318,14 @@ def compare(
     from bench.compare import compare_records, to_markdown
     from bench.results import find_run_dirs, is_run_dir, read_json, read_records
 
-    def pick_baseline(path: Path, scenario: str) -> Path:
+    def baseline_runs(path: Path, scenario: str) -> list[Path]:
+        """Runs of the scenario in the baseline (one run dir, or a store of them), oldest first."""
         runs = find_run_dirs([path])
-        same = [r for r in runs if any(v.get("scenario_name") == scenario
-                                       for v in read_json(r / "variants.json"))]
+        same = [r for r in runs if r.resolve() != candidate.resolve() and any(
+            v.get("scenario_name") == scenario for v in read_json(r / "variants.json"))]
         if not same:
             raise BenchError(f"{path}: no run of scenario '{scenario}' to compare against")
-        return sorted(same, key=lambda r: r.name)[-1]
+        return sorted(same, key=lambda r: r.name)
 
     try:
         if not is_run_dir(candidate):
@@ -334,12 +335,13 @@ def compare(
         if not cand_records:
             raise BenchError(f"{candidate}: has no records")
         scenario = cand_records[0]["variant"]["scenario_name"]
-        base_dir = pick_baseline(baseline, scenario)
-        base_records = read_records(base_dir)
+        history_dirs = baseline_runs(baseline, scenario)
+        base_dir = history_dirs[-1]
+        history = [read_records(d) for d in history_dirs]
     except (BenchError, FileNotFoundError, ValueError) as exc:
         raise _fail(BenchError(str(exc))) from None
-    result = compare_records(base_records, cand_records, min_effect=min_effect, alpha=alpha,
-                             force=force)
+    result = compare_records(history[-1], cand_records, min_effect=min_effect, alpha=alpha,
+                             force=force, history=history)
     if markdown:
         markdown.write_text(to_markdown(result, str(base_dir), str(cand_dir)))
     if json_out:

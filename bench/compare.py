@@ -99,6 +99,8 @@ class Verdict:
     p_value: float | None = None
     min_effect: float = DEFAULT_MIN_EFFECT
     note: str = ""
+    history_runs: int = 0  # baseline runs behind the run-to-run check (0: single-run compare)
+    between_run_cv: float | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -123,6 +125,42 @@ def compare_samples(base: list[np.ndarray], cand: list[np.ndarray], *, key: str 
     else:
         status = "unchanged"
     return Verdict(key, status, base_median, cand_median, ratio, low, high, p_value, min_effect)
+
+
+# One-sided 99% Student-t quantiles by degrees of freedom (no scipy dependency for 30 numbers).
+_T99 = [31.82, 6.965, 4.541, 3.747, 3.365, 3.143, 2.998, 2.896, 2.821, 2.764, 2.718, 2.681, 2.650,
+        2.624, 2.602, 2.583, 2.567, 2.552, 2.539, 2.528, 2.518, 2.508, 2.500, 2.492, 2.485,
+        2.479, 2.473, 2.467, 2.462, 2.457]
+
+
+def t99(df: int) -> float:
+    return _T99[df - 1] if df <= len(_T99) else 2.326
+
+
+def run_to_run_check(verdict: Verdict, history_medians: list[float]) -> Verdict:
+    """Demote a within-run "regression"/"improvement" that stays inside run-to-run variation.
+
+    A single run's samples cannot see how much whole runs drift on a shared machine (11% CV was
+    measured here between runs of the same code). With k >= 2 stored baseline runs, the
+    candidate's log median must fall outside the one-sided 99% prediction interval of a new
+    run: mean + t(k-1) * sd * sqrt(1 + 1/k), in log space.
+    """
+    k = len(history_medians)
+    if k < 2 or verdict.candidate_median_s is None or verdict.status not in (
+            "regression", "improvement"):
+        return verdict
+    logs = np.log(np.asarray(history_medians))
+    sd = float(logs.std(ddof=1))
+    bound = t99(k - 1) * sd * math.sqrt(1 + 1 / k)
+    shift = math.log(verdict.candidate_median_s) - float(logs.mean())
+    verdict.history_runs = k
+    verdict.between_run_cv = sd
+    beyond = shift > bound if verdict.status == "regression" else -shift > bound
+    if not beyond:
+        verdict.note = (f"within run-to-run variation of {k} baseline runs "
+                        f"(between-run CV {sd:.1%}); within-run test said {verdict.status}")
+        verdict.status = "unchanged"
+    return verdict
 
 
 @dataclass
@@ -159,10 +197,26 @@ def _environment_mismatch(base: list[dict[str, Any]], cand: list[dict[str, Any]]
     return None
 
 
+def _history_medians(history: list[list[dict[str, Any]]]) -> dict[tuple[Any, ...], list[float]]:
+    medians: dict[tuple[Any, ...], list[float]] = {}
+    for run in history:
+        for rec in run:
+            windows = timed_windows(rec) if rec.get("status") == "ok" else []
+            if windows:
+                medians.setdefault(identity(rec), []).append(float(np.median(np.concatenate(windows))))
+    return medians
+
+
 def compare_records(base: list[dict[str, Any]], cand: list[dict[str, Any]], *,
                     min_effect: float | None = None, alpha: float = DEFAULT_ALPHA,
-                    force: bool = False, seed: int = 0) -> Comparison:
-    """Match records by identity and judge each pair; report vanished and newly failing ones."""
+                    force: bool = False, seed: int = 0,
+                    history: list[list[dict[str, Any]]] | None = None) -> Comparison:
+    """Match records by identity and judge each pair; report vanished and newly failing ones.
+
+    `history`: the records of several baseline runs (a baseline store); with two or more, a
+    within-run verdict must also stand out from run-to-run variation.
+    """
+    history_medians = _history_medians(history or [])
     mismatch = _environment_mismatch(base, cand)
     if mismatch and not force:
         return Comparison(refused=f"{mismatch}; refusing to compare (use --force to override)")
@@ -190,8 +244,8 @@ def compare_records(base: list[dict[str, Any]], cand: list[dict[str, Any]], *,
             if not bw or not cw:
                 comparison.verdicts.append(Verdict(name, "skipped", note="no timed samples"))
                 continue
-            comparison.verdicts.append(compare_samples(bw, cw, key=name, min_effect=effect,
-                                                       alpha=alpha, seed=seed))
+            verdict = compare_samples(bw, cw, key=name, min_effect=effect, alpha=alpha, seed=seed)
+            comparison.verdicts.append(run_to_run_check(verdict, history_medians.get(key, [])))
     if mismatch:
         for verdict in comparison.verdicts:
             verdict.note = (verdict.note + "; " if verdict.note else "") + f"forced: {mismatch}"

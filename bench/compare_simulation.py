@@ -11,7 +11,7 @@ import argparse
 
 import numpy as np
 
-from bench.compare import compare_samples
+from bench.compare import compare_records, compare_samples
 
 
 def synthetic_run(rng: np.random.Generator, scale: float = 1.0, windows: int = 3,
@@ -41,6 +41,33 @@ def rates(trials: int, shift: float, bursty: bool = False, seed: int = 0) -> tup
     return alarms / trials, detections / trials
 
 
+def _records(windows: list[np.ndarray]) -> list[dict]:
+    return [{"status": "ok", "variant_id": "v", "variant": {"scenario_name": "sim"},
+             "samples": {"timed": [w.tolist() for w in windows]}}]
+
+
+def drift_rates(trials: int, shift: float, runs: int = 5, drift_cv: float = 0.10,
+                seed: int = 0) -> dict[str, float]:
+    """Whole runs drift too (run-level factor, `drift_cv`): alarm rates without and with a
+    baseline store of `runs` runs, and the detection rate of `shift` with the store."""
+    rng = np.random.default_rng(seed)
+    counts = {"aa_single": 0, "aa_store": 0, "detect_store": 0}
+
+    def run(scale: float = 1.0) -> list[np.ndarray]:
+        return synthetic_run(rng, scale * rng.lognormal(0.0, drift_cv))
+
+    for i in range(trials):
+        history = [_records(run()) for _ in range(runs)]
+        same, slower = _records(run()), _records(run(1 + shift))
+        status = lambda result: result.verdicts[0].status  # noqa: E731
+        counts["aa_single"] += status(compare_records(history[-1], same, seed=i)) == "regression"
+        counts["aa_store"] += status(compare_records(history[-1], same, seed=i,
+                                                     history=history)) == "regression"
+        counts["detect_store"] += status(compare_records(history[-1], slower, seed=i,
+                                                         history=history)) == "regression"
+    return {k: v / trials for k, v in counts.items()}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--trials", type=int, default=500)
@@ -50,6 +77,10 @@ def main() -> None:
         false_alarm, detection = rates(args.trials, args.shift, bursty)
         print(f"{'bursty' if bursty else 'iid':>6} noise, {args.trials} trials: A/A false alarms "
               f"{false_alarm:.1%}, {args.shift:.0%} slowdown detected {detection:.1%}")
+    drift = drift_rates(args.trials // 5, 0.30)
+    print(f"runs drifting 10% CV, {args.trials // 5} trials: A/A false alarms {drift['aa_single']:.1%} "
+          f"against one run, {drift['aa_store']:.1%} against a store of 5 runs; 30% slowdown "
+          f"detected {drift['detect_store']:.1%} with the store")
 
 
 if __name__ == "__main__":

@@ -124,3 +124,23 @@ def test_compare_imports_no_tensorflow() -> None:
     code = "import sys, bench.compare; print('tensorflow' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
+
+
+def test_a_baseline_store_absorbs_run_to_run_drift() -> None:
+    from bench.compare_simulation import drift_rates
+
+    # whole runs drift by 10% CV, as on this shared machine
+    rates_ = drift_rates(trials=30, shift=1.0, seed=0)
+    assert rates_["aa_single"] > 0.2  # one run vs one run cries wolf...
+    assert rates_["aa_store"] == 0.0  # ...a store of 5 runs does not
+    assert rates_["detect_store"] >= 0.9  # and a 2x slowdown still flags (29 of 30 here)
+
+
+def test_store_verdicts_say_why_they_were_demoted(variants) -> None:
+    rng = np.random.default_rng(6)
+    default = variants[0]
+    history = [[record(default, scale, rng)] for scale in (0.8, 1.0, 1.25, 0.9, 1.15)]
+    verdict = compare_records(history[-1], [record(default, 1.25, rng)], history=history).verdicts[0]
+    assert verdict.history_runs == 5 and verdict.between_run_cv > 0.1
+    assert verdict.status == "unchanged"
+    assert "run-to-run variation" in verdict.note
