@@ -20,6 +20,7 @@ from bench.launch import launcher_for
 from bench.scaling import add_scaling_efficiency
 from bench.scenario import Scenario, Variant, expand, load_scenario
 from bench.summary import render_outcome_line, render_summary
+from bench.timing import round_up
 from bench.trace_analysis import attach_trace_analysis
 
 QUICK_MEASURE = {"warmup_steps": 3, "steps": 20, "repeats": 2}
@@ -49,9 +50,6 @@ class RunOutcome:
         return 1 if any(r["status"] == "failed" for r in self.records) else 0
 
 
-def _round_up(value: int, multiple: int) -> int:
-    return -(-value // multiple) * multiple
-
 
 def apply_overrides(scenario: Scenario, opts: RunOptions) -> Scenario:
     """Command-line measurement overrides (--quick, --steps, ...) on top of the file's values."""
@@ -62,7 +60,7 @@ def apply_overrides(scenario: Scenario, opts: RunOptions) -> Scenario:
     k = scenario.train.steps_per_execution
     for key in ("warmup_steps", "steps"):
         if key in update:
-            update[key] = _round_up(update[key], k)
+            update[key] = round_up(update[key], k)
     if not update:
         return scenario
     measure = scenario.measure.model_validate({**scenario.measure.model_dump(), **update})

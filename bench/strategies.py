@@ -6,6 +6,7 @@ process, from the TF_CONFIG that the cluster launcher (or a cluster manager) set
 
 from __future__ import annotations
 
+import importlib
 import inspect
 import socket
 from typing import Any
@@ -30,6 +31,16 @@ STRATEGY_DESCRIPTIONS: dict[str, str] = {
 _KERAS_MWMS_BUG = 'strategy.reduce("MEAN", v, axis=0)'
 
 
+def _keras_source_has(module: str, name: str, marker: str) -> bool:
+    """Whether the installed Keras still contains a known-broken line (a probe, not a version
+    pin: a fixed Keras simply runs the cell). False when the source cannot be read: then the
+    variant is tried and its result speaks."""
+    try:
+        return marker in inspect.getsource(getattr(importlib.import_module(module), name))
+    except (ImportError, OSError, AttributeError, TypeError):
+        return False
+
+
 def keras_fit_problem(strategy: str) -> str | None:
     """Why Keras `fit` cannot run this strategy with the installed Keras, or None."""
     if strategy == "parameter_server":
@@ -40,13 +51,8 @@ def keras_fit_problem(strategy: str) -> str | None:
                     "dataset, you need to pass this dataset to ClusterCoordinator."
                     "create_per_worker_dataset'); use api = \"ctl\"")
     if strategy == "multi_worker_mirrored":
-        try:
-            from keras.src.backend.tensorflow import trainer
-
-            source = inspect.getsource(trainer.reduce_per_replica)
-        except (ImportError, OSError, AttributeError):
-            return None  # cannot inspect: try it and let the result speak
-        if _KERAS_MWMS_BUG in source:
+        if _keras_source_has("keras.src.backend.tensorflow.trainer", "reduce_per_replica",
+                             _KERAS_MWMS_BUG):
             return ("Keras fit() under MultiWorkerMirroredStrategy fails in this Keras: "
                     "keras.src.backend.tensorflow.trainer.reduce_per_replica reduces scalar "
                     "per-replica metrics with strategy.reduce('MEAN', v, axis=0) -> 'Invalid "
@@ -71,13 +77,8 @@ def partitioner_problem(partitioner: str) -> str | None:
     """Why variables cannot be sharded across ps tasks with the installed Keras, or None."""
     if partitioner == "none":
         return None
-    try:
-        from keras.src.backend.tensorflow.core import Variable
-
-        source = inspect.getsource(Variable)
-    except (ImportError, OSError, AttributeError):
-        return None
-    if "return self.value.handle" in source:
+    if _keras_source_has("keras.src.backend.tensorflow.core", "Variable",
+                         "return self.value.handle"):
         return ("Keras 3 variables cannot wrap tf.distribute's ShardedVariable: gradients fail "
                 "with \"'ShardedVariable' object has no attribute 'handle'\" "
                 "(keras.src.backend.tensorflow.core.Variable.handle); use partitioner = \"none\"")

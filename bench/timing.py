@@ -66,6 +66,11 @@ class Stats:
         return asdict(self)
 
 
+def round_up(value: int, multiple: int) -> int:
+    """Step counts must be whole blocks of steps_per_execution (or of a PS scheduling block)."""
+    return -(-value // multiple) * multiple
+
+
 def percentile(sorted_values: Sequence[float], q: float) -> float:
     """Linear-interpolated percentile (numpy's default method) of already sorted values."""
     if not sorted_values:

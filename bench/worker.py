@@ -22,7 +22,7 @@ from bench import devices, loops, models, precision, protocol, results, strategi
 from bench.errors import DataUnavailable, VariantSkipped
 from bench.records import base_record, error_from_exception, finish
 from bench.scenario import Variant
-from bench.timing import steady_state_start, summarize, throughput
+from bench.timing import round_up, steady_state_start, summarize, throughput
 from bench.tracing import TraceWindow
 
 
@@ -40,9 +40,6 @@ def _peak_rss_mb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
 
 
-def _round_up(value: int, multiple: int) -> int:
-    return -(-value // multiple) * multiple
-
 
 def _task_identity() -> dict[str, Any] | None:
     """This process's task in a TF_CONFIG cluster, if it is part of one."""
@@ -56,7 +53,7 @@ def _trace_window(variant: Variant, k: int) -> TraceWindow | None:
     logdir = os.environ.get("BENCH_TRACE_DIR")
     if not logdir or variant.measure.trace_steps == 0 or variant.strategy == "parameter_server":
         return None
-    return TraceWindow(logdir, _round_up(variant.measure.trace_steps, k))
+    return TraceWindow(logdir, round_up(variant.measure.trace_steps, k))
 
 
 def _trace_summary(trace: TraceWindow | None, traced: list[float], timed: list[float],
@@ -150,7 +147,7 @@ def measure(variant: Variant, spawn_time: float, progress: loops.ProgressFn) -> 
     m, k = variant.measure, variant.train.steps_per_execution
     if variant.strategy == "parameter_server":
         k = max(k, 2 * variant.workers)  # a block gives every worker steps to run concurrently
-    warmup_steps, steps = _round_up(m.warmup_steps, k), _round_up(m.steps, k)
+    warmup_steps, steps = round_up(m.warmup_steps, k), round_up(m.steps, k)
     total_steps = warmup_steps + m.repeats * steps
     trace = _trace_window(variant, k)
     common = dict(total_steps=total_steps, jit_compile=variant.train.jit_compile,

@@ -16,7 +16,9 @@ from tests.conftest import REPO, BenchRun, run_in_fresh_dir, write_scenario
 
 pytestmark = pytest.mark.slow
 
-FAULTS = """
+def short_ctl(timeout_s: int) -> str:
+    """A few custom-loop steps under a given budget: the faults, not the figures, matter here."""
+    return f"""
 [train]
 api = "ctl"
 
@@ -24,8 +26,11 @@ api = "ctl"
 warmup_steps = 1
 steps = 4
 repeats = 1
-timeout_s = 25
+timeout_s = {timeout_s}
+"""
 
+
+FAULTS = short_ctl(25) + """
 [[strategies]]
 name = "mirrored"
 replicas = 2
@@ -86,16 +91,7 @@ def test_no_worker_outlives_the_run(fault_run: BenchRun) -> None:
 
 
 def test_ctrl_c_stops_cleanly_and_keeps_finished_records(tmp_path: Path) -> None:
-    body = """
-[train]
-api = "ctl"
-
-[measure]
-warmup_steps = 1
-steps = 4
-repeats = 1
-timeout_s = 300
-
+    body = short_ctl(300) + """
 [[strategies]]
 name = "default"
 
