@@ -153,6 +153,9 @@ class StrategyConfig(_Strict):
     collective: Axis[Collective] = ["auto"]  # MultiWorkerMirrored all-reduce implementation
     partitioner: Partitioner = "none"  # ParameterServer variable sharding across ps tasks
     tpu: str = ""  # TPUClusterResolver name or address; "" = a TPU attached to this host
+    # Precision policies for this entry only (default: train.precision), e.g. to compare
+    # mixed_bfloat16 with float32 on one strategy without doubling the whole matrix.
+    precision: Axis[PrecisionName] | None = None
     min_effect: Annotated[float, Field(ge=0, lt=1)] | None = None  # overrides compare.min_effect
 
     @model_validator(mode="after")
@@ -311,7 +314,7 @@ def expand(scenario: Scenario, source: str = "<scenario>") -> list[Variant]:
         batch_values = batch.per_replica if batch.rule == "weak" else batch.global_batch
         assert batch_values is not None  # guaranteed by BatchConfig validation
         for shape, batch_value, precision, api in itertools.product(
-            _shapes(strat), batch_values, train.precision, train.api
+            _shapes(strat), batch_values, strat.precision or train.precision, train.api
         ):
             replicas = shape["replicas"]
             if batch.rule == "weak":

@@ -46,6 +46,23 @@ def test_list_valued_fields_expand_to_the_cross_product() -> None:
         ("fit", "float32"), ("fit", "mixed_bfloat16"), ("ctl", "float32"), ("ctl", "mixed_bfloat16")}
 
 
+def test_a_strategy_entry_can_add_precisions_without_doubling_the_matrix() -> None:
+    doc = scenario(strategies=[{"name": "default"},
+                               {"name": "default", "precision": ["mixed_bfloat16"]},
+                               {"name": "mirrored", "replicas": 2}],
+                   train={"api": "fit", "precision": "float32"})
+    assert [v.id for v in variants_of(doc)] == [
+        "default-r1-fit-float32-gb32", "default-r1-fit-mixed_bfloat16-gb32",
+        "mirrored-r2-fit-float32-gb64"]
+
+
+def test_a_precision_declared_twice_for_one_strategy_is_an_error() -> None:
+    doc = scenario(strategies=[{"name": "default"}, {"name": "default", "precision": "float32"}],
+                   train={"api": "fit"})
+    with pytest.raises(ScenarioError, match=r"strategies\[1\].*declared twice"):
+        variants_of(doc)
+
+
 def test_distribute_dataset_axis_applies_to_the_custom_loop_only() -> None:
     doc = scenario(train={"api": ["fit", "ctl"], "distribute_dataset": [
         "experimental_distribute_dataset", "distribute_datasets_from_function"]})
@@ -188,7 +205,7 @@ def test_cli_rejects_malformed_scenarios_in_one_line(tmp_path: Path, case: str,
 def test_cli_validate_lists_variants() -> None:
     proc = bench("validate", "scenarios/mnist_mirrored.toml")
     assert proc.returncode == 0, proc.stderr
-    assert "10 variant(s)" in proc.stdout
+    assert "12 variant(s)" in proc.stdout
     assert "mirrored-r2-ctl-float32-gb128" in proc.stdout
 
 
