@@ -33,7 +33,7 @@ SCENARIO_FILE = "scenario.toml"
 SCHEMA_VERSION = 1
 
 
-def _slug(name: str) -> str:
+def slug(name: str) -> str:
     return re.sub(r"[^A-Za-z0-9_.-]+", "_", name).strip("._") or "scenario"
 
 
@@ -41,7 +41,7 @@ def create_run_dir(root: Path, scenario_name: str, now: datetime | None = None) 
     """Make a fresh directory; never reuse or overwrite an existing one."""
     now = now or datetime.now(UTC)
     root.mkdir(parents=True, exist_ok=True)
-    base = f"{_slug(scenario_name)}-{now.strftime('%Y%m%dT%H%M%SZ')}"
+    base = f"{slug(scenario_name)}-{now.strftime('%Y%m%dT%H%M%SZ')}"
     for attempt in range(1000):
         path = root / (base if attempt == 0 else f"{base}-{attempt}")
         try:
@@ -53,11 +53,15 @@ def create_run_dir(root: Path, scenario_name: str, now: datetime | None = None) 
     raise RuntimeError(f"cannot create a new run directory under {root}")
 
 
-def write_json(path: Path, obj: Any) -> None:
+def write_text_atomic(path: Path, text: str) -> None:
     """Write via a temporary file and rename, so a reader never sees half a file."""
     tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps(obj, indent=2, sort_keys=False, default=str), encoding="utf-8")
+    tmp.write_text(text, encoding="utf-8")
     os.replace(tmp, path)
+
+
+def write_json(path: Path, obj: Any) -> None:
+    write_text_atomic(path, json.dumps(obj, indent=2, sort_keys=False, default=str))
 
 
 def read_json(path: Path) -> Any:

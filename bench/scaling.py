@@ -13,12 +13,13 @@ _SAME_EXCEPT_REPLICAS = ("strategy", "cross_device_ops", "collective", "ps", "ap
                          "distribute_dataset", "precision", "batch_rule")
 
 
-def _replicas(rec: dict[str, Any]) -> int:
+def replicas_of(rec: dict[str, Any]) -> int:
     """Replicas that really ran (MultiWorkerMirrored on CPU has one per worker, whatever planned)."""
     return int((rec.get("effective") or rec["variant"])["replicas"])
 
 
-def _group_key(variant: dict[str, Any]) -> tuple[Any, ...]:
+def group_key(variant: dict[str, Any]) -> tuple[Any, ...]:
+    """Variants that differ only in replica count share a key: one scaling curve."""
     batch_key = (variant["per_replica_batch"] if variant["batch_rule"] == "weak"
                  else variant["global_batch"])
     model = (variant.get("model") or {}).get("name")
@@ -33,18 +34,18 @@ def add_scaling_efficiency(records: list[dict[str, Any]]) -> list[dict[str, Any]
         variant = rec.get("variant") or {}
         if rec.get("status") != "ok":
             continue
-        replica_counts.setdefault(_group_key(variant), set()).add(_replicas(rec))
-        if _replicas(rec) == 1:
-            reference[_group_key(variant)] = rec["throughput"]["median"]
+        replica_counts.setdefault(group_key(variant), set()).add(replicas_of(rec))
+        if replicas_of(rec) == 1:
+            reference[group_key(variant)] = rec["throughput"]["median"]
     # Efficiency needs a sweep: a group measured at one replica count has nothing to compare.
     reference = {k: v for k, v in reference.items() if len(replica_counts[k]) > 1}
     out = []
     for rec in records:
         rec = dict(rec)
         variant = rec.get("variant") or {}
-        base = reference.get(_group_key(variant)) if variant else None
+        base = reference.get(group_key(variant)) if variant else None
         if rec.get("status") == "ok" and base:
-            n = _replicas(rec)
+            n = replicas_of(rec)
             rec["scaling_efficiency"] = rec["throughput"]["median"] / (n * base)
             rec["scaling_kind"] = variant["batch_rule"]
         else:
