@@ -1,0 +1,396 @@
+"""Plotly figures of one run (and of a scenario's history), as JSON for the static pages.
+
+Each builder returns a `Chart`: the figure when the run has the data for it, and otherwise a note
+saying what is missing and how to get it, so a page degrades instead of showing an empty frame.
+
+Figures are plain plotly JSON dicts: plotly's graph objects validate every property on every
+assignment, which made a 100-run site take 20 s; the tests validate each builder's output with
+`plotly.graph_objects.Figure` instead. The page loads the shared `assets/plotly.min.js` and the
+template once (`assets/plotly-template.js`) and draws them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import plotly.io as pio
+from plotly.io.json import to_json_plotly
+
+from bench.report.runs import BASELINE_STRATEGIES, RunView
+from bench.scaling import group_key, replicas_of
+from bench.timing import percentile
+
+Figure = dict[str, Any]
+
+STRATEGY_COLOURS = {
+    "default": "#4c566a", "one_device": "#7b8494", "mirrored": "#1f77b4",
+    "central_storage": "#2ca02c", "multi_worker_mirrored": "#9467bd",
+    "parameter_server": "#d62728", "tpu": "#ff7f0e",
+}
+BREAKDOWN_COLOURS = {"input": "#e45756", "compute": "#4c78a8", "collective": "#f58518",
+                     "other": "#bab0ac"}
+TEMPLATE = "plotly_white"  # shipped once per site, not copied into every figure
+ROW_PX = 28  # height per variant in horizontal charts
+
+
+@dataclass
+class Chart:
+    id: str
+    title: str
+    how_to_read: str
+    figure: Figure | None = None
+    note: str = ""  # what is missing or partial, in words
+
+    @property
+    def rendered(self) -> bool:
+        return self.figure is not None
+
+    @property
+    def figure_json(self) -> str:
+        return html_safe_json(to_json_plotly(self.figure))
+
+
+def html_safe_json(text: str) -> str:
+    """JSON that cannot close a <script> element or open a comment: user text (variant ids,
+    error messages) stays data whatever it contains."""
+    return text.replace("&", "\\u0026").replace("<", "\\u003c").replace(">", "\\u003e")
+
+
+def template_script() -> str:
+    """JavaScript that defines the shared plotly template every figure on the site uses."""
+    template = to_json_plotly(pio.templates[TEMPLATE].to_plotly_json())
+    return f"window.BENCH_PLOTLY_TEMPLATE = {html_safe_json(template)};\n"
+
+
+def layout(height: int, **extra: Any) -> dict[str, Any]:
+    return {"height": height, "margin": {"l": 10, "r": 10, "t": 40, "b": 40},
+            "font": {"family": "system-ui, sans-serif", "size": 12},
+            "hoverlabel": {"namelength": -1}, **extra}
+
+
+def categories_axis() -> dict[str, Any]:
+    """A y axis of variant ids, first at the top, as wide as the longest id needs."""
+    return {"autorange": "reversed", "automargin": True, "type": "category"}
+
+
+def line_shape(xref: str, yref: str, x0: float, x1: float, y0: float, y1: float,
+               dash: str = "dash", colour_: str = "#555555") -> dict[str, Any]:
+    return {"type": "line", "xref": xref, "yref": yref, "x0": x0, "x1": x1, "y0": y0, "y1": y1,
+            "line": {"color": colour_, "dash": dash, "width": 1}}
+
+
+def colour(rec: dict[str, Any]) -> str:
+    return STRATEGY_COLOURS.get(rec["variant"].get("strategy"), "#888888")
+
+
+def timed_samples(rec: dict[str, Any]) -> list[float]:
+    """Per-step times (seconds) of all timed windows, in order."""
+    windows = (rec.get("samples") or {}).get("timed") or []
+    return [s for window in windows for s in window]
+
+
+def _height(n: int) -> int:
+    return max(260, 110 + ROW_PX * n)
+
+
+def _ok_with_throughput(run: RunView) -> list[dict[str, Any]]:
+    return [r for r in run.ok if (r.get("throughput") or {}).get("median")]
+
+
+def iqr_whiskers(rec: dict[str, Any]) -> tuple[float, float]:
+    """Below/above the median examples/s: the interquartile range of per-step throughput."""
+    gb = (rec.get("effective") or rec["variant"])["global_batch"]
+    median = rec["throughput"]["median"]
+    steps = sorted(timed_samples(rec))
+    if not steps:
+        return 0.0, 0.0
+    return median - gb / percentile(steps, 75), gb / percentile(steps, 25) - median
+
+
+def throughput_chart(run: RunView) -> Chart:
+    chart = Chart("throughput", "Throughput by variant",
+                  "Bars: median examples/s (global batch ÷ median step time). Whiskers: "
+                  "interquartile range over the timed steps. Dots: each repeat's rate. Outlined "
+                  "bars are the single-device baselines; hover for the ratio to the baseline.")
+    recs = _ok_with_throughput(run)
+    if not recs:
+        chart.note = "No variant finished ok, so there is no throughput to show."
+        return chart
+    labels = [r["variant_id"] for r in recs]
+    medians = [r["throughput"]["median"] for r in recs]
+    whiskers = [iqr_whiskers(r) for r in recs]
+    is_base = [r["variant"].get("strategy") in BASELINE_STRATEGIES for r in recs]
+    hover = []
+    for rec, median, base_flag in zip(recs, medians, is_base, strict=True):
+        base = run.baselines.get(rec["variant_id"])
+        ratio = ("baseline" if base_flag else
+                 f"×{median / base['throughput']['median']:.2f} vs {base['variant_id']}" if base
+                 else "no baseline in this run")
+        hover.append(f"{median:,.0f} examples/s<br>spread ±{rec['throughput']['spread_pct']:.1f}%"
+                     f"<br>{ratio}")
+    bars = {"type": "bar", "orientation": "h", "y": labels, "x": medians, "name": "median",
+            "marker": {"color": [colour(r) for r in recs],
+                       "line": {"color": "#111111", "width": [2.5 if b else 0 for b in is_base]}},
+            "error_x": {"type": "data", "symmetric": False, "array": [w[1] for w in whiskers],
+                        "arrayminus": [w[0] for w in whiskers], "color": "#333333",
+                        "thickness": 1.2},
+            "text": [f"{m:,.0f}" for m in medians], "textposition": "inside",
+            "insidetextanchor": "start", "hovertext": hover, "hoverinfo": "text+y"}
+    per_repeat = [(x, r["variant_id"]) for r in recs for x in r["throughput"].get("per_repeat") or []]
+    dots = {"type": "scatter", "mode": "markers", "name": "repeats",
+            "x": [p[0] for p in per_repeat], "y": [p[1] for p in per_repeat],
+            "marker": {"color": "#ffffff", "size": 7, "line": {"color": "#111111", "width": 1}},
+            "hovertemplate": "repeat: %{x:,.0f} examples/s<extra></extra>"}
+    chart.figure = {"data": [bars, dots], "layout": layout(
+        _height(len(recs)), showlegend=False, xaxis={"title": {"text": "examples/s"}},
+        yaxis=categories_axis())}
+    return chart
+
+
+def _curve_name(rec: dict[str, Any]) -> str:
+    v = rec["variant"]
+    extra = [x for x in (v.get("cross_device_ops"), v.get("collective")) if x not in (None, "auto")]
+    return " ".join([v["strategy"], *extra, v["api"], v["precision"]])
+
+
+def scaling_chart(run: RunView) -> Chart:
+    chart = Chart("scaling", "Scaling with replicas",
+                  "Left: examples/s against replicas in sync, per strategy; the dashed line is "
+                  "ideal scaling (n × the 1-replica figure). Right: scaling efficiency = "
+                  "examples/s(n) ÷ (n × examples/s(1)); 1.0 is ideal.")
+    groups: dict[tuple[Any, ...], list[dict[str, Any]]] = {}
+    for rec in _ok_with_throughput(run):
+        groups.setdefault(group_key(rec["variant"]), []).append(rec)
+    curves = [sorted(g, key=replicas_of) for g in groups.values()
+              if len({replicas_of(r) for r in g}) > 1 and any(replicas_of(r) == 1 for r in g)]
+    if not curves:
+        chart.note = ("This run has no replica sweep with a 1-replica point (e.g. `replicas = [1, 2]`"
+                      " on one strategy), so there is no scaling to show.")
+        return chart
+    kinds = sorted({g[0]["variant"]["batch_rule"] for g in curves})
+    described = {"weak": "weak scaling: per-replica batch fixed, global batch grows",
+                 "strong": "strong scaling: global batch fixed, split over replicas"}
+    chart.title += " — " + "; ".join(described[k] for k in kinds)
+    data: list[dict[str, Any]] = []
+    most = 1
+    for n, group in enumerate(curves):
+        name = _curve_name(group[0])
+        line = {"color": colour(group[0]), "dash": ("solid", "dot", "dashdot", "longdash")[n % 4]}
+        xs = [replicas_of(r) for r in group]
+        most = max(most, *xs)
+        one = next(r["throughput"]["median"] for r in group if replicas_of(r) == 1)
+        common = {"type": "scatter", "legendgroup": name, "x": xs}
+        data += [
+            {**common, "mode": "lines+markers", "name": name, "line": line,
+             "y": [r["throughput"]["median"] for r in group],
+             "hovertemplate": "%{x} replicas: %{y:,.0f} examples/s<extra>" + name + "</extra>"},
+            {**common, "mode": "lines", "name": f"{name} (ideal)", "showlegend": False,
+             "opacity": 0.45, "line": {"color": line["color"], "dash": "dash", "width": 1},
+             "y": [one * x for x in xs], "hovertemplate": "ideal: %{y:,.0f} examples/s<extra></extra>"},
+            {**common, "mode": "lines+markers", "name": name, "showlegend": False, "line": line,
+             "xaxis": "x2", "yaxis": "y2", "y": [r.get("scaling_efficiency") for r in group],
+             "hovertemplate": "%{x} replicas: efficiency %{y:.2f}<extra>" + name + "</extra>"},
+        ]
+    axis_x = {"title": {"text": "replicas in sync"}, "dtick": 1}
+    chart.figure = {"data": data, "layout": layout(
+        400, legend={"orientation": "h", "y": -0.25},
+        xaxis={**axis_x, "domain": [0, 0.46]}, xaxis2={**axis_x, "domain": [0.54, 1], "anchor": "y2"},
+        yaxis={"title": {"text": "examples/s"}, "rangemode": "tozero"},
+        yaxis2={"title": {"text": "scaling efficiency"}, "rangemode": "tozero", "anchor": "x2"},
+        shapes=[line_shape("x2 domain", "y2", 0, 1, 1.0, 1.0)],
+        annotations=[{"text": "ideal", "xref": "x2 domain", "yref": "y2", "x": 0, "y": 1.0,
+                      "xanchor": "left", "yanchor": "bottom", "showarrow": False}])}
+    return chart
+
+
+def _analysis(rec: dict[str, Any]) -> dict[str, Any]:
+    return (rec.get("trace") or {}).get("analysis") or {}
+
+
+def missing_breakdown_reason(rec: dict[str, Any]) -> str:
+    trace = rec.get("trace") or {}
+    analysis = _analysis(rec)
+    if not trace:
+        return "no trace captured"
+    if trace.get("status") != "captured":
+        return f"trace {trace.get('status')}: {trace.get('reason') or trace.get('error') or ''}"
+    if analysis.get("status") != "ok":
+        return f"analysis {analysis.get('status', 'missing')}: {analysis.get('error') or ''}"
+    return "analysis has no breakdown"
+
+
+def breakdown_chart(run: RunView) -> Chart:
+    chart = Chart("breakdown", "Where the step time goes (from the profiler trace)",
+                  "Mean traced step split into input (waiting for data), compute, collective "
+                  "(all-reduce / parameter transfer) and other (host overhead, launch), in ms. "
+                  "From xprof's analysis of the traced window after the timed steps.")
+    with_breakdown = [r for r in run.ok if (_analysis(r).get("status") == "ok"
+                                            and _analysis(r).get("breakdown_ms"))]
+    without = [r for r in run.ok if r not in with_breakdown]
+    if without:
+        chart.note = "No breakdown for: " + "; ".join(
+            f"{r['variant_id']} ({missing_breakdown_reason(r).strip().rstrip(':')})" for r in without)
+    if not with_breakdown:
+        return chart
+    labels = [r["variant_id"] for r in with_breakdown]
+    data = [{"type": "bar", "orientation": "h", "name": part, "y": labels,
+             "x": [_analysis(r)["breakdown_ms"].get(part, 0.0) for r in with_breakdown],
+             "marker": {"color": col},
+             "hovertemplate": "%{y}<br>" + part + ": %{x:.3f} ms<extra></extra>"}
+            for part, col in BREAKDOWN_COLOURS.items()]
+    chart.figure = {"data": data, "layout": layout(
+        _height(len(labels)), barmode="stack", xaxis={"title": {"text": "ms per step"}},
+        legend={"orientation": "h", "y": 1.08}, yaxis=categories_axis())}
+    return chart
+
+
+def _sampled(run: RunView, chart: Chart) -> list[dict[str, Any]]:
+    """Ok records that kept per-step samples; without any, the chart gets a note instead."""
+    recs = [r for r in run.ok if timed_samples(r)]
+    if not recs:
+        chart.note = "No per-step samples in this run."
+    return recs
+
+
+def distribution_chart(run: RunView) -> Chart:
+    chart = Chart("distribution", "Step-time distribution",
+                  "Every timed step of every repeat, in ms (log scale). Box: quartiles and median; "
+                  "whiskers: 1.5 × IQR; points beyond them are slow steps worth a look.")
+    recs = _sampled(run, chart)
+    if not recs:
+        return chart
+    data = [{"type": "box", "orientation": "h", "name": r["variant_id"],
+             "x": [s * 1e3 for s in timed_samples(r)], "boxpoints": "outliers",
+             "marker": {"color": colour(r), "size": 3}, "line": {"width": 1.2}} for r in recs]
+    chart.figure = {"data": data, "layout": layout(
+        _height(len(recs)), showlegend=False,
+        xaxis={"title": {"text": "ms per step"}, "type": "log"}, yaxis=categories_axis())}
+    return chart
+
+
+def timeline_chart(run: RunView) -> Chart:
+    chart = Chart("timeline", "Step time over the run",
+                  "Each variant's step times in order, in ms (log scale): warmup steps left of 0 "
+                  "(shaded), then the timed repeats back to back (dotted lines); × marks where "
+                  "bench found the series settled. Look for a slow tail that has not settled and "
+                  "for isolated stragglers. Click legend entries to hide or isolate variants.")
+    recs = _sampled(run, chart)
+    if not recs:
+        return chart
+    data: list[dict[str, Any]] = []
+    longest_warmup = 0
+    for rec in recs:
+        warmup = (rec.get("samples") or {}).get("warmup") or []
+        longest_warmup = max(longest_warmup, len(warmup))
+        timed = timed_samples(rec)
+        data.append({"type": "scatter", "mode": "lines", "name": rec["variant_id"],
+                     "legendgroup": rec["variant_id"],
+                     "x": list(range(-len(warmup), len(timed))),
+                     "y": [s * 1e3 for s in [*warmup, *timed]],
+                     "line": {"color": colour(rec), "width": 1},
+                     "hovertemplate": "step %{x}: %{y:.2f} ms<extra>%{fullData.name}</extra>"})
+        settle = rec.get("steady_state_start") or 0
+        if 0 < settle < len(timed):
+            data.append({"type": "scatter", "mode": "markers", "showlegend": False,
+                         "legendgroup": rec["variant_id"], "x": [settle], "y": [timed[settle] * 1e3],
+                         "name": f"{rec['variant_id']}: steady from here",
+                         "marker": {"symbol": "x", "size": 9, "color": colour(rec)},
+                         "hovertemplate": "steady state from timed step %{x}<extra></extra>"})
+    shapes: list[dict[str, Any]] = []
+    annotations: list[dict[str, Any]] = []
+    if longest_warmup:
+        shapes.append({"type": "rect", "xref": "x", "yref": "paper", "x0": -longest_warmup - 0.5,
+                       "x1": -0.5, "y0": 0, "y1": 1, "fillcolor": "#999999", "opacity": 0.12,
+                       "line": {"width": 0}})
+        annotations.append({"text": "warmup", "xref": "x", "yref": "paper",
+                            "x": -longest_warmup - 0.5, "y": 1, "xanchor": "left",
+                            "showarrow": False})
+    edge = 0
+    for window in ((recs[0].get("samples") or {}).get("timed") or [])[:-1]:
+        edge += len(window)
+        shapes.append(line_shape("x", "paper", edge - 0.5, edge - 0.5, 0, 1, dash="dot",
+                                 colour_="#777777"))
+    chart.figure = {"data": data, "layout": layout(
+        460, xaxis={"title": {"text": "step (0 = first timed step)"}},
+        yaxis={"title": {"text": "ms per step"}, "type": "log"}, legend={"font": {"size": 10}},
+        shapes=shapes, annotations=annotations)}
+    return chart
+
+
+_PAIR_AXES = ("strategy", "replicas", "workers", "ps", "cross_device_ops", "collective", "api",
+              "distribute_dataset", "batch_rule", "per_replica_batch")
+
+
+def precision_pairs(records: Sequence[dict[str, Any]]) -> list[tuple[dict[str, Any], dict[str, Any]]]:
+    """(float32 record, mixed-precision record) pairs that differ in nothing but the policy."""
+    def key(rec: dict[str, Any]) -> tuple[Any, ...]:
+        return tuple(rec["variant"].get(a) for a in _PAIR_AXES)
+
+    f32 = {key(r): r for r in records if r.get("status") == "ok"
+           and r["variant"].get("precision") == "float32"}
+    return [(f32[key(r)], r) for r in records if r.get("status") == "ok"
+            and r["variant"].get("precision") != "float32" and key(r) in f32]
+
+
+def precision_chart(run: RunView) -> Chart:
+    chart = Chart("precision", "Mixed precision against float32",
+                  "Speed-up = examples/s with the mixed policy ÷ examples/s with float32, for "
+                  "variants that differ only in precision. Above 1: the mixed policy is faster.")
+    pairs = precision_pairs(run.records)
+    if not pairs:
+        mixed = [r["variant_id"] for r in run.records if r["variant"].get("precision") != "float32"]
+        chart.note = ("No mixed-precision variant ran ok next to its float32 twin" +
+                      (f" (mixed variants: {', '.join(mixed)})" if mixed else
+                       "; add e.g. `precision = [\"float32\", \"mixed_bfloat16\"]`") + ".")
+        return chart
+    data = []
+    for policy in sorted({m["variant"]["precision"] for _, m in pairs}):
+        chosen = [(f, m) for f, m in pairs if m["variant"]["precision"] == policy]
+        data.append({
+            "type": "bar", "name": policy,
+            "x": [f["variant_id"].replace("-float32", "") for f, _ in chosen],
+            "y": [m["throughput"]["median"] / f["throughput"]["median"] for f, m in chosen],
+            "customdata": [[f["throughput"]["median"], m["throughput"]["median"]]
+                           for f, m in chosen],
+            "hovertemplate": "%{x}<br>×%{y:.2f}: %{customdata[1]:,.0f} vs %{customdata[0]:,.0f} "
+                             "examples/s<extra>" + policy + "</extra>"})
+    chart.figure = {"data": data, "layout": layout(
+        360, barmode="group", bargap=0.5, yaxis={"title": {"text": "speed-up vs float32"}},
+        xaxis={"automargin": True, "type": "category"}, legend={"orientation": "h", "y": 1.1},
+        shapes=[line_shape("paper", "y", 0, 1, 1.0, 1.0, colour_="#333333")])}
+    return chart
+
+
+def trend_chart(runs: Sequence[RunView]) -> Chart:
+    """Throughput per variant across runs of one scenario, oldest to newest."""
+    chart = Chart("trend", "Throughput over runs",
+                  "Median examples/s of each variant in each run of this scenario, oldest on the "
+                  "left; whiskers: interquartile range over steps. The axis shows start time and "
+                  "commit.")
+    if len(runs) < 2:
+        chart.note = "Only one run of this scenario so far; the trend appears from the second."
+        return chart
+    xs = [f"{r.started_at[:16].replace('T', ' ')}<br>{r.commit}" for r in runs]
+    series: dict[str, list[tuple[str, float, tuple[float, float]]]] = {}
+    for x, run in zip(xs, runs, strict=True):
+        for rec in _ok_with_throughput(run):
+            series.setdefault(rec["variant_id"], []).append(
+                (x, rec["throughput"]["median"], iqr_whiskers(rec)))
+    data = [{"type": "scatter", "mode": "lines+markers", "name": vid,
+             "x": [p[0] for p in points], "y": [p[1] for p in points],
+             "error_y": {"type": "data", "symmetric": False, "thickness": 1,
+                         "array": [p[2][1] for p in points], "arrayminus": [p[2][0] for p in points]},
+             "hovertemplate": "%{y:,.0f} examples/s<extra>%{fullData.name}</extra>"}
+            for vid, points in series.items()]
+    chart.figure = {"data": data, "layout": layout(
+        440, yaxis={"title": {"text": "examples/s"}, "rangemode": "tozero"},
+        xaxis={"type": "category", "categoryorder": "array", "categoryarray": xs},
+        legend={"font": {"size": 10}})}
+    return chart
+
+
+def run_charts(run: RunView) -> list[Chart]:
+    return [throughput_chart(run), scaling_chart(run), breakdown_chart(run),
+            distribution_chart(run), timeline_chart(run), precision_chart(run)]

@@ -1,0 +1,105 @@
+"""The few sentences at the top of a run's page: what a performance engineer would say first.
+
+Plain strings (the template escapes them); every figure quoted here is also in the table below.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from bench.report.figures import precision_pairs
+from bench.report.runs import BASELINE_STRATEGIES, RunView
+from bench.scaling import replicas_of
+
+INPUT_BOUND_PCT = 20.0  # xprof calls a step "highly input-bound" above 20% input time
+PARTLY_INPUT_BOUND_PCT = 5.0
+
+
+def _thr(rec: dict[str, Any]) -> float:
+    return float(rec["throughput"]["median"])
+
+
+def fastest(run: RunView) -> str | None:
+    recs = [r for r in run.ok if (r.get("throughput") or {}).get("median")]
+    if not recs:
+        return None
+    best = max(recs, key=_thr)
+    text = f"Fastest: {best['variant_id']} at {_thr(best):,.0f} examples/s"
+    base = run.baselines.get(best["variant_id"])
+    if base and best["variant"]["strategy"] not in BASELINE_STRATEGIES:
+        text += f", ×{_thr(best) / _thr(base):.2f} the single-device baseline ({base['variant_id']})"
+    slowest = min(recs, key=_thr)
+    if slowest is not best:
+        text += f"; slowest: {slowest['variant_id']} at {_thr(slowest):,.0f}"
+    return text + "."
+
+
+def best_scaling(run: RunView) -> str | None:
+    scaled = [r for r in run.ok if r.get("scaling_efficiency") is not None and replicas_of(r) > 1]
+    if not scaled:
+        return None
+    best = max(scaled, key=lambda r: r["scaling_efficiency"])
+    text = (f"Best scaling: {best['variant_id']}, efficiency {best['scaling_efficiency']:.2f} "
+            f"on {replicas_of(best)} replicas ({best['scaling_kind']} scaling; 1.0 is ideal)")
+    if any((r.get("devices") or {}).get("simulated") for r in scaled):
+        text += (". Replicas here are logical CPU devices sharing the same cores, so about "
+                 "1/replicas is the expected efficiency, not a defect")
+    return text + "."
+
+
+def input_bound(run: RunView) -> str | None:
+    shares = [(r, (r.get("trace") or {}).get("analysis", {}).get("input_bound_pct"))
+              for r in run.ok]
+    shares = [(r, float(p)) for r, p in shares if p is not None]
+    if not shares:
+        return None
+    bound = [f"{r['variant_id']} ({p:.0f}% of the step waiting for input)"
+             for r, p in shares if p >= INPUT_BOUND_PCT]
+    if bound:
+        return "Input-bound: " + "; ".join(bound) + ". Speed up the input pipeline before anything else."
+    partly = [f"{r['variant_id']} ({p:.0f}%)" for r, p in shares if p >= PARTLY_INPUT_BOUND_PCT]
+    if partly:
+        return "Partly input-bound (5–20% of the step on input): " + "; ".join(partly) + "."
+    top, pct = max(shares, key=lambda s: s[1])
+    return f"No variant is input-bound (the largest input share is {pct:.1f}%, {top['variant_id']})."
+
+
+def precision_speedups(run: RunView) -> str | None:
+    pairs = precision_pairs(run.records)
+    if not pairs:
+        return None
+    parts = [f"{m['variant_id']} ×{_thr(m) / _thr(f):.2f}" for f, m in pairs]
+    return "Mixed precision vs float32: " + "; ".join(parts) + "."
+
+
+def failures(run: RunView) -> list[str]:
+    lines = []
+    for status in ("failed", "skipped"):
+        recs = [r for r in run.records if r.get("status") == status]
+        if recs:
+            lines.append(f"{len(recs)} {status}: " + "; ".join(
+                f"{r['variant_id']} — {r.get('reason') or 'no reason recorded'}" for r in recs))
+    if run.not_run:
+        lines.append(f"{len(run.not_run)} not run (the run was interrupted or is unfinished): "
+                     + ", ".join(run.not_run))
+    return lines
+
+
+def unsettled(run: RunView) -> str | None:
+    recs = [r for r in run.ok if r.get("steady_state_start")]
+    if not recs:
+        return None
+    return ("Still warming up inside the timed window (consider more warmup steps): " + "; ".join(
+        f"{r['variant_id']} (first {r['steady_state_start']} steps)" for r in recs) + ".")
+
+
+def data_notes(run: RunView) -> list[str]:
+    return [f"Data fallback: {reason}." for reason in run.fallback_reasons]
+
+
+def summarize_run(run: RunView) -> list[str]:
+    if not run.records:
+        return ["This run has no records yet."]
+    lines = [fastest(run), best_scaling(run), input_bound(run), precision_speedups(run),
+             *failures(run), unsettled(run), *data_notes(run)]
+    return [line for line in lines if line]

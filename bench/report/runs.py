@@ -1,0 +1,132 @@
+"""Run directories → the plain objects the report pages are built from.
+
+Everything here is read-only over the run directory and tolerant of partial runs (an interrupted
+run has fewer records than variants; a run from an older bench may lack newer fields): a report
+must degrade, never crash, on what `bench run` left behind.
+"""
+
+from __future__ import annotations
+
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from bench import results
+from bench.scaling import add_scaling_efficiency
+
+BASELINE_STRATEGIES = ("default", "one_device")
+
+
+@dataclass
+class RunView:
+    """One run directory with its records (scaling efficiency filled in) and its metadata."""
+
+    path: Path
+    records: list[dict[str, Any]]
+    environment: dict[str, Any]
+    variants: list[dict[str, Any]]
+    scenario_name: str
+    description: str
+    page: str = ""  # file name of this run's page in the site
+    scenario_page: str = ""
+    baselines: dict[str, dict[str, Any]] = field(default_factory=dict)  # variant id → baseline rec
+
+    @property
+    def name(self) -> str:
+        return self.path.name
+
+    @property
+    def started_at(self) -> str:
+        return str(self.environment.get("started_at") or "")
+
+    @property
+    def commit(self) -> str:
+        commit = str(self.environment.get("git_commit") or "")
+        return commit[:10] + ("+dirty" if commit.endswith("+dirty") else "") if commit else "-"
+
+    @property
+    def machine(self) -> str:
+        env = self.environment
+        kinds = sorted({str((r.get("devices") or {}).get("kind")) for r in self.ok})
+        parts = [str(env.get("hostname") or "?"), str(env.get("cpu_model") or ""),
+                 f"{env.get('cpu_count')} cores" if env.get("cpu_count") else "",
+                 "/".join(kinds)]
+        return ", ".join(p for p in parts if p)
+
+    @property
+    def ok(self) -> list[dict[str, Any]]:
+        return [r for r in self.records if r.get("status") == "ok"]
+
+    def count(self, status: str) -> int:
+        return sum(1 for r in self.records if r.get("status") == status)
+
+    @property
+    def not_run(self) -> list[str]:
+        """Variants planned but without a record (the run was interrupted or is still going)."""
+        done = {r.get("variant_id") for r in self.records}
+        return [v["id"] for v in self.variants if v.get("id") not in done]
+
+    @property
+    def data_sources(self) -> list[str]:
+        return sorted({str(r["data_source"]) for r in self.records if r.get("data_source")})
+
+    @property
+    def fallback_reasons(self) -> list[str]:
+        return sorted({str(r["data_fallback_reason"]) for r in self.records
+                       if r.get("data_fallback_reason")})
+
+
+def _scenario_meta(run_dir: Path, variants: list[dict[str, Any]]) -> tuple[str, str]:
+    """Name and description from the run's copy of the scenario (the raw TOML: never re-validated,
+    so a report of an old run still renders after the schema moves on)."""
+    name = str(variants[0].get("scenario_name")) if variants else run_dir.name
+    description = ""
+    try:
+        meta = tomllib.loads((run_dir / results.SCENARIO_FILE).read_text()).get("scenario", {})
+        name = str(meta.get("name") or name)
+        description = str(meta.get("description") or "")
+    except (OSError, tomllib.TOMLDecodeError):
+        pass
+    return name, description
+
+
+def baseline_key(variant: dict[str, Any]) -> tuple[Any, ...]:
+    """Which baseline a variant is compared with: the single-device run of the same API/precision."""
+    return (variant.get("api"), variant.get("precision"), variant.get("per_replica_batch"))
+
+
+def find_baselines(records: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """variant id → the ok default/one_device record with the same API, precision and per-replica
+    batch (falling back to the same API and precision)."""
+    bases = [r for r in records if r.get("status") == "ok"
+             and r["variant"].get("strategy") in BASELINE_STRATEGIES]
+    out: dict[str, dict[str, Any]] = {}
+    for rec in records:
+        if rec.get("status") != "ok":
+            continue
+        v = rec["variant"]
+        exact = [b for b in bases if baseline_key(b["variant"]) == baseline_key(v)]
+        loose = [b for b in bases if baseline_key(b["variant"])[:2] == baseline_key(v)[:2]]
+        if exact or loose:
+            out[rec["variant_id"]] = (exact or loose)[0]
+    return out
+
+
+def load_run(run_dir: Path) -> RunView:
+    variants_path = run_dir / results.VARIANTS_FILE
+    env_path = run_dir / results.ENVIRONMENT_FILE
+    variants = results.read_json(variants_path) if variants_path.exists() else []
+    environment = results.read_json(env_path) if env_path.exists() else {}
+    records = add_scaling_efficiency(results.read_records(run_dir))
+    name, description = _scenario_meta(run_dir, variants)
+    view = RunView(path=run_dir, records=records, environment=environment, variants=variants,
+                   scenario_name=name, description=description)
+    view.baselines = find_baselines(records)
+    return view
+
+
+def load_runs(paths: list[Path]) -> list[RunView]:
+    """Every run under the given paths, oldest first (run directory names sort by start time)."""
+    runs = [load_run(p) for p in results.find_run_dirs(paths)]
+    return sorted(runs, key=lambda r: (r.started_at, r.name))

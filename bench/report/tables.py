@@ -1,0 +1,147 @@
+"""The tables of a run's page: every figure per variant, traces, problems and the environment.
+
+Cells carry a display text and a sort key, so the page's sortable table orders 9,800 after
+10,200 numerically rather than as text.
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from bench.report.runs import BASELINE_STRATEGIES, RunView
+from bench.scaling import replicas_of
+
+
+@dataclass(frozen=True)
+class Cell:
+    text: str
+    sort: str | float = ""
+    numeric: bool = False
+
+
+def _num(value: Any, fmt: str, scale: float = 1.0) -> Cell:
+    if value is None:
+        return Cell("–", float("-inf"), True)
+    value = value * scale if scale != 1.0 else value
+    return Cell(format(value, fmt), float(value), True)
+
+
+def _txt(value: Any) -> Cell:
+    return Cell("–" if value is None else str(value), "" if value is None else str(value))
+
+
+COLUMNS = ("variant", "strategy", "replicas", "API", "precision", "global batch", "examples/s",
+           "spread %", "vs baseline", "scaling eff.", "step ms (median)", "p5 ms", "p95 ms",
+           "startup s", "first step s", "input ms", "compute ms", "collective ms", "other ms",
+           "input %", "loss (first → last)", "peak RSS MB", "status")
+
+
+def figures_row(run: RunView, rec: dict[str, Any]) -> list[Cell]:
+    v = rec.get("variant") or {}
+    thr = rec.get("throughput") or {}
+    step = rec.get("step_time") or {}
+    timing = rec.get("timing") or {}
+    analysis = (rec.get("trace") or {}).get("analysis") or {}
+    parts = analysis.get("breakdown_ms") or {}
+    loss = rec.get("loss") or {}
+    effective = rec.get("effective") or v
+    base = run.baselines.get(rec.get("variant_id", ""))
+    vs_base = (thr["median"] / base["throughput"]["median"]
+               if base and thr.get("median") and v.get("strategy") not in BASELINE_STRATEGIES
+               else None)
+    loss_text = (f"{loss['initial']:.3f} → {loss['final']:.3f}"
+                 if loss.get("initial") is not None and loss.get("final") is not None else "–")
+    return [
+        _txt(rec.get("variant_id")), _txt(v.get("strategy")),
+        Cell(str(replicas_of(rec)) if v else "–", replicas_of(rec) if v else 0, True),
+        _txt(v.get("api")), _txt(v.get("precision")),
+        _num(effective.get("global_batch"), ","),
+        _num(thr.get("median"), ",.0f"), _num(thr.get("spread_pct"), ".1f"),
+        _num(vs_base, ".2f"), _num(rec.get("scaling_efficiency"), ".2f"),
+        _num(step.get("median"), ".2f", 1e3), _num(step.get("p5"), ".2f", 1e3),
+        _num(step.get("p95"), ".2f", 1e3),
+        _num(timing.get("startup_s"), ".1f"), _num(timing.get("first_step_s"), ".2f"),
+        *(_num(parts.get(k), ".2f") for k in ("input", "compute", "collective", "other")),
+        _num(analysis.get("input_bound_pct"), ".1f"),
+        Cell(loss_text, loss.get("final") if loss.get("final") is not None else float("inf"),
+             True),
+        _num(rec.get("peak_rss_mb"), ",.0f"),
+        _txt(rec.get("status")),
+    ]
+
+
+def relative_link(target: Path, page_dir: Path) -> str:
+    """A link that works from file:// wherever the report and the run directory live."""
+    return Path(os.path.relpath(target.resolve(), page_dir.resolve())).as_posix()
+
+
+@dataclass(frozen=True)
+class TraceRow:
+    variant_id: str
+    link: str
+    command: str
+    status: str
+
+
+def trace_rows(run: RunView, page_dir: Path) -> list[TraceRow]:
+    rows = []
+    for rec in run.records:
+        trace = rec.get("trace") or {}
+        if trace.get("status") != "captured":
+            continue
+        vid = rec["variant_id"]
+        analysis = trace.get("analysis") or {}
+        rows.append(TraceRow(
+            variant_id=vid, link=relative_link(run.path / "traces" / vid, page_dir),
+            command=f"bench trace {shlex.quote(str(run.path))} {shlex.quote(vid)}",
+            status=f"{trace.get('steps', '?')} steps traced; analysis "
+                   f"{analysis.get('status', 'not run')}"))
+    return rows
+
+
+@dataclass(frozen=True)
+class ProblemRow:
+    variant_id: str
+    status: str
+    reason: str
+    error: str
+    log: str | None
+
+
+def problem_rows(run: RunView, page_dir: Path) -> list[ProblemRow]:
+    rows = []
+    for rec in run.records:
+        if rec.get("status") == "ok":
+            continue
+        vid = str(rec.get("variant_id"))
+        log = run.path / "logs" / f"{vid}.log"
+        rows.append(ProblemRow(vid, str(rec.get("status")), str(rec.get("reason") or ""),
+                               str(rec.get("error") or ""),
+                               relative_link(log, page_dir) if log.exists() else None))
+    return rows
+
+
+def flatten(obj: Any, prefix: str = "") -> list[tuple[str, str]]:
+    """Nested dicts as dotted key/value rows (the environment fingerprint)."""
+    if isinstance(obj, dict):
+        rows: list[tuple[str, str]] = []
+        for key, value in obj.items():
+            rows.extend(flatten(value, f"{prefix}.{key}" if prefix else str(key)))
+        return rows
+    if isinstance(obj, list):
+        return [(prefix, ", ".join(map(str, obj)))]
+    return [(prefix, "–" if obj is None else str(obj))]
+
+
+def device_rows(run: RunView) -> list[tuple[str, str]]:
+    """What each variant's worker saw, once per distinct device set."""
+    seen: dict[str, list[str]] = {}
+    for rec in run.ok:
+        dev = rec.get("devices") or {}
+        key = f"{dev.get('kind')}: {', '.join(dev.get('physical') or [])}"
+        seen.setdefault(key, []).append(rec["variant_id"])
+    return [(key, f"{len(ids)} variant(s)") for key, ids in seen.items()]

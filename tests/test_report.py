@@ -1,0 +1,191 @@
+"""The HTML report from run directories: pages, charts, words, escaping, offline assets, errors.
+
+Fast: records are written in bench's schema by tests/fixtures/report_runs.py. The real-run,
+real-browser check is tests/test_report_browser.py.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+from bench.errors import BenchError
+from bench.report import render_site
+from bench.report.figures import html_safe_json, run_charts, trend_chart
+from bench.report.narrative import summarize_run
+from bench.report.runs import load_run
+from tests.conftest import bench
+from tests.fixtures.report_runs import (
+    ENVIRONMENT,
+    ok_record,
+    problem_record,
+    standard_records,
+    variant,
+    write_run,
+)
+
+FIGURE = re.compile(r'<script type="application/json" data-figure="([^"]+)">(.*?)</script>', re.S)
+
+
+def figures_in(html: str) -> dict[str, dict]:
+    return {fid: json.loads(body) for fid, body in FIGURE.findall(html)}
+
+
+@pytest.fixture
+def site(tmp_path: Path) -> Path:
+    write_run(tmp_path / "results", "report_test-20261122T051803Z", standard_records(),
+              description="all charts")
+    render_site([tmp_path / "results"], tmp_path / "site")
+    return tmp_path / "site"
+
+
+def test_run_page_has_every_chart_with_the_run_data(site: Path) -> None:
+    html = (site / "run-report_test-20261122T051803Z.html").read_text()
+    figs = figures_in(html)
+    assert set(figs) == {"throughput", "scaling", "breakdown", "distribution", "timeline",
+                         "precision"}
+    bars = figs["throughput"]["data"][0]
+    assert bars["y"] == ["default-r1-fit-float32-gb64", "default-r1-fit-mixed_bfloat16-gb64",
+                         "mirrored-r1-fit-float32-gb64", "mirrored-r2-fit-float32-gb128"]
+    assert bars["x"][0] == pytest.approx(64 / 0.004, rel=0.1)
+    assert all(lo > 0 for lo in bars["error_x"]["arrayminus"])  # spread over steps is drawn
+    assert len(figs["throughput"]["data"][1]["x"]) == 4 * 3  # one dot per repeat
+    assert bars["marker"]["line"]["width"][:2] == [2.5, 2.5]  # baselines outlined
+    speedup = figs["precision"]["data"][0]
+    assert speedup["name"] == "mixed_bfloat16"
+    assert speedup["y"][0] == pytest.approx(0.004 / 0.005, rel=0.05)
+    stacked = {t["name"]: t["x"] for t in figs["breakdown"]["data"]}
+    assert set(stacked) == {"input", "compute", "collective", "other"}
+    efficiency = figs["scaling"]["data"][2]["y"]  # mirrored: 1 and 2 replicas
+    assert efficiency[0] == pytest.approx(1.0)
+    assert efficiency[1] == pytest.approx((128 / 0.012) / (2 * 64 / 0.0045), rel=0.1)
+    assert "weak scaling" in html
+
+
+def test_every_figure_is_valid_plotly(tmp_path: Path) -> None:
+    """Figures are plain dicts for speed; plotly's own validator checks every property here."""
+    import plotly.graph_objects as go
+
+    run = load_run(write_run(tmp_path, "r", standard_records()))
+    charts = [*run_charts(run), trend_chart([run, run])]
+    assert all(chart.rendered for chart in charts)
+    for chart in charts:
+        go.Figure(chart.figure)  # raises ValueError naming any invalid property
+
+
+def test_summary_names_the_fastest_the_scaling_and_the_problems(tmp_path: Path) -> None:
+    run = load_run(write_run(tmp_path, "r", standard_records()))
+    text = "\n".join(summarize_run(run))
+    assert re.search(r"Fastest: default-r1-fit-float32-gb64 at 1[56],\d{3} examples/s", text)
+    assert "Best scaling: mirrored-r2-fit-float32-gb128, efficiency 0.3" in text
+    assert "logical CPU devices" in text  # simulated replicas explained
+    assert "No variant is input-bound" in text
+    assert "1 failed: mirrored-r2-nccl-fit-float32-gb128 — InvalidArgumentError" in text
+    assert "1 skipped: tpu-r1-fit-float32-gb64 — no TPU" in text
+    assert "mixed_bfloat16-gb64 ×0.8" in text
+
+
+def test_an_input_bound_variant_is_called_out(tmp_path: Path) -> None:
+    v = variant("default-r1-fit-float32-gb64")
+    run = load_run(write_run(tmp_path, "r", [ok_record(v, 0.010, input_ms=4.0)]))
+    assert any(line.startswith("Input-bound: default-r1-fit-float32-gb64 (40% of the step")
+               for line in summarize_run(run))
+
+
+def test_hostile_text_is_escaped_everywhere(tmp_path: Path) -> None:
+    evil = "<script>alert(1)</script>"
+    v = variant("default-r1-fit-float32-gb64", scenario=evil)
+    records = [ok_record(v, 0.004),
+               problem_record(variant("mirrored-r2-fit-float32-gb128", "mirrored", 2, scenario=evil),
+                              "failed", "<img src=x onerror=alert(2)>", "</script><b>boom</b>")]
+    write_run(tmp_path / "results", "evil", records, description='<b onclick="alert(3)">hi</b>')
+    render_site([tmp_path / "results"], tmp_path / "site")
+    for page in (tmp_path / "site").glob("*.html"):
+        html = page.read_text()
+        assert "<script>alert(1)" not in html, page.name
+        assert "<img src=x" not in html and "<b onclick" not in html and "<b>boom" not in html
+        assert html.count("<script") == html.count("</script>")  # nothing closed a script early
+    index = (tmp_path / "site" / "index.html").read_text()
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in index
+    assert html_safe_json('{"a": "</script>&"}') == '{"a": "\\u003c/script\\u003e\\u0026"}'
+
+
+def test_site_is_offline_with_one_shared_plotly(site: Path) -> None:
+    assets = sorted(p.name for p in (site / "assets").iterdir())
+    assert assets == ["plotly-template.js", "plotly.min.js", "report.css", "report.js"]
+    assert (site / "assets" / "plotly.min.js").stat().st_size > 1_000_000
+    for page in site.glob("*.html"):
+        html = page.read_text()
+        refs = re.findall(r'(?:src|href)="([^"]*)"', html)
+        assert refs, page.name
+        assert not [r for r in refs if re.match(r"[a-z]+://", r)], page.name
+        assert html.count("plotly.min.js") <= 1 and len(html) < 1_000_000  # not inlined
+
+
+def test_index_lists_every_run_and_the_scenario_page_shows_the_trend(tmp_path: Path) -> None:
+    root = tmp_path / "results"
+    write_run(root, "report_test-20261120T000000Z", standard_records(),
+              environment={**ENVIRONMENT, "started_at": "2026-11-20T00:00:00+00:00"})
+    write_run(root, "report_test-20261121T000000Z", standard_records(slowdown=1.2),
+              environment={**ENVIRONMENT, "started_at": "2026-11-21T00:00:00+00:00"})
+    write_run(root, "other-20261121T000000Z", standard_records(scenario="other"))
+    index = render_site([root], tmp_path / "site").read_text()
+    for name in ("report_test-20261120T000000Z", "report_test-20261121T000000Z",
+                 "other-20261121T000000Z"):
+        assert f'href="run-{name}.html"' in index
+    assert index.count('class="num ok" data-sort="4"') == 3
+    assert index.count('class="num failed" data-sort="1"') == 3
+    assert "0123456789" in index and "testhost" in index
+    trend = figures_in((tmp_path / "site" / "scenario-report_test.html").read_text())["trend"]
+    series = {t["name"]: t["y"] for t in trend["data"]}
+    assert series["default-r1-fit-float32-gb64"][1] < series["default-r1-fit-float32-gb64"][0]
+
+
+def test_missing_data_degrades_with_a_note(tmp_path: Path) -> None:
+    v = variant("default-r1-fit-float32-gb64")
+    records = [ok_record(v, 0.004, input_ms=None),
+               problem_record(variant("mirrored-r1-fit-float32-gb64", "mirrored"), "failed", "boom")]
+    planned = [r["variant"] for r in records] + [variant("mirrored-r2-fit-float32-gb128", "mirrored", 2)]
+    write_run(tmp_path / "results", "r", records, planned=planned)
+    render_site([tmp_path / "results"], tmp_path / "site")
+    html = (tmp_path / "site" / "run-r.html").read_text()
+    assert set(figures_in(html)) == {"throughput", "distribution", "timeline"}
+    assert "no replica sweep" in html
+    assert "No breakdown for: default-r1-fit-float32-gb64 (no trace captured)" in html
+    assert "No mixed-precision variant" in html
+    assert "1 not run" in html and "mirrored-r2-fit-float32-gb128" in html
+
+
+def test_table_sorts_numbers_as_numbers(site: Path) -> None:
+    html = (site / "run-report_test-20261122T051803Z.html").read_text()
+    body = html.split('<table class="sortable figures">')[1].split("</table>")[0]
+    assert re.search(r'<td class="num" data-sort="1[56]\d{3}\.\d+">1[56],\d{3}</td>', body)
+
+
+def test_rerender_updates_and_foreign_folders_are_refused(tmp_path: Path, site: Path) -> None:
+    render_site([tmp_path / "results"], site)  # an earlier report: updated in place
+    foreign = tmp_path / "mine"
+    foreign.mkdir()
+    (foreign / "notes.txt").write_text("keep me")
+    with pytest.raises(BenchError, match="is not a bench report"):
+        render_site([tmp_path / "results"], foreign)
+    assert sorted(p.name for p in foreign.iterdir()) == ["notes.txt"]
+
+
+def test_cli_report_prints_the_index_and_rejects_bad_input(tmp_path: Path, site: Path) -> None:
+    out = tmp_path / "cli-site"
+    proc = bench("report", str(tmp_path / "results"), "--out", str(out))
+    assert proc.returncode == 0, proc.stderr
+    assert f"report: {out / 'index.html'}" in proc.stdout
+    assert (out / "index.html").exists()
+    bad = bench("report", str(tmp_path / "nope"))
+    assert bad.returncode == 2
+    assert bad.stderr.strip().splitlines() == [f"error: {tmp_path / 'nope'}: not a bench run directory"]
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    proc = bench("report", str(empty), "--out", str(tmp_path / "x"))
+    assert proc.returncode == 2 and "no bench run directories" in proc.stderr
+    assert "Traceback" not in proc.stderr + bad.stderr
