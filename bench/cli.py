@@ -48,6 +48,9 @@ def run(
                                                      "(wall-clock budget per variant).")] = None,
     only: Annotated[Optional[list[str]], typer.Option(help="Run only variants whose id matches "
                                                       "this glob (repeatable).")] = None,
+    report: Annotated[bool, typer.Option(help="Render the HTML report into "
+                                              "REPORTS_DIR/<run name>/ at the end.")] = True,
+    reports_dir: Annotated[Path, typer.Option(help="Where --report writes.")] = Path("reports"),
 ) -> None:
     """Run every variant of SCENARIO, each in its own process, and write a run directory.
 
@@ -58,7 +61,8 @@ def run(
     from bench.runner import run as run_scenario
 
     opts = RunOptions(results_dir=results_dir, quick=quick, warmup_steps=warmup, steps=steps,
-                      repeats=repeats, timeout_s=timeout, only=only or [])
+                      repeats=repeats, timeout_s=timeout, only=only or [], report=report,
+                      reports_dir=reports_dir)
     try:
         outcome = run_scenario(scenario, opts, console)
     except BenchError as exc:
@@ -291,6 +295,31 @@ def trace(
             server.stop()
         for sig, handler in previous.items():
             signal.signal(sig, handler)
+
+
+@app.command()
+def report(
+    runs: Annotated[list[Path], typer.Argument(help="Run directories, or folders of them "
+                                                    "(e.g. results/).", show_default=False)],
+    out: Annotated[Optional[Path], typer.Option("--out", "-o", help="Site folder (default: "
+                                                "reports/<run name>, or reports/report-<time> "
+                                                "for several).")] = None,
+) -> None:
+    """Render runs as a static HTML site: index, one page per scenario and per run.
+
+    Offline: plotly.min.js is written once into the site's assets/, so the pages open from
+    file:// with no network. Re-rendering into an earlier report folder updates it; any other
+    non-empty folder is refused. Exit code: 0, or 2 on bad input.
+    """
+    from bench.report import default_out_dir, render_site
+
+    target = out or default_out_dir(runs)
+    try:
+        index = render_site(runs, target)
+    except BenchError as exc:
+        raise _fail(exc) from None
+    console.print(f"report: {escape(str(index))}", soft_wrap=True, highlight=False)
+    console.print(f"open: {escape(index.resolve().as_uri())}", soft_wrap=True, highlight=False)
 
 
 @app.command()

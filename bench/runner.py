@@ -35,6 +35,8 @@ class RunOptions:
     repeats: int | None = None
     timeout_s: float | None = None
     only: list[str] = field(default_factory=list)
+    report: bool = True  # render the HTML report at the end
+    reports_dir: Path = Path("reports")
 
 
 @dataclass
@@ -120,4 +122,19 @@ def run(path: Path, opts: RunOptions, console: Console) -> RunOutcome:
                       f"{run_dir}[/]")
     render_summary(console, add_scaling_efficiency(outcome.records))
     console.print(f"results: {run_dir / results.RECORDS_FILE}")
+    if opts.report:
+        render_report(run_dir, opts.reports_dir / run_dir.name, console)
     return outcome
+
+
+def render_report(run_dir: Path, out_dir: Path, console: Console) -> Path | None:
+    """The run's HTML report; a report that cannot be written never costs the measured records."""
+    from bench.report import render_site
+
+    try:
+        index = render_site([run_dir], out_dir)
+    except (BenchError, OSError) as exc:
+        console.print(f"[yellow]report not written: {exc}[/]")
+        return None
+    console.print(f"report: {index}")
+    return index

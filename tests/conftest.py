@@ -111,8 +111,11 @@ def run_dirs(results: Path) -> list[Path]:
 
 
 def bench_run(scenario: Path, results: Path, *args: str, timeout: float = 900) -> BenchRun:
+    """`bench run` into `results`; its HTML report goes to the sibling `reports/` folder (so every
+    end-to-end test also renders its records, whatever state they are in)."""
     before = set(run_dirs(results))
-    proc = bench("run", str(scenario), "--results-dir", str(results), *args, timeout=timeout)
+    proc = bench("run", str(scenario), "--results-dir", str(results),
+                 "--reports-dir", str(results.parent / "reports"), *args, timeout=timeout)
     new = [p for p in run_dirs(results) if p not in before]
     run_dir = new[0] if new else None
     records = []

@@ -103,7 +103,8 @@ replicas = 1      # hangs until interrupted
     pid_file = tmp_path / "hung.pid"
     env = {**os.environ, "BENCH_TEST_PID_FILE": str(pid_file)}
     proc = subprocess.Popen([sys.executable, "-m", "bench", "run", str(scenario), "--results-dir",
-                             str(tmp_path / "results")], cwd=REPO, env=env,
+                             str(tmp_path / "results"), "--reports-dir", str(tmp_path / "reports")],
+                            cwd=REPO, env=env,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     deadline = time.monotonic() + 120
     while not pid_file.exists() and time.monotonic() < deadline:
@@ -117,6 +118,8 @@ replicas = 1      # hangs until interrupted
     (run_dir,) = (tmp_path / "results").iterdir()
     records = [json.loads(x) for x in (run_dir / "records.jsonl").read_text().splitlines()]
     assert [(r["variant"]["strategy"], r["status"]) for r in records] == [("default", "ok")]
+    page = (tmp_path / "reports" / run_dir.name / f"run-{run_dir.name}.html").read_text()
+    assert "1 not run" in page  # the report of an interrupted run says what is missing
     hung = int(pid_file.read_text())
     time.sleep(0.5)
     assert not Path(f"/proc/{hung}").exists() or \
