@@ -108,16 +108,24 @@ class Verdict:
 
 def compare_samples(base: list[np.ndarray], cand: list[np.ndarray], *, key: str = "",
                     min_effect: float = DEFAULT_MIN_EFFECT, alpha: float = DEFAULT_ALPHA,
-                    rounds: int = BOOTSTRAP_ROUNDS, seed: int = 0) -> Verdict:
-    """Decide regression / improvement / unchanged from two sets of timed windows."""
+                    rounds: int = BOOTSTRAP_ROUNDS, seed: int = 0, always_ci: bool = True
+                    ) -> Verdict:
+    """Decide regression / improvement / unchanged from two sets of timed windows.
+
+    With `always_ci=False` the bootstrap (the costly part) runs only when the test and the effect
+    size leave a regression or improvement possible; the verdict is the same, the CI is None.
+    """
     rng = np.random.default_rng(seed)
     pooled_base, pooled_cand = np.concatenate(base), np.concatenate(cand)
     base_median, cand_median = float(np.median(pooled_base)), float(np.median(pooled_cand))
-    ratios = _bootstrap_medians(cand, rounds, rng) / _bootstrap_medians(base, rounds, rng)
-    low, high = (float(x) for x in np.quantile(ratios, [alpha / 2, 1 - alpha / 2]))
     p_value = mann_whitney_p(pooled_base, pooled_cand)
     ratio = cand_median / base_median
     significant = p_value < alpha
+    if not always_ci and not (significant and abs(ratio - 1.0) > min_effect):
+        return Verdict(key, "unchanged", base_median, cand_median, ratio, None, None, p_value,
+                       min_effect)
+    ratios = _bootstrap_medians(cand, rounds, rng) / _bootstrap_medians(base, rounds, rng)
+    low, high = (float(x) for x in np.quantile(ratios, [alpha / 2, 1 - alpha / 2]))
     if significant and low > 1.0 and ratio - 1.0 > min_effect:
         status = "regression"
     elif significant and high < 1.0 and 1.0 - ratio > min_effect:
@@ -210,7 +218,8 @@ def _history_medians(history: list[list[dict[str, Any]]]) -> dict[tuple[Any, ...
 def compare_records(base: list[dict[str, Any]], cand: list[dict[str, Any]], *,
                     min_effect: float | None = None, alpha: float = DEFAULT_ALPHA,
                     force: bool = False, seed: int = 0,
-                    history: list[list[dict[str, Any]]] | None = None) -> Comparison:
+                    history: list[list[dict[str, Any]]] | None = None,
+                    always_ci: bool = True) -> Comparison:
     """Match records by identity and judge each pair; report vanished and newly failing ones.
 
     `history`: the records of several baseline runs (a baseline store); with two or more, a
@@ -244,7 +253,8 @@ def compare_records(base: list[dict[str, Any]], cand: list[dict[str, Any]], *,
             if not bw or not cw:
                 comparison.verdicts.append(Verdict(name, "skipped", note="no timed samples"))
                 continue
-            verdict = compare_samples(bw, cw, key=name, min_effect=effect, alpha=alpha, seed=seed)
+            verdict = compare_samples(bw, cw, key=name, min_effect=effect, alpha=alpha, seed=seed,
+                                      always_ci=always_ci)
             comparison.verdicts.append(run_to_run_check(verdict, history_medians.get(key, [])))
     if mismatch:
         for verdict in comparison.verdicts:

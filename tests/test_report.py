@@ -139,9 +139,16 @@ def test_index_lists_every_run_and_the_scenario_page_shows_the_trend(tmp_path: P
     assert index.count('class="num ok" data-sort="4"') == 3
     assert index.count('class="num failed" data-sort="1"') == 3
     assert "0123456789" in index and "testhost" in index
-    trend = figures_in((tmp_path / "site" / "scenario-report_test.html").read_text())["trend"]
+    scenario_page = (tmp_path / "site" / "scenario-report_test.html").read_text()
+    trend = figures_in(scenario_page)["trend"]
     series = {t["name"]: t["y"] for t in trend["data"]}
     assert series["default-r1-fit-float32-gb64"][1] < series["default-r1-fit-float32-gb64"][0]
+    # The second run is 20% slower in every variant: each is marked as a detected step.
+    marked = series["regressions"]
+    assert len(marked) == 4 and all(y in [s[1] for s in series.values()] for y in marked)
+    assert "Detected steps" in scenario_page
+    assert re.search(r"regression: step time ×1\.2\d\d, CI 1\.\d+–1\.\d+, p=", scenario_page)
+    assert "improvements" not in series
 
 
 def test_missing_data_degrades_with_a_note(tmp_path: Path) -> None:

@@ -22,6 +22,7 @@ import jinja2
 import bench
 from bench.errors import BenchError
 from bench.report import figures, narrative, tables
+from bench.report.history import Step, detect_steps
 from bench.report.runs import RunView, load_runs
 from bench.results import slug, write_text_atomic
 
@@ -53,6 +54,7 @@ class ScenarioGroup:
     page: str
     runs: list[RunView] = field(default_factory=list)
     trend: figures.Chart | None = None
+    steps: list[Step] = field(default_factory=list)
 
 
 def build_run_page(run: RunView, out_dir: Path) -> RunPage:
@@ -140,7 +142,8 @@ def render_site(paths: list[Path], out_dir: Path) -> Path:
     for run in runs:
         write(run.page, "run.html.j2", view=pages[run.name], has_charts=True)
     for group in scenarios:
-        group.trend = figures.trend_chart(group.runs)
+        group.steps = detect_steps(group.runs)
+        group.trend = figures.trend_chart(group.runs, group.steps)
         write(group.page, "scenario.html.j2", scenario=group, view=pages[group.runs[-1].name],
               has_charts=True)
     write("index.html", "index.html.j2", runs=runs, scenarios=scenarios, has_charts=False)
