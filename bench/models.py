@@ -88,8 +88,30 @@ def resolve_builder(name: str) -> Callable[[tuple[int, ...], int], Any]:
     return builder
 
 
-def build_model(name: str, input_shape: tuple[int, ...], num_classes: int) -> Any:
+def build_model(name: str, input_shape: tuple[int, ...], num_classes: int,
+                extra_matmul: int = 0) -> Any:
     model = resolve_builder(name)(tuple(input_shape), num_classes)
     if not hasattr(model, "trainable_variables"):
         raise ValueError(f"model '{name}': builder returned {type(model).__name__}, not a Keras model")
-    return model
+    return with_extra_matmul(model, input_shape, extra_matmul) if extra_matmul else model
+
+
+def with_extra_matmul(model: Any, input_shape: tuple[int, ...], n: int) -> Any:
+    """`model` behind a layer that multiplies an n x n matrix by itself on every forward pass.
+
+    The product feeds the output (times zero, which TensorFlow does not fold away for floats), so
+    the work is really done, while the model's numbers and trainable weights stay the same.
+    """
+    import keras
+
+    class ExtraMatmul(keras.layers.Layer):
+        def build(self, shape: Any) -> None:
+            self.square = self.add_weight(shape=(n, n), initializer="random_normal",
+                                          trainable=False, name="square")
+
+        def call(self, x: Any) -> Any:
+            product = keras.ops.matmul(self.square, self.square)
+            return x + keras.ops.cast(keras.ops.sum(product) * 0.0, x.dtype)
+
+    inputs = keras.Input(shape=tuple(input_shape))
+    return keras.Model(inputs, model(ExtraMatmul(name="extra_matmul")(inputs)), name=model.name)

@@ -70,6 +70,9 @@ class ModelConfig(_Strict):
     """`name` is a registered model (`bench list`) or `"package.module:function"`."""
 
     name: str = "mlp"
+    # An n x n matmul added to every forward pass (0: none). Real, known extra work per step, for
+    # regression drills: a candidate made slower on purpose must be flagged by `bench compare`.
+    extra_matmul: NonNegativeInt = 0
 
     @model_validator(mode="after")
     def _known_model(self) -> ModelConfig:

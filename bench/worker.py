@@ -138,7 +138,8 @@ def measure(variant: Variant, spawn_time: float, progress: loops.ProgressFn) -> 
         return data_mod.make_dataset(loaded, variant.data, global_batch, input_context)
 
     with strategy.scope():
-        model = models.build_model(variant.model.name, loaded.x.shape[1:], loaded.num_classes)
+        model = models.build_model(variant.model.name, loaded.x.shape[1:], loaded.num_classes,
+                                   variant.model.extra_matmul)
         optimizer = loops.make_optimizer(variant.train.optimizer, variant.learning_rate)
     probe_batch = next(iter(dataset().take(1)))
     initial_loss = loops.batch_loss(model, probe_batch)
