@@ -1,0 +1,81 @@
+"""`bench export --format pytest-benchmark`: a run directory as pytest-benchmark's JSON.
+
+Users who live in pytest-benchmark can then `pytest-benchmark compare` bench runs with their own
+saved runs. Each ok variant becomes one benchmark whose rounds are its timed steps (seconds per
+step), so min/median/IQR/ops mean what pytest-benchmark users expect; the statistics come from
+pytest-benchmark's own `Stats`, so the file is exactly what its tools read. examples/s and the
+variant's axes go to `extra_info` and `params`.
+"""
+
+from __future__ import annotations
+
+import platform
+from pathlib import Path
+from typing import Any
+
+from bench import results
+from bench.errors import BenchError
+
+PARAM_KEYS = ("strategy", "replicas", "workers", "ps", "cross_device_ops", "collective", "api",
+              "precision", "batch_rule", "per_replica_batch", "global_batch")
+
+
+def _machine_info(env: dict[str, Any]) -> dict[str, Any]:
+    return {"node": env.get("hostname"), "processor": env.get("cpu_model"),
+            "machine": platform.machine(), "python_implementation": "CPython",
+            "python_version": env.get("python"), "system": env.get("platform"),
+            "cpu": {"brand_raw": env.get("cpu_model"), "count": env.get("cpu_count")}}
+
+
+def _commit_info(env: dict[str, Any]) -> dict[str, Any]:
+    commit = str(env.get("git_commit") or "")
+    return {"id": commit.removesuffix("+dirty") or "unversioned", "dirty": commit.endswith("+dirty"),
+            "project": "bench", "branch": "(unknown)", "time": None, "author_time": None}
+
+
+def benchmark_entry(record: dict[str, Any], run_name: str) -> dict[str, Any] | None:
+    """One ok record as a pytest-benchmark benchmark; None when it has no timed samples."""
+    from pytest_benchmark.stats import Stats
+
+    samples = [s for window in (record.get("samples") or {}).get("timed") or [] for s in window]
+    if record.get("status") != "ok" or not samples:
+        return None
+    stats = Stats()
+    for sample in samples:
+        stats.update(sample)
+    variant = record["variant"]
+    thr = record.get("throughput") or {}
+    timing = record.get("timing") or {}
+    return {
+        "group": variant.get("scenario_name"),
+        "name": record["variant_id"],
+        "fullname": f"{variant.get('scenario_name')}::{record['variant_id']}",
+        "params": {k: variant.get(k) for k in PARAM_KEYS},
+        "param": record["variant_id"],
+        "extra_info": {"examples_per_sec": thr.get("median"),
+                       "examples_per_sec_mean_rate": thr.get("mean_rate"),
+                       "spread_pct": thr.get("spread_pct"),
+                       "global_batch": (record.get("effective") or variant).get("global_batch"),
+                       "steps_per_sample": timing.get("steps_per_sample", 1),
+                       "data_source": record.get("data_source"),
+                       "device_kind": (record.get("devices") or {}).get("kind"),
+                       "run": run_name, "unit": "seconds per training step"},
+        "options": {"disable_gc": False, "timer": "perf_counter", "min_rounds": len(samples),
+                    "max_time": 0, "min_time": 0, "warmup": timing.get("warmup_steps", False)},
+        "stats": {**stats.as_dict(), "data": samples, "iterations": 1},
+    }
+
+
+def to_pytest_benchmark(run_dir: Path) -> dict[str, Any]:
+    from pytest_benchmark import __version__ as pb_version
+
+    if not results.is_run_dir(run_dir):
+        raise BenchError(f"{run_dir}: not a bench run directory")
+    env_path = run_dir / results.ENVIRONMENT_FILE
+    env = results.read_json(env_path) if env_path.exists() else {}
+    entries = [benchmark_entry(rec, run_dir.name) for rec in results.read_records(run_dir)]
+    benchmarks = [e for e in entries if e is not None]
+    if not benchmarks:
+        raise BenchError(f"{run_dir}: no ok variant with timed samples to export")
+    return {"machine_info": _machine_info(env), "commit_info": _commit_info(env),
+            "benchmarks": benchmarks, "datetime": env.get("started_at"), "version": pb_version}
