@@ -1,4 +1,5 @@
-"""Developer sessions: `nox` runs lint and tests; `nox -s benchmarks` runs the throughput benchmarks."""
+"""Developer sessions: `nox` runs lint and tests; `nox -s benchmarks` runs the throughput benchmarks;
+`nox -s nightly` is the nightly regression job."""
 
 from __future__ import annotations
 
@@ -27,3 +28,14 @@ def benchmarks(session: nox.Session) -> None:
     session.install("-e", ".[cpu,test]")
     session.run("pytest", "-m", "benchmark", "tests/benchmarks", "--benchmark-autosave",
                 *session.posargs)
+
+
+@nox.session
+def nightly(session: nox.Session) -> None:
+    """Run the nightly scenarios (bench.nightly.NIGHTLY_SCENARIOS) into results/nightly, gate
+    each new run against the runs already there, render reports/nightly.
+
+    Exits non-zero on a regression. Extra arguments go to `bench nightly` (e.g. `-- --quick`).
+    """
+    session.install("-e", ".[cpu]")
+    session.run("bench", "nightly", *session.posargs)

@@ -323,6 +323,68 @@ def report(
 
 
 @app.command()
+def nightly(
+    scenarios: Annotated[Optional[list[Path]], typer.Argument(
+        help="Scenario files (default: the nightly set, scenarios/mnist_mirrored.toml).",
+        show_default=False)] = None,
+    store: Annotated[Path, typer.Option(help="Baseline store: every nightly run is kept here.")
+                     ] = Path("results/nightly"),
+    reports_dir: Annotated[Path, typer.Option(help="The store's HTML site and each night's "
+                                                   "comparison (Markdown, JSON).")
+                           ] = Path("reports/nightly"),
+    quick: Annotated[bool, typer.Option(help="Few steps (smoke test of the job itself).")] = False,
+) -> None:
+    """Run SCENARIOS into the store, gate each new run against the store, render the report.
+
+    Exit code: 1 when a run regressed against the store (statistically real slowdown beyond the
+    minimum effect and outside run-to-run variation, or a variant that vanished or now fails),
+    0 otherwise (also on the first night, which starts the store), 2 on bad input, 130 when
+    interrupted.
+    """
+    from bench.nightly import NIGHTLY_SCENARIOS
+    from bench.nightly import nightly as run_nightly
+    from bench.runner import RunOptions
+
+    try:
+        outcome = run_nightly(scenarios or list(NIGHTLY_SCENARIOS), store, reports_dir,
+                              RunOptions(quick=quick), console)
+    except BenchError as exc:
+        raise _fail(exc) from None
+    raise typer.Exit(code=outcome.exit_code)
+
+
+@app.command()
+def export(
+    run_dir: Annotated[Path, typer.Argument(help="Run directory.", show_default=False)],
+    format: Annotated[str, typer.Option("--format", help="Output format (pytest-benchmark).")
+                      ] = "pytest-benchmark",
+    out: Annotated[Optional[Path], typer.Option("--out", "-o", help="Write here (refuses to "
+                                                "overwrite) instead of stdout.")] = None,
+) -> None:
+    """Write a run in another tool's format.
+
+    pytest-benchmark: one benchmark per ok variant, its rounds the timed steps (seconds per
+    step), examples/s in extra_info; `pytest-benchmark compare` reads it. Exit code 0, or 2.
+    """
+    from bench.export import to_pytest_benchmark
+
+    try:
+        if format != "pytest-benchmark":
+            raise BenchError(f"--format: only 'pytest-benchmark' is supported, got {format!r}")
+        if out is not None and out.exists():
+            raise BenchError(f"{out}: exists; not overwriting")
+        document = to_pytest_benchmark(run_dir)
+    except BenchError as exc:
+        raise _fail(exc) from None
+    text = json.dumps(document, indent=2)
+    if out is None:
+        sys.stdout.write(text + "\n")
+        return
+    out.write_text(text)
+    console.print(f"wrote {len(document['benchmarks'])} benchmark(s) to {escape(str(out))}")
+
+
+@app.command()
 def compare(
     baseline: Annotated[Path, typer.Argument(help="Baseline run directory, or a folder of runs "
                                                   "(the newest run of the candidate's scenario "
@@ -345,16 +407,8 @@ def compare(
     1 on regression (or a variant that vanished or now fails), 0 otherwise, 2 on unusable input.
     """
     from bench.compare import compare_records, to_markdown
-    from bench.results import find_run_dirs, is_run_dir, read_json, read_records
-
-    def baseline_runs(path: Path, scenario: str) -> list[Path]:
-        """Runs of the scenario in the baseline (one run dir, or a store of them), oldest first."""
-        runs = find_run_dirs([path])
-        same = [r for r in runs if r.resolve() != candidate.resolve() and any(
-            v.get("scenario_name") == scenario for v in read_json(r / "variants.json"))]
-        if not same:
-            raise BenchError(f"{path}: no run of scenario '{scenario}' to compare against")
-        return sorted(same, key=lambda r: r.name)
+    from bench.results import is_run_dir, read_records, runs_of_scenario
+    from bench.summary import render_comparison
 
     try:
         if not is_run_dir(candidate):
@@ -364,7 +418,9 @@ def compare(
         if not cand_records:
             raise BenchError(f"{candidate}: has no records")
         scenario = cand_records[0]["variant"]["scenario_name"]
-        history_dirs = baseline_runs(baseline, scenario)
+        history_dirs = runs_of_scenario(baseline, scenario, exclude=candidate)
+        if not history_dirs:
+            raise BenchError(f"{baseline}: no run of scenario '{scenario}' to compare against")
         base_dir = history_dirs[-1]
         history = [read_records(d) for d in history_dirs]
     except (BenchError, FileNotFoundError, ValueError) as exc:
@@ -378,18 +434,7 @@ def compare(
                                         **result.to_dict()}, indent=2))
     if result.refused:
         raise _fail(BenchError(result.refused))
-    table = Table(title=f"{escape(base_dir.name)} → {escape(cand_dir.name)}")
-    for column in ("variant", "status", "step time ratio", f"{1 - alpha:.0%} CI", "p", "note"):
-        table.add_column(column)
-    styles = {"regression": "red", "now-failing": "red", "missing": "red", "improvement": "green"}
-    for v in result.verdicts:
-        style = styles.get(v.status, "white")
-        table.add_row(escape(v.key), f"[{style}]{v.status}[/]",
-                      f"{v.ratio:.3f}" if v.ratio is not None else "-",
-                      f"{v.ci_low:.3f}–{v.ci_high:.3f}" if v.ci_low is not None else "-",
-                      f"{v.p_value:.2g}" if v.p_value is not None else "-", escape(v.note))
-    console.print(table)
-    console.print("[red]REGRESSION[/]" if result.regressed else "[green]no regression[/]")
+    render_comparison(console, result, base_dir.name, cand_dir.name, alpha)
     raise typer.Exit(code=1 if result.regressed else 0)
 
 

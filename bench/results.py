@@ -114,6 +114,15 @@ def find_run_dirs(paths: Iterable[str | Path]) -> list[Path]:
     return found
 
 
+def runs_of_scenario(store: Path, scenario: str, exclude: Path | None = None) -> list[Path]:
+    """Run directories of `scenario` in a store (one run dir, or a folder of them), oldest first."""
+    runs = [r for r in find_run_dirs([store])
+            if exclude is None or r.resolve() != exclude.resolve()]
+    return sorted((r for r in runs if any(v.get("scenario_name") == scenario
+                                          for v in read_json(r / VARIANTS_FILE))),
+                  key=lambda r: r.name)
+
+
 def _flatten(run_dir: Path, env: dict[str, Any], rec: dict[str, Any]) -> dict[str, Any]:
     variant = rec.get("variant", {})
     thr = rec.get("throughput") or {}

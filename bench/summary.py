@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
+
+if TYPE_CHECKING:
+    from bench.compare import Comparison
 
 _STATUS_STYLE = {"ok": "green", "skipped": "yellow", "failed": "red"}
 
@@ -97,3 +100,23 @@ def render_summary(console: Console, records: list[dict[str, Any]]) -> None:
     for reason in sorted({rec["data_fallback_reason"] for rec in records
                           if rec.get("data_fallback_reason")}):
         console.print(f"[yellow]data fallback: {escape(reason)}[/]")
+
+
+_VERDICT_STYLE = {"regression": "red", "now-failing": "red", "missing": "red",
+                  "improvement": "green"}
+
+
+def render_comparison(console: Console, result: Comparison, baseline: str, candidate: str,
+                      alpha: float) -> None:
+    """`bench compare`'s table and verdict line (also printed by `bench nightly`)."""
+    table = Table(title=f"{escape(baseline)} → {escape(candidate)}")
+    for column in ("variant", "status", "step time ratio", f"{1 - alpha:.0%} CI", "p", "note"):
+        table.add_column(column)
+    for v in result.verdicts:
+        style = _VERDICT_STYLE.get(v.status, "white")
+        table.add_row(escape(v.key), f"[{style}]{v.status}[/]",
+                      f"{v.ratio:.3f}" if v.ratio is not None else "-",
+                      f"{v.ci_low:.3f}–{v.ci_high:.3f}" if v.ci_low is not None else "-",
+                      f"{v.p_value:.2g}" if v.p_value is not None else "-", escape(v.note))
+    console.print(table)
+    console.print("[red]REGRESSION[/]" if result.regressed else "[green]no regression[/]")

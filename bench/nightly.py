@@ -1,0 +1,88 @@
+"""`bench nightly`: run the nightly scenarios into a baseline store, gate, report.
+
+Each scenario's new run is compared, as `bench compare STORE RUN` would, with the store's earlier
+runs of the same scenario (the newest as the baseline, all of them for the run-to-run check);
+the store then keeps the new run, so tomorrow's gate has one more run of history. The HTML site
+of the whole store (with the trend and its detected steps) is rendered at the end, and each
+comparison is written beside it as Markdown and JSON for CI artefacts.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from rich.console import Console
+
+from bench import results
+from bench.compare import DEFAULT_ALPHA, compare_records, to_markdown
+from bench.errors import BenchError
+from bench.report.site import prepare_out_dir
+from bench.runner import RunOptions, prepare, render_report
+from bench.runner import run as run_scenario
+from bench.summary import render_comparison
+
+# The nightly scenario set (relative to the repository root): what the gate watches every night,
+# for `bench nightly` without arguments, `nox -s nightly` and tests/benchmarks.
+NIGHTLY_SCENARIOS = (Path("scenarios/mnist_mirrored.toml"),)
+
+
+@dataclass
+class NightlyOutcome:
+    regressed: list[str] = field(default_factory=list)  # run names that regressed
+    interrupted: bool = False
+    report: Path | None = None
+
+    @property
+    def exit_code(self) -> int:
+        if self.interrupted:
+            return 130
+        return 1 if self.regressed else 0
+
+
+def gate(run_dir: Path, store: Path, out_dir: Path, console: Console) -> bool | None:
+    """Compare one new run with the store; True on regression, None without a baseline yet."""
+    records = results.read_records(run_dir)
+    if not records:
+        raise BenchError(f"{run_dir}: the run wrote no records")
+    scenario = records[0]["variant"]["scenario_name"]
+    history_dirs = results.runs_of_scenario(store, scenario, exclude=run_dir)
+    if not history_dirs:
+        console.print(f"[yellow]{scenario}: no earlier run in {store}; this run starts the "
+                      "baseline store[/]")
+        return None
+    history = [results.read_records(d) for d in history_dirs]
+    result = compare_records(history[-1], records, history=history)
+    if result.refused:
+        raise BenchError(f"{run_dir}: {result.refused}")
+    out_dir.mkdir(parents=True, exist_ok=True)
+    (out_dir / f"compare-{run_dir.name}.md").write_text(
+        to_markdown(result, str(history_dirs[-1]), str(run_dir)))
+    (out_dir / f"compare-{run_dir.name}.json").write_text(json.dumps(
+        {"baseline": str(history_dirs[-1]), "candidate": str(run_dir), **result.to_dict()},
+        indent=2))
+    render_comparison(console, result, history_dirs[-1].name, run_dir.name, DEFAULT_ALPHA)
+    return result.regressed
+
+
+def nightly(scenarios: list[Path], store: Path, reports_dir: Path, opts: RunOptions,
+            console: Console) -> NightlyOutcome:
+    outcome = NightlyOutcome()
+    run_opts = RunOptions(**{**vars(opts), "results_dir": store, "report": False})
+    for path in scenarios:  # every file valid before anything runs
+        prepare(path, run_opts)
+    prepare_out_dir(reports_dir)  # ours to write (or refused) before an hour of running
+    for path in scenarios:
+        ran = run_scenario(path, run_opts, console)
+        if ran.interrupted:
+            outcome.interrupted = True
+            break
+        if gate(ran.run_dir, store, reports_dir, console):
+            outcome.regressed.append(ran.run_dir.name)
+    outcome.report = render_report(store, reports_dir, console)
+    if outcome.regressed:
+        console.print(f"[red]nightly: REGRESSION in {', '.join(outcome.regressed)}[/]")
+    elif not outcome.interrupted:
+        console.print("[green]nightly: no regression[/]")
+    return outcome

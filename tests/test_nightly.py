@@ -1,0 +1,95 @@
+"""`bench nightly` end to end: a store that starts empty, an A/A night, a deliberately slow night.
+
+The slow night adds a real 768 x 768 matmul to every step (`model.extra_matmul`), about 2x the
+tiny MLP's step here; `compare.min_effect = 0.5` keeps run-to-run drift on this shared machine
+(up to ~20% between runs of the same code) from failing the A/A night.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import REPO, bench, write_scenario
+
+pytestmark = pytest.mark.slow
+
+BODY = """
+[train]
+api = "fit"
+
+[measure]
+warmup_steps = 5
+steps = 30
+trace_steps = 0
+
+[compare]
+min_effect = 0.5
+
+[[strategies]]
+name = "default"
+"""
+
+
+def nightly(scenario: Path, store: Path, reports: Path) -> tuple[int, str]:
+    proc = bench("nightly", str(scenario), "--store", str(store), "--reports-dir", str(reports))
+    assert "Traceback" not in proc.stdout + proc.stderr
+    return proc.returncode, proc.stdout
+
+
+def test_first_night_starts_the_store_then_gates(tmp_path: Path) -> None:
+    scenario = write_scenario(tmp_path, BODY, name="nightly_t")
+    store, reports = tmp_path / "store", tmp_path / "reports"
+    code, out = nightly(scenario, store, reports)
+    assert code == 0, out
+    assert "this run starts the baseline store" in out
+    (first,) = store.iterdir()
+    assert (reports / "index.html").exists()
+
+    code, out = nightly(scenario, store, reports)  # same code again: A/A
+    assert code == 0, out
+    assert "nightly: no regression" in out
+    assert len(list(store.iterdir())) == 2
+    (verdict,) = [json.loads(p.read_text()) for p in reports.glob("compare-*.json")]
+    assert verdict["regressed"] is False and verdict["verdicts"][0]["status"] == "unchanged"
+
+    slow_store = tmp_path / "slow_store"  # the first night as the only baseline
+    slow_store.mkdir()
+    shutil.copytree(first, slow_store / first.name)
+    (tmp_path / "slow").mkdir()
+    slow = write_scenario(tmp_path / "slow", BODY + "\n[model]\nextra_matmul = 768\n",
+                          name="nightly_t")
+    code, out = nightly(slow, slow_store, tmp_path / "slow_reports")
+    assert code == 1, out
+    assert "nightly: REGRESSION in nightly_t-" in out
+    (md,) = (tmp_path / "slow_reports").glob("compare-*.md")
+    assert "| default-r1-fit-float32-gb16 | regression |" in md.read_text()
+    page = (tmp_path / "slow_reports" / "scenario-nightly_t.html").read_text()
+    assert "Detected steps" in page and "regression: step time ×" in page
+
+
+def test_bad_scenario_fails_before_anything_runs(tmp_path: Path) -> None:
+    good = write_scenario(tmp_path, BODY, name="good")
+    bad = tmp_path / "bad.toml"
+    bad.write_text("[scenario]\nname = 'bad'\n")
+    proc = bench("nightly", str(good), str(bad), "--store", str(tmp_path / "store"),
+                 "--reports-dir", str(tmp_path / "reports"))
+    assert proc.returncode == 2
+    assert proc.stderr.strip().startswith(f"error: {bad}: ")
+    assert not (tmp_path / "store").exists()
+
+
+def test_the_workflow_runs_the_nox_session_that_runs_bench_nightly() -> None:
+    import yaml
+
+    workflow = yaml.safe_load((REPO / ".github/workflows/nightly.yml").read_text())
+    steps = workflow["jobs"]["nightly"]["steps"]
+    assert any(step.get("run") == "nox -s nightly" for step in steps)
+    assert {"reports/nightly", "results/nightly"} <= {
+        line.strip() for step in steps if "upload-artifact" in step.get("uses", "")
+        for line in step["with"]["path"].splitlines()}
+    noxfile = (REPO / "noxfile.py").read_text()
+    assert 'def nightly(session' in noxfile and '"bench", "nightly"' in noxfile
