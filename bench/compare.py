@@ -175,13 +175,24 @@ def run_to_run_check(verdict: Verdict, history_medians: list[float]) -> Verdict:
 class Comparison:
     verdicts: list[Verdict] = field(default_factory=list)
     refused: str | None = None
+    baseline_runs: int = 1  # runs behind the run-to-run check (1: a single baseline run)
 
     @property
     def regressed(self) -> bool:
         return any(v.status in ("regression", "now-failing", "missing") for v in self.verdicts)
 
+    @property
+    def caveat(self) -> str | None:
+        """What a reader must know before trusting the verdicts, if anything."""
+        if self.baseline_runs >= 2:
+            return None
+        return ("the baseline is a single run, so run-to-run variation is unknown: on a shared "
+                "machine whole variants drift 10-20% between runs of the same code, and a "
+                "within-run verdict may be that drift. Give a baseline store of 2 or more runs.")
+
     def to_dict(self) -> dict[str, Any]:
         return {"regressed": self.regressed, "refused": self.refused,
+                "baseline_runs": self.baseline_runs, "caveat": self.caveat,
                 "verdicts": [v.to_dict() for v in self.verdicts]}
 
 
@@ -231,7 +242,7 @@ def compare_records(base: list[dict[str, Any]], cand: list[dict[str, Any]], *,
         return Comparison(refused=f"{mismatch}; refusing to compare (use --force to override)")
     base_by_key = {identity(r): r for r in base}
     cand_by_key = {identity(r): r for r in cand}
-    comparison = Comparison()
+    comparison = Comparison(baseline_runs=max(1, len(history or [])))
     for key in list(base_by_key) + [k for k in cand_by_key if k not in base_by_key]:
         b, c = base_by_key.get(key), cand_by_key.get(key)
         name = (c or b or {}).get("variant_id", str(key))
@@ -267,6 +278,8 @@ def to_markdown(comparison: Comparison, baseline: str, candidate: str) -> str:
              f"- verdict: **{'REGRESSION' if comparison.regressed else 'no regression'}**", ""]
     if comparison.refused:
         return "\n".join(lines + [f"Refused: {comparison.refused}", ""])
+    if comparison.caveat:
+        lines += [f"> Caveat: {comparison.caveat}", ""]
     lines += ["| variant | status | step-time ratio (cand/base) | CI | p | min effect | note |",
               "| --- | --- | --- | --- | --- | --- | --- |"]
     for v in comparison.verdicts:

@@ -119,4 +119,6 @@ def render_comparison(console: Console, result: Comparison, baseline: str, candi
                       f"{v.ci_low:.3f}–{v.ci_high:.3f}" if v.ci_low is not None else "-",
                       f"{v.p_value:.2g}" if v.p_value is not None else "-", escape(v.note))
     console.print(table)
+    if result.caveat:
+        console.print(f"[yellow]caveat: {escape(result.caveat)}[/]")
     console.print("[red]REGRESSION[/]" if result.regressed else "[green]no regression[/]")

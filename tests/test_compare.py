@@ -115,6 +115,10 @@ def test_cli_exit_codes_and_reports(tmp_path: Path, variants) -> None:
     report = json.loads(js.read_text())
     assert report["regressed"] is True
     assert {v["status"] for v in report["verdicts"]} == {"regression"}
+    # One baseline run cannot show run-to-run drift: every output says so.
+    assert report["baseline_runs"] == 1 and "single run" in report["caveat"]
+    assert "caveat: the baseline is a single run" in bad.stdout.replace("\n", " ")
+    assert "> Caveat: the baseline is a single run" in md.read_text()
     unusable = bench("compare", str(base), str(tmp_path / "nowhere"))
     assert unusable.returncode == 2 and "not a bench run directory" in unusable.stderr
     assert "Traceback" not in unusable.stderr
