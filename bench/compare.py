@@ -176,6 +176,7 @@ class Comparison:
     verdicts: list[Verdict] = field(default_factory=list)
     refused: str | None = None
     baseline_runs: int = 1  # runs behind the run-to-run check (1: a single baseline run)
+    confirmations: int = 0  # re-runs of suspect variants behind `confirm`
 
     @property
     def regressed(self) -> bool:
@@ -184,7 +185,7 @@ class Comparison:
     @property
     def caveat(self) -> str | None:
         """What a reader must know before trusting the verdicts, if anything."""
-        if self.baseline_runs >= 2:
+        if self.baseline_runs >= 2 or self.confirmations:
             return None
         return ("the baseline is a single run, so run-to-run variation is unknown: on a shared "
                 "machine whole variants drift 10-20% between runs of the same code, and a "
@@ -192,7 +193,8 @@ class Comparison:
 
     def to_dict(self) -> dict[str, Any]:
         return {"regressed": self.regressed, "refused": self.refused,
-                "baseline_runs": self.baseline_runs, "caveat": self.caveat,
+                "baseline_runs": self.baseline_runs, "confirmations": self.confirmations,
+                "caveat": self.caveat,
                 "verdicts": [v.to_dict() for v in self.verdicts]}
 
 
@@ -226,20 +228,43 @@ def _history_medians(history: list[list[dict[str, Any]]]) -> dict[tuple[Any, ...
     return medians
 
 
+def typical_baseline(base: list[dict[str, Any]], history: list[list[dict[str, Any]]],
+                     last: int = 5) -> list[dict[str, Any]]:
+    """Per variant, the record of the store's last `last` runs with the median step time (the
+    upper median: the slower of two), instead of the newest run's: a burst of interference or a
+    lucky fast process in one stored run then does not become the bar every candidate is held to.
+    """
+    chosen = []
+    for rec in base:
+        key = identity(rec)
+        candidates = [r for run in history[-last:] for r in run
+                      if identity(r) == key and r.get("status") == "ok" and timed_windows(r)]
+        if len(candidates) < 2:
+            chosen.append(rec)
+            continue
+        ranked = sorted(candidates, key=lambda r: float(np.median(np.concatenate(timed_windows(r)))))
+        chosen.append(ranked[len(ranked) // 2])
+    return chosen
+
+
 def compare_records(base: list[dict[str, Any]], cand: list[dict[str, Any]], *,
                     min_effect: float | None = None, alpha: float = DEFAULT_ALPHA,
                     force: bool = False, seed: int = 0,
                     history: list[list[dict[str, Any]]] | None = None,
-                    always_ci: bool = True) -> Comparison:
+                    always_ci: bool = True, run_to_run: bool = True) -> Comparison:
     """Match records by identity and judge each pair; report vanished and newly failing ones.
 
-    `history`: the records of several baseline runs (a baseline store); with two or more, a
-    within-run verdict must also stand out from run-to-run variation.
+    `history`: the records of several baseline runs (a baseline store); with two or more, each
+    variant is judged against its typical stored run (`typical_baseline`), and, with
+    `run_to_run`, a within-run verdict must also stand out from run-to-run variation (`bench
+    nightly` turns that off and re-runs suspects instead: see `confirm`).
     """
     history_medians = _history_medians(history or [])
     mismatch = _environment_mismatch(base, cand)
     if mismatch and not force:
         return Comparison(refused=f"{mismatch}; refusing to compare (use --force to override)")
+    if history and len(history) >= 2:
+        base = typical_baseline(base, history)
     base_by_key = {identity(r): r for r in base}
     cand_by_key = {identity(r): r for r in cand}
     comparison = Comparison(baseline_runs=max(1, len(history or [])))
@@ -266,11 +291,44 @@ def compare_records(base: list[dict[str, Any]], cand: list[dict[str, Any]], *,
                 continue
             verdict = compare_samples(bw, cw, key=name, min_effect=effect, alpha=alpha, seed=seed,
                                       always_ci=always_ci)
-            comparison.verdicts.append(run_to_run_check(verdict, history_medians.get(key, [])))
+            comparison.verdicts.append(run_to_run_check(verdict, history_medians.get(key, []))
+                                       if run_to_run else verdict)
     if mismatch:
         for verdict in comparison.verdicts:
-            verdict.note = (verdict.note + "; " if verdict.note else "") + f"forced: {mismatch}"
+            verdict.note = _joined(verdict.note, f"forced: {mismatch}")
     return comparison
+
+
+def confirm(first: Comparison, reruns: list[Comparison]) -> Comparison:
+    """Keep a regression only if every re-run of the candidate's variant regresses too.
+
+    Interference on a shared machine only ever slows steps down, and it comes in bursts of tens
+    of seconds: a burst during the candidate's variant looks like a regression, but it rarely
+    hits the same variant again in re-runs started later. A real slowdown is there every time.
+    Re-runs are separate runs of the suspect variants, judged against the same baseline.
+    """
+    if not reruns:
+        return first
+    by_key = [{v.key: v for v in rerun.verdicts} for rerun in reruns]
+    for verdict in first.verdicts:
+        if verdict.status != "regression":
+            continue
+        again = [runs.get(verdict.key) for runs in by_key]
+        ratios = ", ".join(f"{v.ratio:.3f}" if v and v.ratio else "-" for v in again)
+        held = sum(1 for v in again if v is not None and v.status == "regression")
+        if held == len(again):
+            verdict.note = _joined(verdict.note, f"confirmed by {held} re-run(s) (ratios {ratios})")
+        else:
+            verdict.status = "unchanged"
+            verdict.note = _joined(verdict.note, f"not confirmed: {held} of {len(again)} re-run(s) "
+                                                 f"regressed (ratios {ratios}); a burst of "
+                                                 "interference, most likely")
+    first.confirmations = len(reruns)
+    return first
+
+
+def _joined(note: str, more: str) -> str:
+    return f"{note}; {more}" if note else more
 
 
 def to_markdown(comparison: Comparison, baseline: str, candidate: str) -> str:

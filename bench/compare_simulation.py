@@ -11,7 +11,7 @@ import argparse
 
 import numpy as np
 
-from bench.compare import compare_records, compare_samples
+from bench.compare import compare_records, compare_samples, confirm
 
 
 def synthetic_run(rng: np.random.Generator, scale: float = 1.0, windows: int = 3,
@@ -68,6 +68,42 @@ def drift_rates(trials: int, shift: float, runs: int = 5, drift_cv: float = 0.10
     return {k: v / trials for k, v in counts.items()}
 
 
+def nightly_rates(trials: int, shift: float, reruns: int = 2, store: int = 5,
+                  burst_p: float = 0.3, process_cv: float = 0.05, min_effect: float = 0.05,
+                  seed: int = 0) -> dict[str, float]:
+    """Per-variant rates when whole variant runs are hit by interference bursts (probability
+    `burst_p`, slowed 20-100%, as seen here) on top of `process_cv` process-to-process noise:
+    - `single`: `bench compare` against one baseline run;
+    - `store`: `bench compare` against a store of `store` runs (typical baseline + run-to-run
+      prediction interval);
+    - `nightly`: `bench nightly`: the store's typical baseline, and a regression must hold in
+      `reruns` re-runs of the candidate (no prediction interval)."""
+    rng = np.random.default_rng(seed)
+    counts: dict[str, int] = {}
+
+    def run(scale: float = 1.0) -> list[dict]:
+        burst = rng.uniform(1.2, 2.0) if rng.random() < burst_p else 1.0
+        return _records(synthetic_run(rng, scale * burst * rng.lognormal(0.0, process_cv)))
+
+    def judge(base: list[dict], cand: list[dict], history: list | None, r2r: bool, i: int):
+        return compare_records(base, cand, history=history, run_to_run=r2r, seed=i,
+                               min_effect=min_effect, always_ci=False)
+
+    for i in range(trials):
+        history = [run() for _ in range(store)]
+        for kind, scale in (("aa", 1.0), ("detect", 1 + shift)):
+            cand, again = run(scale), [run(scale) for _ in range(reruns)]
+            results = {
+                "single": judge(history[-1], cand, None, True, i),
+                "store": judge(history[-1], cand, history, True, i),
+                "nightly": confirm(judge(history[-1], cand, history, False, i),
+                                   [judge(history[-1], a, history, False, i) for a in again]),
+            }
+            for mode, result in results.items():
+                counts[f"{kind}_{mode}"] = counts.get(f"{kind}_{mode}", 0) + result.regressed
+    return {k: v / trials for k, v in sorted(counts.items())}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--trials", type=int, default=500)
@@ -81,6 +117,12 @@ def main() -> None:
     print(f"runs drifting 10% CV, {args.trials // 5} trials: A/A false alarms {drift['aa_single']:.1%} "
           f"against one run, {drift['aa_store']:.1%} against a store of 5 runs; 30% slowdown "
           f"detected {drift['detect_store']:.1%} with the store")
+    for shift in (0.15, 0.30):
+        rates_ = nightly_rates(args.trials // 5, shift)
+        print(f"bursts in 30% of variant runs + 5% process noise, {args.trials // 5} trials, "
+              f"{shift:.0%} slowdown: " + ", ".join(
+                  f"{mode}: A/A {rates_[f'aa_{mode}']:.0%} / detected "
+                  f"{rates_[f'detect_{mode}']:.0%}" for mode in ("single", "store", "nightly")))
 
 
 if __name__ == "__main__":

@@ -148,3 +148,45 @@ def test_store_verdicts_say_why_they_were_demoted(variants) -> None:
     assert verdict.history_runs == 5 and verdict.between_run_cv > 0.1
     assert verdict.status == "unchanged"
     assert "run-to-run variation" in verdict.note
+
+
+def test_a_store_compares_with_its_typical_run_not_a_burst(variants) -> None:
+    rng = np.random.default_rng(7)
+    default = variants[0]
+    history = [[record(default, scale, rng)] for scale in (1.0, 1.02, 1.6)]  # the newest: a burst
+    chosen = compare_records(history[-1], [record(default, 1.0, rng)], history=history,
+                             run_to_run=False).verdicts[0]
+    assert chosen.baseline_median_s == pytest.approx(0.005 * 1.02, rel=0.05)  # the median run
+    assert chosen.status == "unchanged"  # not an "improvement" against the burst
+
+
+def test_a_regression_must_hold_in_every_re_run(variants) -> None:
+    from bench.compare import confirm
+
+    rng = np.random.default_rng(8)
+    default, mirrored = variants[0], variants[1]
+    base = [record(default, 1.0, rng), record(mirrored, 1.0, rng)]
+
+    def candidate(default_scale: float, mirrored_scale: float) -> object:
+        return compare_records(base, [record(default, default_scale, rng),
+                                      record(mirrored, mirrored_scale, rng)])
+
+    first = candidate(1.5, 1.5)  # both look 50% slower once
+    assert [v.status for v in first.verdicts] == ["regression", "regression"]
+    result = confirm(first, [candidate(1.5, 1.0), candidate(1.5, 1.5)])  # mirrored: a burst
+    by_key = {v.key: v for v in result.verdicts}
+    assert by_key[default.id].status == "regression"
+    assert "confirmed by 2 re-run(s)" in by_key[default.id].note
+    assert by_key[mirrored.id].status == "unchanged"
+    assert "not confirmed: 1 of 2 re-run(s) regressed" in by_key[mirrored.id].note
+    assert result.confirmations == 2 and result.caveat is None
+
+
+def test_nightly_gate_rates_under_bursts_of_interference() -> None:
+    from bench.compare_simulation import nightly_rates
+
+    rates_ = nightly_rates(trials=30, shift=0.5, seed=1)
+    assert rates_["aa_single"] > 0.15  # one run vs one run: bursts cry wolf
+    assert rates_["aa_nightly"] <= 0.07  # typical stored baseline + confirming re-runs
+    assert rates_["detect_nightly"] >= 0.8  # and a 50% slowdown is still caught
+    assert rates_["detect_store"] < rates_["detect_nightly"]  # the interval alone misses it
