@@ -333,6 +333,9 @@ def nightly(
                                                    "comparison (Markdown, JSON).")
                            ] = Path("reports/nightly"),
     quick: Annotated[bool, typer.Option(help="Few steps (smoke test of the job itself).")] = False,
+    confirm: Annotated[int, typer.Option(min=0, help="Re-runs of each suspected regression; it "
+                                                     "counts only if every re-run regresses.")
+                       ] = 2,
 ) -> None:
     """Run SCENARIOS into the store, gate each new run against the store, render the report.
 
@@ -347,7 +350,7 @@ def nightly(
 
     try:
         outcome = run_nightly(scenarios or list(NIGHTLY_SCENARIOS), store, reports_dir,
-                              RunOptions(quick=quick), console)
+                              RunOptions(quick=quick), console, confirm_runs=confirm)
     except BenchError as exc:
         raise _fail(exc) from None
     raise typer.Exit(code=outcome.exit_code)
@@ -407,7 +410,7 @@ def compare(
     1 on regression (or a variant that vanished or now fails), 0 otherwise, 2 on unusable input.
     """
     from bench.compare import compare_records, to_markdown
-    from bench.results import is_run_dir, read_records, runs_of_scenario
+    from bench.results import baseline_label, is_run_dir, read_records, runs_of_scenario
     from bench.summary import render_comparison
 
     try:
@@ -428,13 +431,13 @@ def compare(
     result = compare_records(history[-1], cand_records, min_effect=min_effect, alpha=alpha,
                              force=force, history=history)
     if markdown:
-        markdown.write_text(to_markdown(result, str(base_dir), str(cand_dir)))
+        markdown.write_text(to_markdown(result, baseline_label(history_dirs), str(cand_dir)))
     if json_out:
         json_out.write_text(json.dumps({"baseline": str(base_dir), "candidate": str(cand_dir),
                                         **result.to_dict()}, indent=2))
     if result.refused:
         raise _fail(BenchError(result.refused))
-    render_comparison(console, result, base_dir.name, cand_dir.name, alpha)
+    render_comparison(console, result, baseline_label(history_dirs), cand_dir.name, alpha)
     raise typer.Exit(code=1 if result.regressed else 0)
 
 

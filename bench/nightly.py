@@ -1,8 +1,10 @@
 """`bench nightly`: run the nightly scenarios into a baseline store, gate, report.
 
 Each scenario's new run is compared, as `bench compare STORE RUN` would, with the store's earlier
-runs of the same scenario (the newest as the baseline, all of them for the run-to-run check);
-the store then keeps the new run, so tomorrow's gate has one more run of history. The HTML site
+runs of the same scenario (the newest as the baseline, all of them for the run-to-run check).
+Suspected regressions are re-run and must regress every time (bursts of interference on a shared
+machine rarely hit the same variant twice; a real slowdown always does). The store then keeps the
+new run, so tomorrow's gate has one more run of history. The HTML site
 of the whole store (with the trend and its detected steps) is rendered at the end, and each
 comparison is written beside it as Markdown and JSON for CI artefacts.
 """
@@ -10,13 +12,14 @@ comparison is written beside it as Markdown and JSON for CI artefacts.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from rich.console import Console
 
 from bench import results
-from bench.compare import DEFAULT_ALPHA, compare_records, to_markdown
+from bench.compare import DEFAULT_ALPHA, Comparison, compare_records, confirm, to_markdown
 from bench.errors import BenchError
 from bench.report.site import prepare_out_dir
 from bench.runner import RunOptions, prepare, render_report
@@ -41,8 +44,14 @@ class NightlyOutcome:
         return 1 if self.regressed else 0
 
 
-def gate(run_dir: Path, store: Path, out_dir: Path, console: Console) -> bool | None:
-    """Compare one new run with the store; True on regression, None without a baseline yet."""
+def gate(run_dir: Path, store: Path, out_dir: Path, console: Console,
+         rerun: Callable[[list[str]], Path] | None = None, confirm_runs: int = 2
+         ) -> bool | None:
+    """Compare one new run with the store; True on regression, None without a baseline yet.
+
+    Suspect regressions are re-run `confirm_runs` times (`rerun(variant ids)` → a run dir) and
+    kept only if every re-run regresses too (see `bench.compare.confirm`).
+    """
     records = results.read_records(run_dir)
     if not records:
         raise BenchError(f"{run_dir}: the run wrote no records")
@@ -53,21 +62,36 @@ def gate(run_dir: Path, store: Path, out_dir: Path, console: Console) -> bool | 
                       "baseline store[/]")
         return None
     history = [results.read_records(d) for d in history_dirs]
-    result = compare_records(history[-1], records, history=history)
-    if result.refused:
-        raise BenchError(f"{run_dir}: {result.refused}")
+
+    def judge(candidate: list[dict]) -> Comparison:
+        # Re-runs stand in for the run-to-run interval, whose t-quantile for a few stored runs
+        # would hide all but huge slowdowns (bench.compare_simulation.nightly_rates).
+        result = compare_records(history[-1], candidate, history=history,
+                                 run_to_run=confirm_runs == 0 or rerun is None)
+        if result.refused:
+            raise BenchError(f"{run_dir}: {result.refused}")
+        return result
+
+    result = judge(records)
+    suspects = [v.key for v in result.verdicts if v.status == "regression"]
+    if suspects and rerun is not None and confirm_runs > 0:
+        console.print(f"[yellow]suspected: {', '.join(suspects)}; re-running them "
+                      f"{confirm_runs} time(s) to confirm[/]")
+        result = confirm(result, [judge(results.read_records(rerun(suspects)))
+                                  for _ in range(confirm_runs)])
     out_dir.mkdir(parents=True, exist_ok=True)
     (out_dir / f"compare-{run_dir.name}.md").write_text(
-        to_markdown(result, str(history_dirs[-1]), str(run_dir)))
+        to_markdown(result, results.baseline_label(history_dirs), str(run_dir)))
     (out_dir / f"compare-{run_dir.name}.json").write_text(json.dumps(
         {"baseline": str(history_dirs[-1]), "candidate": str(run_dir), **result.to_dict()},
         indent=2))
-    render_comparison(console, result, history_dirs[-1].name, run_dir.name, DEFAULT_ALPHA)
+    render_comparison(console, result, results.baseline_label(history_dirs), run_dir.name,
+                      DEFAULT_ALPHA)
     return result.regressed
 
 
 def nightly(scenarios: list[Path], store: Path, reports_dir: Path, opts: RunOptions,
-            console: Console) -> NightlyOutcome:
+            console: Console, confirm_runs: int = 2) -> NightlyOutcome:
     outcome = NightlyOutcome()
     run_opts = RunOptions(**{**vars(opts), "results_dir": store, "report": False})
     for path in scenarios:  # every file valid before anything runs
@@ -78,7 +102,13 @@ def nightly(scenarios: list[Path], store: Path, reports_dir: Path, opts: RunOpti
         if ran.interrupted:
             outcome.interrupted = True
             break
-        if gate(ran.run_dir, store, reports_dir, console):
+        def rerun(variant_ids: list[str], path: Path = path) -> Path:
+            """The suspects again, in fresh processes, outside the store."""
+            again = RunOptions(**{**vars(run_opts), "only": variant_ids,
+                                  "results_dir": reports_dir / "confirmations"})
+            return run_scenario(path, again, console).run_dir
+
+        if gate(ran.run_dir, store, reports_dir, console, rerun, confirm_runs):
             outcome.regressed.append(ran.run_dir.name)
     outcome.report = render_report(store, reports_dir, console)
     if outcome.regressed:
