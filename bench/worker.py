@@ -18,7 +18,8 @@ from pathlib import Path
 from typing import Any
 
 from bench import data as data_mod
-from bench import devices, loops, models, precision, protocol, results, strategies
+from bench import devices, loops, models, peak, precision, protocol, results, strategies
+from bench import flops as flops_mod
 from bench.errors import DataUnavailable, VariantSkipped
 from bench.records import base_record, error_from_exception, finish
 from bench.scenario import Variant
@@ -116,6 +117,29 @@ def _effective_batch(variant: Variant, replicas: int) -> dict[str, Any]:
             "notes": notes}
 
 
+def utilization(variant: Variant, layout: devices.DeviceLayout, batch: tuple[Any, Any],
+                median_step_s: float) -> dict[str, Any]:
+    """Achieved FLOP/s and MFU against the measured peak; never fails the variant."""
+    if variant.is_cluster or layout.kind == "tpu":
+        return {"status": "skipped", "reason": f"MFU is not computed for {variant.strategy} "
+                "(tasks share a host, or the peak benchmark does not run there)"}
+    try:
+        # A plain copy of the model (outside the strategy) gives the graph to count.
+        plain = models.build_model(variant.model.name, tuple(batch[0].shape[1:]),
+                                   int(variant.data.num_classes), variant.model.extra_matmul)
+        flops = flops_mod.train_step_flops(plain, *batch)
+        device_peak = peak.peak_flops(layout.devices[0], layout.kind, variant.precision)
+    except Exception as exc:  # a utilisation figure is a bonus, not the measurement
+        return {"status": "failed", "error": f"{type(exc).__name__}: {exc}"}
+    # Logical CPU devices share the same cores: the machine's peak does not grow with them.
+    counted = len(layout.devices) if layout.kind == "gpu" else 1
+    achieved = flops / median_step_s
+    total_peak = device_peak["flops_per_s"] * counted
+    return {"status": "ok", "flops_per_step": flops, "flops_source": flops_mod.SOURCE,
+            "achieved_flops_per_s": achieved, "peak_flops_per_s": total_peak,
+            "peak_devices": counted, "peak": device_peak, "mfu": achieved / total_peak}
+
+
 def measure(variant: Variant, spawn_time: float, progress: loops.ProgressFn) -> dict[str, Any]:
     """Build everything the variant names, run warmup + timed windows, return the measurements."""
     t_import = time.perf_counter()
@@ -175,6 +199,7 @@ def measure(variant: Variant, spawn_time: float, progress: loops.ProgressFn) -> 
     timed = [s for w in windows for s in w]
     traced = result.timer.samples[total_steps // k:]
     notes = list(result.notes) + effective.pop("notes")
+    step_stats = summarize(timed)
     return {
         "task": _task_identity(),
         "effective": effective,
@@ -194,12 +219,13 @@ def measure(variant: Variant, spawn_time: float, progress: loops.ProgressFn) -> 
             "steps_per_sample": k,
             "repeats": m.repeats,
         },
-        "step_time": summarize(timed).to_dict(),
+        "step_time": step_stats.to_dict(),
         "throughput": throughput(windows, global_batch).to_dict(),
         "steady_state_start": steady_state_start(timed),
         "samples": {"warmup": warmup, "timed": windows, "traced": traced},
         "trace": _trace_summary(trace, traced, timed, variant),
         "loss": {"initial": initial_loss, "final": final_loss},
+        "utilization": utilization(variant, layout, probe_batch, step_stats.median),
         "env": {"tensorflow": tf.__version__, "keras": keras.__version__, "pid": os.getpid()},
         "notes": notes,
     }

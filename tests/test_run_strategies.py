@@ -138,3 +138,19 @@ def test_every_record_carries_the_trace_breakdown(matrix_run: BenchRun) -> None:
         if rec["variant"]["replicas"] == 2 and rec["variant"]["strategy"] == "mirrored":
             assert breakdown["collective"] > 0  # two replicas all-reduce their gradients
     assert "trace: step" in matrix_run.proc.stdout
+
+
+def test_every_record_has_flops_and_mfu_against_the_measured_peak(matrix_run: BenchRun) -> None:
+    # The seed MLP on 28x28x1 inputs: forward 2 * (784*256 + 256*128 + 128*10) FLOPs per example;
+    # a train step is 3x that, minus layer 1's input gradient, which nothing needs.
+    forward = 2 * (784 * 256 + 256 * 128 + 128 * 10)
+    per_example = 3 * forward - 2 * 784 * 256
+    for rec in matrix_run.records:
+        use = rec["utilization"]
+        assert use["status"] == "ok", use
+        assert use["flops_per_step"] == pytest.approx(per_example * rec["effective"]["global_batch"],
+                                                      rel=0.01)
+        assert use["achieved_flops_per_s"] == pytest.approx(
+            use["flops_per_step"] / rec["step_time"]["median"])
+        assert use["peak"]["dtype"] == "float32" and use["peak_devices"] == 1  # logical CPUs
+        assert 0 < use["mfu"] < 1

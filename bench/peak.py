@@ -1,0 +1,72 @@
+"""The machine's peak: a matmul microbenchmark per device kind and precision, cached per machine.
+
+MFU needs a denominator. Vendor peaks are unknown for most CPUs (and for a shared VM's slice of
+one), so bench measures what a large matmul achieves on this device in this dtype: the best of
+several timed runs of a chain of n x n matmuls. The result is cached in
+~/.cache/bench/peak.json (BENCH_CACHE_DIR overrides), keyed by CPU model, device, dtype and
+TensorFlow version, so it is measured once per machine, not per variant.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from pathlib import Path
+from typing import Any
+
+from bench.fingerprint import cpu_model
+
+MATMUL_N = 1024
+CHAIN = 8
+RUNS = 7
+COMPUTE_DTYPE = {"float32": "float32", "mixed_bfloat16": "bfloat16", "mixed_float16": "float16"}
+
+
+def cache_path() -> Path:
+    root = os.environ.get("BENCH_CACHE_DIR") or Path.home() / ".cache" / "bench"
+    return Path(root) / "peak.json"
+
+
+def measure_matmul_flops(device: str, dtype: str, n: int = MATMUL_N) -> float:
+    """Best FLOP/s of a chain of n x n matmuls on `device` in `dtype`."""
+    import tensorflow as tf
+
+    with tf.device(device):
+        a = tf.cast(tf.random.stateless_normal((n, n), seed=(3, 4)) / n ** 0.5, dtype)
+
+        @tf.function
+        def chain(x: Any) -> Any:
+            for _ in range(CHAIN):
+                x = tf.matmul(x, a)
+            return tf.reduce_sum(tf.cast(x[:1, :1], tf.float32))
+
+        float(chain(a))  # trace, warm up
+        best = float("inf")
+        for _ in range(RUNS):
+            start = time.perf_counter()
+            float(chain(a))
+            best = min(best, time.perf_counter() - start)
+    return 2.0 * n ** 3 * CHAIN / best
+
+
+def peak_flops(device: str, device_kind: str, precision: str) -> dict[str, Any]:
+    """Peak FLOP/s of one device for the policy's compute dtype, from the cache or measured."""
+    import tensorflow as tf
+
+    dtype = COMPUTE_DTYPE[precision]
+    key = f"{cpu_model()}|{device_kind}|{dtype}|tf{tf.__version__}|n{MATMUL_N}"
+    path = cache_path()
+    try:
+        cache = json.loads(path.read_text())
+    except (OSError, ValueError):
+        cache = {}
+    if key not in cache:
+        cache[key] = {"flops_per_s": measure_matmul_flops(device, dtype), "device": device,
+                      "dtype": dtype, "method": f"best of {RUNS} chains of {CHAIN} "
+                      f"{MATMUL_N}x{MATMUL_N} matmuls", "measured_at": time.time()}
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(path.name + f".{os.getpid()}.tmp")
+        tmp.write_text(json.dumps(cache, indent=2))
+        os.replace(tmp, path)
+    return {**cache[key], "key": key}
