@@ -178,6 +178,8 @@ def _flatten(run_dir: Path, env: dict[str, Any], rec: dict[str, Any]) -> dict[st
         "git_commit": env.get("git_commit"),
         "started_at": env.get("started_at"),
         "scaling_efficiency": rec.get("scaling_efficiency"),
+        "achieved_flops_per_s": (rec.get("utilization") or {}).get("achieved_flops_per_s"),
+        "mfu": (rec.get("utilization") or {}).get("mfu"),
         "scaling_kind": rec.get("scaling_kind"),
     }
 

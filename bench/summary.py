@@ -48,6 +48,9 @@ def render_outcome_line(record: dict[str, Any]) -> str:
     head = f"[{style}]{status:>7}[/] {escape(record['variant_id'])}"
     if status == "ok":
         line = f"{head}  {format_throughput(record)} examples/s"
+        use = record.get("utilization") or {}
+        if use.get("status") == "ok":
+            line += f", {use['achieved_flops_per_s'] / 1e9:,.1f} GFLOP/s = {use['mfu']:.1%} MFU"
         settle = record.get("steady_state_start") or 0
         if settle:
             line += f"  [yellow](still warming up for the first {settle} timed steps)[/]"

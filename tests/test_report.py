@@ -86,6 +86,8 @@ def test_summary_names_the_fastest_the_scaling_and_the_problems(tmp_path: Path) 
     assert "1 failed: mirrored-r2-nccl-fit-float32-gb128 — InvalidArgumentError" in text
     assert "1 skipped: tpu-r1-fit-float32-gb64 — no TPU" in text
     assert "mixed_bfloat16-gb64 ×0.8" in text
+    assert re.search(r"MFU \(achieved FLOP/s over the measured matmul peak: float32 300 GFLOP/s\): "
+                     r"\d+\.\d% at best", text)
 
 
 def test_an_input_bound_variant_is_called_out(tmp_path: Path) -> None:

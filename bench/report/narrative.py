@@ -72,6 +72,21 @@ def precision_speedups(run: RunView) -> str | None:
     return "Mixed precision vs float32: " + "; ".join(parts) + "."
 
 
+def utilization(run: RunView) -> str | None:
+    used = [r for r in run.ok if (r.get("utilization") or {}).get("status") == "ok"]
+    if not used:
+        return None
+    low = min(used, key=lambda r: r["utilization"]["mfu"])
+    high = max(used, key=lambda r: r["utilization"]["mfu"])
+    peaks = sorted({f"{u['peak']['dtype']} {u['peak_flops_per_s'] / 1e9:,.0f}"
+                    for u in (r["utilization"] for r in used)})
+    text = (f"MFU (achieved FLOP/s over the measured matmul peak: {'; '.join(peaks)} GFLOP/s): "
+            f"{high['utilization']['mfu']:.1%} at best ({high['variant_id']})")
+    if low is not high:
+        text += f", {low['utilization']['mfu']:.1%} at worst ({low['variant_id']})"
+    return text + "."
+
+
 def failures(run: RunView) -> list[str]:
     lines = []
     for status in ("failed", "skipped"):
@@ -101,5 +116,6 @@ def summarize_run(run: RunView) -> list[str]:
     if not run.records:
         return ["This run has no records yet."]
     lines = [fastest(run), best_scaling(run), input_bound(run), precision_speedups(run),
+             utilization(run),
              *failures(run), unsettled(run), *data_notes(run)]
     return [line for line in lines if line]

@@ -35,9 +35,9 @@ def _txt(value: Any) -> Cell:
 
 
 COLUMNS = ("variant", "strategy", "replicas", "API", "precision", "global batch", "examples/s",
-           "spread %", "vs baseline", "scaling eff.", "step ms (median)", "p5 ms", "p95 ms",
-           "startup s", "first step s", "input ms", "compute ms", "collective ms", "other ms",
-           "input %", "loss (first → last)", "peak RSS MB", "status")
+           "spread %", "vs baseline", "scaling eff.", "GFLOP/s", "MFU %", "step ms (median)",
+           "p5 ms", "p95 ms", "startup s", "first step s", "input ms", "compute ms",
+           "collective ms", "other ms", "input %", "loss (first → last)", "peak RSS MB", "status")
 
 
 def figures_row(run: RunView, rec: dict[str, Any]) -> list[Cell]:
@@ -48,6 +48,7 @@ def figures_row(run: RunView, rec: dict[str, Any]) -> list[Cell]:
     analysis = (rec.get("trace") or {}).get("analysis") or {}
     parts = analysis.get("breakdown_ms") or {}
     loss = rec.get("loss") or {}
+    use = rec.get("utilization") or {}
     effective = rec.get("effective") or v
     base = run.baselines.get(rec.get("variant_id", ""))
     vs_base = (thr["median"] / base["throughput"]["median"]
@@ -62,6 +63,7 @@ def figures_row(run: RunView, rec: dict[str, Any]) -> list[Cell]:
         _num(effective.get("global_batch"), ","),
         _num(thr.get("median"), ",.0f"), _num(thr.get("spread_pct"), ".1f"),
         _num(vs_base, ".2f"), _num(rec.get("scaling_efficiency"), ".2f"),
+        _num(use.get("achieved_flops_per_s"), ".1f", 1e-9), _num(use.get("mfu"), ".1f", 100.0),
         _num(step.get("median"), ".2f", 1e3), _num(step.get("p5"), ".2f", 1e3),
         _num(step.get("p95"), ".2f", 1e3),
         _num(timing.get("startup_s"), ".1f"), _num(timing.get("first_step_s"), ".2f"),
