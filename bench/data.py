@@ -81,7 +81,8 @@ def load_arrays(cfg: DataConfig) -> LoadedData:
     allows no fallback.
     """
     if cfg.name == "synthetic":
-        return _synthetic(cfg.seed, tuple(cfg.shape), cfg.num_classes, cfg.num_examples)
+        data = _synthetic(cfg.seed, tuple(cfg.shape), cfg.num_classes, cfg.num_examples)
+        return _with_variable_lengths(data, cfg.seed) if cfg.variable_length else data
     failures: list[str] = []
     for source in _sources(cfg):
         try:
@@ -176,6 +177,16 @@ def _synthetic(seed: int, shape: tuple[int, ...], num_classes: int, n: int) -> L
     x += SYNTHETIC_CLASS_SEPARATION * prototypes[y]
     source = f"synthetic(seed={seed}, shape={list(shape)}, classes={num_classes}, n={n})"
     return LoadedData(x=x, y=y, source=source, num_classes=num_classes)
+
+
+def _with_variable_lengths(data: LoadedData, seed: int) -> LoadedData:
+    """Series of random lengths in [T/4, T], zero-padded at the end, as the seed's LSTM sees."""
+    rng = np.random.default_rng(seed + 1)
+    steps = data.x.shape[1]
+    lengths = rng.integers(max(1, steps // 4), steps + 1, size=len(data.x))
+    data.x[np.arange(steps)[None, :] >= lengths[:, None]] = 0.0
+    source = data.source.replace("synthetic(", "synthetic(variable lengths, ", 1)
+    return LoadedData(x=data.x, y=data.y, source=source, num_classes=data.num_classes)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -21,6 +21,28 @@ class ModelInfo:
     name: str
     description: str
     build: Callable[[tuple[int, ...], int], Any]
+    # What input the model needs, checked at scenario load: None, or why `shape` does not fit.
+    input_problem: Callable[[tuple[int, ...]], str | None] = lambda shape: None
+
+
+def _needs_images(channels: int | None = None, min_side: int = 1
+                  ) -> Callable[[tuple[int, ...]], str | None]:
+    def problem(shape: tuple[int, ...]) -> str | None:
+        ok = (len(shape) == 3 and min(shape[:2]) >= min_side
+              and (channels is None or shape[2] == channels))
+        if ok:
+            return None
+        side = f"H, W >= {min_side}" if min_side > 1 else "H, W"
+        return f"needs images [{side}, {channels if channels else 'C'}]"
+    return problem
+
+
+def _needs_sequences(shape: tuple[int, ...]) -> str | None:
+    return None if len(shape) == 2 else "needs series [timesteps, features]"
+
+
+def _needs_tokens(shape: tuple[int, ...]) -> str | None:
+    return None if len(shape) in (2, 3) else "needs series [timesteps, features] or images"
 
 
 def _mlp(input_shape: tuple[int, ...], num_classes: int) -> Any:
@@ -56,13 +78,71 @@ def _cnn(input_shape: tuple[int, ...], num_classes: int) -> Any:
     )
 
 
+def _lstm(input_shape: tuple[int, ...], num_classes: int) -> Any:
+    import keras
+
+    return keras.Sequential(
+        [
+            keras.Input(shape=input_shape),
+            keras.layers.Masking(mask_value=0.0),  # variable-length series are zero-padded
+            keras.layers.LSTM(64, return_sequences=True),
+            keras.layers.LSTM(64),
+            keras.layers.Dense(num_classes, dtype="float32"),
+        ],
+        name="lstm",
+    )
+
+
+def _resnet50(input_shape: tuple[int, ...], num_classes: int) -> Any:
+    import keras
+
+    backbone = keras.applications.ResNet50(weights=None, include_top=False, pooling="avg",
+                                           input_shape=input_shape)
+    logits = keras.layers.Dense(num_classes, dtype="float32")(backbone.output)
+    return keras.Model(backbone.input, logits, name="resnet50")
+
+
+def _transformer(input_shape: tuple[int, ...], num_classes: int) -> Any:
+    """One pre-norm encoder block (4 heads, d_model 64, FFN 128) over a sequence; an image's rows
+    become its tokens."""
+    import keras
+
+    inputs = keras.Input(shape=input_shape)
+    x = inputs if len(input_shape) == 2 else keras.layers.Reshape(
+        (input_shape[0], input_shape[1] * input_shape[2]))(inputs)
+    steps = x.shape[1]
+    x = keras.layers.Dense(64)(x)
+    positions = keras.ops.expand_dims(keras.ops.arange(steps), 0)
+    x = x + keras.layers.Embedding(steps, 64)(positions)
+    h = keras.layers.LayerNormalization()(x)
+    x = x + keras.layers.MultiHeadAttention(num_heads=4, key_dim=16)(h, h)
+    h = keras.layers.LayerNormalization()(x)
+    x = x + keras.layers.Dense(64)(keras.layers.Dense(128, activation="gelu")(h))
+    x = keras.layers.GlobalAveragePooling1D()(keras.layers.LayerNormalization()(x))
+    return keras.Model(inputs, keras.layers.Dense(num_classes, dtype="float32")(x),
+                       name="transformer")
+
+
 REGISTRY: dict[str, ModelInfo] = {
     info.name: info
     for info in (
         ModelInfo("mlp", "Seed MLP: flatten, Dense 256-128-10 (784-256-128-10 on MNIST)", _mlp),
-        ModelInfo("cnn", "Seed CNN: 2x (Conv 3x3 + MaxPool), Dense 64, Dense 10", _cnn),
+        ModelInfo("cnn", "Seed CNN: 2x (Conv 3x3 + MaxPool), Dense 64, Dense 10", _cnn,
+                  _needs_images(min_side=10)),
+        ModelInfo("lstm", "Seed LSTM: masking, 2x LSTM 64, Dense; variable-length series "
+                  "[timesteps, features]", _lstm, _needs_sequences),
+        ModelInfo("resnet50", "ResNet50 from keras.applications, weights=None (no download); "
+                  "images [H, W, 3], H, W >= 32", _resnet50, _needs_images(3, 32)),
+        ModelInfo("transformer", "One Transformer encoder block (4 heads, d_model 64, FFN 128) "
+                  "over a sequence, or an image's rows as tokens", _transformer, _needs_tokens),
     )
 }
+
+
+def input_problem(name: str, shape: tuple[int, ...]) -> str | None:
+    """Why a registered model cannot take inputs of `shape` (None: it can, or it is a user's)."""
+    info = REGISTRY.get(name)
+    return info.input_problem(tuple(shape)) if info else None
 
 
 def validate_model_name(name: str) -> None:

@@ -91,6 +91,9 @@ class DataConfig(_Strict):
     fallback: Literal["none", "synthetic"] = "none"
     num_examples: PositiveInt = 10_000  # synthetic data only
     shape: list[PositiveInt] = [28, 28, 1]  # synthetic data only
+    # synthetic [timesteps, features] only: each series is cut to a random length in
+    # [timesteps / 4, timesteps] and zero-padded (the LSTM masks the padding)
+    variable_length: bool = False
     num_classes: Annotated[int, Field(ge=2)] = 10  # synthetic data only
     seed: int = 0
     shuffle_buffer: NonNegativeInt = 10_000  # 0 turns shuffling off
@@ -413,13 +416,33 @@ def _describe(error: dict[str, Any]) -> tuple[str, str]:
 def parse_scenario(data: dict[str, Any], source: str = "<scenario>") -> Scenario:
     """Validate a decoded TOML document; raise ScenarioError naming the first bad field."""
     try:
-        return Scenario.model_validate(data)
+        scenario = Scenario.model_validate(data)
     except ValidationError as exc:
         errors = exc.errors()
         field, message = _describe(errors[0])
         if len(errors) > 1:
             message += f" (and {len(errors) - 1} more problem{'s' if len(errors) > 2 else ''})"
         raise ScenarioError(source, field or None, message) from None
+    check_pairing(scenario, source)
+    return scenario
+
+
+def input_shape(data: DataConfig) -> tuple[int, ...]:
+    """The shape of one example the pipeline yields (MNIST-like sets are 28 x 28 x 1)."""
+    return tuple(data.shape) if data.name == "synthetic" else (28, 28, 1)
+
+
+def check_pairing(scenario: Scenario, source: str) -> None:
+    """Model and data must fit each other: caught at load, not minutes into a run."""
+    from bench.models import input_problem
+
+    shape = input_shape(scenario.data)
+    if problem := input_problem(scenario.model.name, shape):
+        raise ScenarioError(source, "model.name", f"'{scenario.model.name}' {problem}; data "
+                            f"'{scenario.data.name}' gives examples of shape {list(shape)}")
+    if scenario.data.variable_length and (scenario.data.name != "synthetic" or len(shape) != 2):
+        raise ScenarioError(source, "data.variable_length", "applies to synthetic series "
+                            f"[timesteps, features] only; shape is {list(shape)}")
 
 
 def load_scenario(path: str | Path) -> Scenario:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import re
 import tomllib
 from pathlib import Path
 
@@ -213,3 +214,23 @@ def test_every_shipped_scenario_validates() -> None:
     for path in sorted((Path(__file__).parent.parent / "scenarios").glob("*.toml")):
         assert tomllib.loads(path.read_text())
         assert load_variants(path)[1], path
+
+
+@pytest.mark.parametrize(("model", "data", "message"), [
+    ("resnet50", {"name": "mnist"}, "model.name: 'resnet50' needs images [H, W >= 32, 3]; data "
+                                    "'mnist' gives examples of shape [28, 28, 1]"),
+    ("lstm", {"name": "synthetic"}, "model.name: 'lstm' needs series [timesteps, features]"),
+    ("cnn", {"name": "synthetic", "shape": [100, 8]}, "model.name: 'cnn' needs images"),
+    ("mlp", {"name": "mnist", "variable_length": True},
+     "data.variable_length: applies to synthetic series [timesteps, features] only"),
+])
+def test_model_and_data_must_fit_each_other(model: str, data: dict, message: str) -> None:
+    with pytest.raises(ScenarioError, match=re.escape(message)):
+        parse_scenario(scenario(model={"name": model}, data=data), "s.toml")
+
+
+def test_models_accept_their_paired_data() -> None:
+    for model, data in (("lstm", {"shape": [100, 8], "variable_length": True}),
+                        ("transformer", {"shape": [28, 28, 1]}), ("transformer", {"shape": [50, 8]}),
+                        ("resnet50", {"shape": [224, 224, 3]}), ("cnn", {"shape": [28, 28, 1]})):
+        parse_scenario(scenario(model={"name": model}, data={"name": "synthetic", **data}))
