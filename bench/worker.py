@@ -127,7 +127,7 @@ def utilization(variant: Variant, layout: devices.DeviceLayout, batch: tuple[Any
         # A plain copy of the model (outside the strategy) gives the graph to count.
         plain = models.build_model(variant.model.name, tuple(batch[0].shape[1:]),
                                    int(variant.data.num_classes), variant.model.extra_matmul)
-        flops = flops_mod.train_step_flops(plain, *batch)
+        flops, source = flops_mod.count(plain, *batch)
         device_peak = peak.peak_flops(layout.devices[0], layout.kind, variant.precision)
     except Exception as exc:  # a utilisation figure is a bonus, not the measurement
         return {"status": "failed", "error": f"{type(exc).__name__}: {exc}"}
@@ -135,7 +135,7 @@ def utilization(variant: Variant, layout: devices.DeviceLayout, batch: tuple[Any
     counted = len(layout.devices) if layout.kind == "gpu" else 1
     achieved = flops / median_step_s
     total_peak = device_peak["flops_per_s"] * counted
-    return {"status": "ok", "flops_per_step": flops, "flops_source": flops_mod.SOURCE,
+    return {"status": "ok", "flops_per_step": flops, "flops_source": source,
             "achieved_flops_per_s": achieved, "peak_flops_per_s": total_peak,
             "peak_devices": counted, "peak": device_peak, "mfu": achieved / total_peak}
 
