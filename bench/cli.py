@@ -37,8 +37,8 @@ def run(
     results_dir: Annotated[Path, typer.Option("--results-dir", "-o",
                                               help="Where run directories are created.")
                            ] = Path("results"),
-    quick: Annotated[bool, typer.Option(help="Few steps (smoke test): 3 warmup, 20 timed, "
-                                             "2 repeats.")] = False,
+    quick: Annotated[bool, typer.Option(help="Smoke test: at most 3 warmup, 20 timed steps, "
+                                             "2 repeats, no trace.")] = False,
     warmup: Annotated[Optional[int], typer.Option(min=0, help="Override measure.warmup_steps."
                                                   )] = None,
     steps: Annotated[Optional[int], typer.Option(min=1, help="Override measure.steps.")] = None,

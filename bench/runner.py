@@ -23,7 +23,7 @@ from bench.summary import render_outcome_line, render_summary
 from bench.timing import round_up
 from bench.trace_analysis import attach_trace_analysis
 
-QUICK_MEASURE = {"warmup_steps": 3, "steps": 20, "repeats": 2}
+QUICK_MEASURE = {"warmup_steps": 3, "steps": 20, "repeats": 2, "trace_steps": 0}
 
 
 @dataclass
@@ -55,7 +55,10 @@ class RunOutcome:
 
 def apply_overrides(scenario: Scenario, opts: RunOptions) -> Scenario:
     """Command-line measurement overrides (--quick, --steps, ...) on top of the file's values."""
-    update: dict[str, Any] = dict(QUICK_MEASURE) if opts.quick else {}
+    # --quick never makes a run longer than the scenario itself asks for (ResNet50 scenarios
+    # already take few steps).
+    update: dict[str, Any] = ({k: min(v, getattr(scenario.measure, k))
+                               for k, v in QUICK_MEASURE.items()} if opts.quick else {})
     for key in ("warmup_steps", "steps", "repeats", "timeout_s"):
         if getattr(opts, key) is not None:
             update[key] = getattr(opts, key)
