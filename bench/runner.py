@@ -17,6 +17,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from bench import fingerprint, results
 from bench.errors import BenchError
 from bench.launch import launcher_for
+from bench.parity import BASELINE_STRATEGIES, ParityJudge
 from bench.scaling import add_scaling_efficiency
 from bench.scenario import Scenario, Variant, expand, load_scenario
 from bench.summary import render_outcome_line, render_summary
@@ -84,7 +85,10 @@ def select(variants: list[Variant], patterns: list[str], source: str) -> list[Va
 
 def prepare(path: Path, opts: RunOptions) -> tuple[Scenario, list[Variant]]:
     scenario = apply_overrides(load_scenario(path), opts)
-    return scenario, select(expand(scenario, str(path)), opts.only, str(path))
+    variants = select(expand(scenario, str(path)), opts.only, str(path))
+    if scenario.check.loss_parity:  # baselines first: every other variant is judged against one
+        variants.sort(key=lambda v: v.strategy not in BASELINE_STRATEGIES)
+    return scenario, variants
 
 
 def _progress_display(console: Console) -> Progress:
@@ -99,6 +103,7 @@ def run(path: Path, opts: RunOptions, console: Console) -> RunOutcome:
                      fingerprint.environment(scenario.digest()))
     console.print(f"[bold]{scenario.name}[/]: {len(variants)} variant(s) → {run_dir}")
     outcome = RunOutcome(run_dir, [])
+    parity = ParityJudge()
     try:
         with _progress_display(console) as progress:
             overall = progress.add_task("variants", total=len(variants))
@@ -114,6 +119,7 @@ def run(path: Path, opts: RunOptions, console: Console) -> RunOutcome:
                 if (record.get("trace") or {}).get("status") == "captured":
                     progress.update(steps, description=f"  {variant.id}: analysing trace")
                     record = attach_trace_analysis(record)
+                record = parity.judge(record)
                 results.append_record(run_dir, record)
                 outcome.records.append(record)
                 progress.remove_task(steps)

@@ -183,6 +183,21 @@ class StrategyConfig(_Strict):
         return self
 
 
+class LossParityConfig(_Strict):
+    """Train k steps from the same seed on the same batches; compare the loss with the baseline."""
+
+    steps: PositiveInt = 10
+    batch: PositiveInt = 64  # one global batch for every variant (must split over its replicas)
+    learning_rate: Annotated[float, Field(gt=0)] = 0.001
+    tolerance: Annotated[float, Field(gt=0)] = 0.01  # relative difference of the losses
+
+
+class CheckConfig(_Strict):
+    """Optional correctness checks run next to the measurement."""
+
+    loss_parity: LossParityConfig | None = None
+
+
 class CompareConfig(_Strict):
     """How `bench compare` judges this scenario's variants."""
 
@@ -206,6 +221,7 @@ class Scenario(_Strict):
     measure: MeasureConfig = MeasureConfig()
     cluster: ClusterConfig = ClusterConfig()
     compare: CompareConfig = CompareConfig()
+    check: CheckConfig = CheckConfig()
     strategies: Annotated[list[StrategyConfig], Field(min_length=1)]
 
     @property
@@ -249,6 +265,7 @@ class Variant(_Strict):
     data: DataConfig
     train: TrainConfig
     measure: MeasureConfig
+    check: CheckConfig = CheckConfig()
 
     @property
     def is_cluster(self) -> bool:
@@ -358,8 +375,14 @@ def expand(scenario: Scenario, source: str = "<scenario>") -> list[Variant]:
                     global_batch=global_batch,
                     learning_rate=_scaled_lr(batch, global_batch, reference),
                     lr_scaling=batch.lr_scaling, model=scenario.model, data=scenario.data,
-                    train=train, measure=scenario.measure,
+                    train=train, measure=scenario.measure, check=scenario.check,
                 ))
+    parity = scenario.check.loss_parity
+    for v in variants:
+        if parity and not v.is_cluster and parity.batch % v.replicas:
+            raise ScenarioError(source, "check.loss_parity.batch",
+                                f"{parity.batch} does not split over the {v.replicas} replicas "
+                                f"of {v.id}")
     k = train.steps_per_execution
     if k > 1:
         m = scenario.measure

@@ -51,6 +51,12 @@ def render_outcome_line(record: dict[str, Any]) -> str:
         use = record.get("utilization") or {}
         if use.get("status") == "ok":
             line += f", {use['achieved_flops_per_s'] / 1e9:,.1f} GFLOP/s = {use['mfu']:.1%} MFU"
+        parity = (record.get("checks") or {}).get("loss_parity") or {}
+        if parity.get("status") == "diverged":
+            line += (f"  [red]loss parity: DIVERGED ({parity['relative_difference']:.1%} from "
+                     f"{escape(parity['baseline'])})[/]")
+        elif parity.get("status") == "ok":
+            line += f"  [green]loss parity ok ({parity['relative_difference']:.2%})[/]"
         settle = record.get("steady_state_start") or 0
         if settle:
             line += f"  [yellow](still warming up for the first {settle} timed steps)[/]"

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from bench import data as data_mod
-from bench import devices, loops, models, peak, precision, protocol, results, strategies
+from bench import devices, loops, models, parity, peak, precision, protocol, results, strategies
 from bench import flops as flops_mod
 from bench.errors import DataUnavailable, VariantSkipped
 from bench.records import base_record, error_from_exception, finish
@@ -140,6 +140,16 @@ def utilization(variant: Variant, layout: devices.DeviceLayout, batch: tuple[Any
             "peak_devices": counted, "peak": device_peak, "mfu": achieved / total_peak}
 
 
+def checks(variant: Variant, strategy: Any, loaded: Any) -> dict[str, Any]:
+    """The scenario's correctness checks, after the measurement so they cannot disturb it."""
+    if variant.check.loss_parity is None:
+        return {}
+    try:
+        return {"loss_parity": parity.measure(variant, strategy, loaded)}
+    except Exception as exc:  # a check that cannot run is reported, not fatal
+        return {"loss_parity": {"status": "failed", "error": f"{type(exc).__name__}: {exc}"}}
+
+
 def measure(variant: Variant, spawn_time: float, progress: loops.ProgressFn) -> dict[str, Any]:
     """Build everything the variant names, run warmup + timed windows, return the measurements."""
     t_import = time.perf_counter()
@@ -226,6 +236,7 @@ def measure(variant: Variant, spawn_time: float, progress: loops.ProgressFn) -> 
         "trace": _trace_summary(trace, traced, timed, variant),
         "loss": {"initial": initial_loss, "final": final_loss},
         "utilization": utilization(variant, layout, probe_batch, step_stats.median),
+        "checks": checks(variant, strategy, loaded),
         "env": {"tensorflow": tf.__version__, "keras": keras.__version__, "pid": os.getpid()},
         "notes": notes,
     }
