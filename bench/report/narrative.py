@@ -87,6 +87,23 @@ def utilization(run: RunView) -> str | None:
     return text + "."
 
 
+def loss_parity(run: RunView) -> str | None:
+    checks = [(r["variant_id"], (r.get("checks") or {}).get("loss_parity") or {}) for r in run.ok]
+    judged = [(vid, c) for vid, c in checks if c.get("status") in ("ok", "diverged")]
+    if not judged:
+        return None
+    diverged = [(vid, c) for vid, c in judged if c["status"] == "diverged"]
+    if diverged:
+        return ("Loss parity diverged from the single-device baseline (a different model is "
+                "being trained): " + "; ".join(
+                    f"{vid} off by {c['relative_difference']:.1%} (tolerance {c['tolerance']:.1%})"
+                    for vid, c in diverged) + ".")
+    worst = max(c["relative_difference"] for _, c in judged)
+    return (f"Loss parity holds: {len(judged)} variant(s) within {judged[0][1]['tolerance']:.1%} "
+            f"of the baseline's loss after {judged[0][1]['steps']} steps (largest difference "
+            f"{worst:.2%}).")
+
+
 def failures(run: RunView) -> list[str]:
     lines = []
     for status in ("failed", "skipped"):
@@ -116,6 +133,6 @@ def summarize_run(run: RunView) -> list[str]:
     if not run.records:
         return ["This run has no records yet."]
     lines = [fastest(run), best_scaling(run), input_bound(run), precision_speedups(run),
-             utilization(run),
+             utilization(run), loss_parity(run),
              *failures(run), unsettled(run), *data_notes(run)]
     return [line for line in lines if line]

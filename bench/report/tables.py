@@ -37,7 +37,8 @@ def _txt(value: Any) -> Cell:
 COLUMNS = ("variant", "strategy", "replicas", "API", "precision", "global batch", "examples/s",
            "spread %", "vs baseline", "scaling eff.", "GFLOP/s", "MFU %", "step ms (median)",
            "p5 ms", "p95 ms", "startup s", "first step s", "input ms", "compute ms",
-           "collective ms", "other ms", "input %", "loss (first → last)", "peak RSS MB", "status")
+           "collective ms", "other ms", "input %", "loss (first → last)", "loss parity",
+           "peak RSS MB", "status")
 
 
 def figures_row(run: RunView, rec: dict[str, Any]) -> list[Cell]:
@@ -71,9 +72,19 @@ def figures_row(run: RunView, rec: dict[str, Any]) -> list[Cell]:
         _num(analysis.get("input_bound_pct"), ".1f"),
         Cell(loss_text, loss.get("final") if loss.get("final") is not None else float("inf"),
              True),
+        _parity_cell(rec),
         _num(rec.get("peak_rss_mb"), ",.0f"),
         _txt(rec.get("status")),
     ]
+
+
+def _parity_cell(rec: dict[str, Any]) -> Cell:
+    check = (rec.get("checks") or {}).get("loss_parity") or {}
+    status = check.get("status")
+    if status in ("ok", "diverged"):
+        return Cell(f"{status} ({check['relative_difference']:.2%})", check["relative_difference"],
+                    True)
+    return _txt(status)
 
 
 def relative_link(target: Path, page_dir: Path) -> str:
