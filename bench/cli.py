@@ -107,7 +107,7 @@ def list_(devices: Annotated[bool, typer.Option(help="Probe devices (starts Tens
         table.add_column(style="bold")
         table.add_column()
         for key, text in rows.items():
-            table.add_row(key, text)
+            table.add_row(escape(key), escape(text))
         console.print(table)
 
     section("strategies", STRATEGY_DESCRIPTIONS)
