@@ -34,6 +34,19 @@ class _PortConflict(Exception):
     """A server lost the race for its port: start the whole cluster again on new ports."""
 
 
+class _StartupCrash(Exception):
+    """A task died of a native crash (SIGSEGV, SIGABRT, SIGBUS): start the cluster again.
+
+    TensorFlow's collective runtime sometimes crashes a MultiWorkerMirrored worker soon after
+    start-up on this busy host ("double free or corruption", SIGSEGV). The retry is recorded in
+    the variant's record; a crash that repeats on every attempt fails the variant as before.
+    Deliberate kills (SIGKILL, SIGTERM) and Python errors are not retried.
+    """
+
+
+NATIVE_CRASHES = (signal.SIGSEGV, signal.SIGABRT, signal.SIGBUS)
+
+
 def _forward_progress(done: int, total: int) -> None:
     print(protocol.format_progress(done, total), flush=True)
 
@@ -127,8 +140,11 @@ class Cluster:
         log = self.log_path(task)
         self._raise_on_port_conflict(task, log.read_text(errors="replace") if log.exists() else "")
         cause = last_error_line(log, errors_only=code < 0) or ("" if code < 0 else "no output")
-        return f"{task.name} (pid {self.procs[task].popen.pid}) {_describe_exit(code)}" + (
+        problem = f"{task.name} (pid {self.procs[task].popen.pid}) {_describe_exit(code)}" + (
             f": {cause}" if cause else "")
+        if code < 0 and -code in NATIVE_CRASHES:
+            raise _StartupCrash(problem)
+        return problem
 
     def watch(self, deadline: float) -> tuple[str, str | None]:
         """Poll until every training task has a record or something fails: (status, reason)."""
@@ -179,6 +195,7 @@ class Cluster:
 def supervise(variant: Variant, variants_path: Path, logs: Path, network: str,
               attempts: int = 3) -> dict[str, Any]:
     deadline = time.monotonic() + variant.measure.timeout_s
+    retried: list[str] = []
     for attempt in range(1, attempts + 1):
         cluster = Cluster(variant, variants_path, logs)
         try:
@@ -188,6 +205,13 @@ def supervise(variant: Variant, variants_path: Path, logs: Path, network: str,
             if attempt == attempts:
                 return finish(base_record(variant), "failed",
                               reason=f"{conflict}: port taken on {attempts} attempts")
+            continue
+        except _StartupCrash as crash:
+            cluster.close()
+            retried.append(str(crash))
+            if attempt == attempts:
+                return finish(base_record(variant), "failed",
+                              reason=f"{crash} (crashed on all {attempts} attempts)")
             continue
         cluster.close()
         break
@@ -199,7 +223,11 @@ def supervise(variant: Variant, variants_path: Path, logs: Path, network: str,
         record = finish(record if status == "skipped" else base_record(variant), status,
                         reason=reason, error=error)
     record["cluster"] = {"network": network, "spec": cluster.spec, "attempts": attempt,
-                         "chief": cluster.chief.name, "tasks": cluster.task_summaries()}
+                         "chief": cluster.chief.name, "tasks": cluster.task_summaries(),
+                         "startup_crashes": retried}
+    if retried:
+        record["notes"] = [*(record.get("notes") or []),
+                           f"cluster restarted after a native crash: {'; '.join(retried)}"]
     return record
 
 
