@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
-BASELINE_STRATEGIES = ("default", "one_device")
+from bench.scenario import BASELINE_STRATEGIES
 
 
 def measure(variant: Any, strategy: Any, loaded: Any) -> dict[str, Any]:

@@ -17,9 +17,9 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from bench import fingerprint, results
 from bench.errors import BenchError
 from bench.launch import launcher_for
-from bench.parity import BASELINE_STRATEGIES, ParityJudge
+from bench.parity import ParityJudge
 from bench.scaling import add_scaling_efficiency
-from bench.scenario import Scenario, Variant, expand, load_scenario
+from bench.scenario import BASELINE_STRATEGIES, Scenario, Variant, expand, load_scenario
 from bench.summary import render_outcome_line, render_summary
 from bench.timing import round_up
 from bench.trace_analysis import attach_trace_analysis

@@ -19,8 +19,9 @@ import plotly.io as pio
 from plotly.io.json import to_json_plotly
 
 from bench.report.history import Step
-from bench.report.runs import BASELINE_STRATEGIES, RunView
+from bench.report.runs import RunView
 from bench.scaling import group_key, replicas_of
+from bench.scenario import BASELINE_STRATEGIES
 from bench.timing import percentile
 
 Figure = dict[str, Any]

@@ -8,8 +8,9 @@ from __future__ import annotations
 from typing import Any
 
 from bench.report.figures import precision_pairs
-from bench.report.runs import BASELINE_STRATEGIES, RunView
+from bench.report.runs import RunView
 from bench.scaling import replicas_of
+from bench.scenario import BASELINE_STRATEGIES
 
 INPUT_BOUND_PCT = 20.0  # xprof calls a step "highly input-bound" above 20% input time
 PARTLY_INPUT_BOUND_PCT = 5.0

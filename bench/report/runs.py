@@ -14,8 +14,7 @@ from typing import Any
 
 from bench import results
 from bench.scaling import add_scaling_efficiency
-
-BASELINE_STRATEGIES = ("default", "one_device")
+from bench.scenario import BASELINE_STRATEGIES
 
 
 @dataclass

@@ -12,8 +12,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from bench.report.runs import BASELINE_STRATEGIES, RunView
+from bench.report.runs import RunView
 from bench.scaling import replicas_of
+from bench.scenario import BASELINE_STRATEGIES
 
 
 @dataclass(frozen=True)
