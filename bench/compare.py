@@ -41,6 +41,12 @@ def timed_windows(record: dict[str, Any]) -> list[np.ndarray]:
     return [np.asarray(w, dtype=float) for w in windows if len(w)]
 
 
+def median_step_s(record: dict[str, Any]) -> float | None:
+    """Median of all timed steps of an ok record; None when it has none."""
+    windows = timed_windows(record) if record.get("status") == "ok" else []
+    return float(np.median(np.concatenate(windows))) if windows else None
+
+
 def mann_whitney_p(a: np.ndarray, b: np.ndarray) -> float:
     """Two-sided Mann-Whitney U p-value (normal approximation with tie correction)."""
     n1, n2 = len(a), len(b)
@@ -222,9 +228,8 @@ def _history_medians(history: list[list[dict[str, Any]]]) -> dict[tuple[Any, ...
     medians: dict[tuple[Any, ...], list[float]] = {}
     for run in history:
         for rec in run:
-            windows = timed_windows(rec) if rec.get("status") == "ok" else []
-            if windows:
-                medians.setdefault(identity(rec), []).append(float(np.median(np.concatenate(windows))))
+            if (median := median_step_s(rec)) is not None:
+                medians.setdefault(identity(rec), []).append(median)
     return medians
 
 
@@ -237,13 +242,13 @@ def typical_baseline(base: list[dict[str, Any]], history: list[list[dict[str, An
     chosen = []
     for rec in base:
         key = identity(rec)
-        candidates = [r for run in history[-last:] for r in run
-                      if identity(r) == key and r.get("status") == "ok" and timed_windows(r)]
+        candidates = [(median, r) for run in history[-last:] for r in run
+                      if identity(r) == key and (median := median_step_s(r)) is not None]
         if len(candidates) < 2:
             chosen.append(rec)
             continue
-        ranked = sorted(candidates, key=lambda r: float(np.median(np.concatenate(timed_windows(r)))))
-        chosen.append(ranked[len(ranked) // 2])
+        candidates.sort(key=lambda pair: pair[0])
+        chosen.append(candidates[len(candidates) // 2][1])
     return chosen
 
 
