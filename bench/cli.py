@@ -409,35 +409,24 @@ def compare(
     median step-time ratio lies above 1, and the slowdown exceeds the minimum effect. Exit code:
     1 on regression (or a variant that vanished or now fails), 0 otherwise, 2 on unusable input.
     """
-    from bench.compare import compare_records, to_markdown
-    from bench.results import baseline_label, is_run_dir, read_records, runs_of_scenario
+    from bench.compare import compare_records
+    from bench.compare_runs import candidate as candidate_run
+    from bench.compare_runs import load_store, write_reports
     from bench.summary import render_comparison
 
     try:
-        if not is_run_dir(candidate):
-            raise BenchError(f"{candidate}: not a bench run directory")
-        cand_dir = candidate
-        cand_records = read_records(cand_dir)
-        if not cand_records:
-            raise BenchError(f"{candidate}: has no records")
-        scenario = cand_records[0]["variant"]["scenario_name"]
-        history_dirs = runs_of_scenario(baseline, scenario, exclude=candidate)
-        if not history_dirs:
+        cand_records, scenario = candidate_run(candidate)
+        store = load_store(baseline, scenario, exclude=candidate)
+        if store is None:
             raise BenchError(f"{baseline}: no run of scenario '{scenario}' to compare against")
-        base_dir = history_dirs[-1]
-        history = [read_records(d) for d in history_dirs]
     except (BenchError, FileNotFoundError, ValueError) as exc:
         raise _fail(BenchError(str(exc))) from None
-    result = compare_records(history[-1], cand_records, min_effect=min_effect, alpha=alpha,
-                             force=force, history=history)
-    if markdown:
-        markdown.write_text(to_markdown(result, baseline_label(history_dirs), str(cand_dir)))
-    if json_out:
-        json_out.write_text(json.dumps({"baseline": str(base_dir), "candidate": str(cand_dir),
-                                        **result.to_dict()}, indent=2))
+    result = compare_records(store.history[-1], cand_records, min_effect=min_effect,
+                             alpha=alpha, force=force, history=store.history)
+    write_reports(result, store, candidate, markdown, json_out)
     if result.refused:
         raise _fail(BenchError(result.refused))
-    render_comparison(console, result, baseline_label(history_dirs), cand_dir.name, alpha)
+    render_comparison(console, result, store.label, candidate.name, alpha)
     raise typer.Exit(code=1 if result.regressed else 0)
 
 

@@ -1,7 +1,7 @@
 """`bench nightly`: run the nightly scenarios into a baseline store, gate, report.
 
 Each scenario's new run is compared, as `bench compare STORE RUN` would, with the store's earlier
-runs of the same scenario (the newest as the baseline, all of them for the run-to-run check).
+runs of the same scenario (each variant against its typical stored run).
 Suspected regressions are re-run and must regress every time (bursts of interference on a shared
 machine rarely hit the same variant twice; a real slowdown always does). The store then keeps the
 new run, so tomorrow's gate has one more run of history. The HTML site
@@ -11,7 +11,6 @@ comparison is written beside it as Markdown and JSON for CI artefacts.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -19,7 +18,8 @@ from pathlib import Path
 from rich.console import Console
 
 from bench import results
-from bench.compare import DEFAULT_ALPHA, Comparison, compare_records, confirm, to_markdown
+from bench.compare import DEFAULT_ALPHA, Comparison, compare_records, confirm
+from bench.compare_runs import candidate, load_store, write_reports
 from bench.errors import BenchError
 from bench.report.site import prepare_out_dir
 from bench.runner import RunOptions, prepare, render_report
@@ -52,41 +52,35 @@ def gate(run_dir: Path, store: Path, out_dir: Path, console: Console,
     Suspect regressions are re-run `confirm_runs` times (`rerun(variant ids)` → a run dir) and
     kept only if every re-run regresses too (see `bench.compare.confirm`).
     """
-    records = results.read_records(run_dir)
-    if not records:
-        raise BenchError(f"{run_dir}: the run wrote no records")
-    scenario = records[0]["variant"]["scenario_name"]
-    history_dirs = results.runs_of_scenario(store, scenario, exclude=run_dir)
-    if not history_dirs:
+    records, scenario = candidate(run_dir)
+    baseline = load_store(store, scenario, exclude=run_dir)
+    if baseline is None:
         console.print(f"[yellow]{scenario}: no earlier run in {store}; this run starts the "
                       "baseline store[/]")
         return None
-    history = [results.read_records(d) for d in history_dirs]
+    confirming = rerun is not None and confirm_runs > 0
 
-    def judge(candidate: list[dict]) -> Comparison:
+    def judge(candidate_records: list[dict]) -> Comparison:
         # Re-runs stand in for the run-to-run interval, whose t-quantile for a few stored runs
         # would hide all but huge slowdowns (bench.compare_simulation.nightly_rates).
-        result = compare_records(history[-1], candidate, history=history,
-                                 run_to_run=confirm_runs == 0 or rerun is None)
+        result = compare_records(baseline.history[-1], candidate_records,
+                                 history=baseline.history,
+                                 run_to_run=not confirming)
         if result.refused:
             raise BenchError(f"{run_dir}: {result.refused}")
         return result
 
     result = judge(records)
     suspects = [v.key for v in result.verdicts if v.status == "regression"]
-    if suspects and rerun is not None and confirm_runs > 0:
+    if suspects and confirming:
         console.print(f"[yellow]suspected: {', '.join(suspects)}; re-running them "
                       f"{confirm_runs} time(s) to confirm[/]")
         result = confirm(result, [judge(results.read_records(rerun(suspects)))
                                   for _ in range(confirm_runs)])
     out_dir.mkdir(parents=True, exist_ok=True)
-    (out_dir / f"compare-{run_dir.name}.md").write_text(
-        to_markdown(result, results.baseline_label(history_dirs), str(run_dir)))
-    (out_dir / f"compare-{run_dir.name}.json").write_text(json.dumps(
-        {"baseline": str(history_dirs[-1]), "candidate": str(run_dir), **result.to_dict()},
-        indent=2))
-    render_comparison(console, result, results.baseline_label(history_dirs), run_dir.name,
-                      DEFAULT_ALPHA)
+    write_reports(result, baseline, run_dir, out_dir / f"compare-{run_dir.name}.md",
+                  out_dir / f"compare-{run_dir.name}.json")
+    render_comparison(console, result, baseline.label, run_dir.name, DEFAULT_ALPHA)
     return result.regressed
 
 
@@ -102,6 +96,7 @@ def nightly(scenarios: list[Path], store: Path, reports_dir: Path, opts: RunOpti
         if ran.interrupted:
             outcome.interrupted = True
             break
+
         def rerun(variant_ids: list[str], path: Path = path) -> Path:
             """The suspects again, in fresh processes, outside the store."""
             again = RunOptions(**{**vars(run_opts), "only": variant_ids,

@@ -123,13 +123,6 @@ def runs_of_scenario(store: Path, scenario: str, exclude: Path | None = None) ->
                   key=lambda r: r.name)
 
 
-def baseline_label(history_dirs: list[Path]) -> str:
-    """How a comparison names its baseline: one run, or the store its typical runs came from."""
-    if len(history_dirs) == 1:
-        return history_dirs[0].name
-    return f"{history_dirs[-1].parent.name}/ (typical of {len(history_dirs)} runs)"
-
-
 def _flatten(run_dir: Path, env: dict[str, Any], rec: dict[str, Any]) -> dict[str, Any]:
     variant = rec.get("variant", {})
     thr = rec.get("throughput") or {}
