@@ -30,18 +30,31 @@ PORT_CONFLICT_MARKERS = ("Address already in use", "Could not start gRPC server"
 POLL_S = 0.05
 
 
-class _PortConflict(Exception):
+class _Restart(Exception):
+    """A failure a fresh cluster (new processes, new ports) is unlikely to meet again."""
+
+    def final_reason(self, attempts: int) -> str:
+        raise NotImplementedError
+
+
+class _PortConflict(_Restart):
     """A server lost the race for its port: start the whole cluster again on new ports."""
 
+    def final_reason(self, attempts: int) -> str:
+        return f"{self}: port taken on {attempts} attempts"
 
-class _StartupCrash(Exception):
+
+class _NativeCrash(_Restart):
     """A task died of a native crash (SIGSEGV, SIGABRT, SIGBUS): start the cluster again.
 
     TensorFlow's collective runtime sometimes crashes a MultiWorkerMirrored worker soon after
-    start-up on this busy host ("double free or corruption", SIGSEGV). The retry is recorded in
-    the variant's record; a crash that repeats on every attempt fails the variant as before.
+    start-up on this busy host ("double free or corruption", SIGSEGV). Each restart is recorded
+    in the variant's record; a crash that repeats on every attempt fails the variant as before.
     Deliberate kills (SIGKILL, SIGTERM) and Python errors are not retried.
     """
+
+    def final_reason(self, attempts: int) -> str:
+        return f"{self} (crashed on all {attempts} attempts)"
 
 
 NATIVE_CRASHES = (signal.SIGSEGV, signal.SIGABRT, signal.SIGBUS)
@@ -143,7 +156,7 @@ class Cluster:
         problem = f"{task.name} (pid {self.procs[task].popen.pid}) {_describe_exit(code)}" + (
             f": {cause}" if cause else "")
         if code < 0 and -code in NATIVE_CRASHES:
-            raise _StartupCrash(problem)
+            raise _NativeCrash(problem)
         return problem
 
     def watch(self, deadline: float) -> tuple[str, str | None]:
@@ -195,23 +208,17 @@ class Cluster:
 def supervise(variant: Variant, variants_path: Path, logs: Path, network: str,
               attempts: int = 3) -> dict[str, Any]:
     deadline = time.monotonic() + variant.measure.timeout_s
-    retried: list[str] = []
+    crashes: list[str] = []
     for attempt in range(1, attempts + 1):
         cluster = Cluster(variant, variants_path, logs)
         try:
             status, reason = cluster.watch(deadline)
-        except _PortConflict as conflict:
+        except _Restart as restart:
             cluster.close()
+            if isinstance(restart, _NativeCrash):
+                crashes.append(str(restart))
             if attempt == attempts:
-                return finish(base_record(variant), "failed",
-                              reason=f"{conflict}: port taken on {attempts} attempts")
-            continue
-        except _StartupCrash as crash:
-            cluster.close()
-            retried.append(str(crash))
-            if attempt == attempts:
-                return finish(base_record(variant), "failed",
-                              reason=f"{crash} (crashed on all {attempts} attempts)")
+                return finish(base_record(variant), "failed", reason=restart.final_reason(attempts))
             continue
         cluster.close()
         break
@@ -224,10 +231,10 @@ def supervise(variant: Variant, variants_path: Path, logs: Path, network: str,
                         reason=reason, error=error)
     record["cluster"] = {"network": network, "spec": cluster.spec, "attempts": attempt,
                          "chief": cluster.chief.name, "tasks": cluster.task_summaries(),
-                         "startup_crashes": retried}
-    if retried:
+                         "native_crashes": crashes}
+    if crashes:
         record["notes"] = [*(record.get("notes") or []),
-                           f"cluster restarted after a native crash: {'; '.join(retried)}"]
+                           f"cluster restarted after a native crash: {'; '.join(crashes)}"]
     return record
 
 
