@@ -3,9 +3,10 @@
 The count covers the forward pass, the loss and the gradients (every op with a registered FLOP
 estimate: matmuls, convolutions, element-wise ops), for one global batch. It leaves out the
 optimizer's update, which is element-wise over the weights (for Adam, ~10 FLOPs per weight, far
-below the matmuls of a batch), and ops without an estimate (e.g. LSTM kernels' internals are
-counted through their matmuls). For the seed MLP on MNIST at batch 64 it gives 64.5 MFLOP,
-which matches the analytic count: 3 x forward minus the unneeded input gradient of layer 1.
+below the matmuls of a batch). Recurrent cells run inside while loops whose bodies the profiler
+does not count, so `count` adds them analytically (`recurrent_flops`). For the seed MLP on
+MNIST at batch 64 it gives 64.5 MFLOP, which matches the analytic count: 3 x forward minus the
+unneeded input gradient of layer 1.
 """
 
 from __future__ import annotations

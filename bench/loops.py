@@ -216,6 +216,31 @@ def run_parameter_server_loop(strategy: Any, model: Any, optimizer: Any, dataset
                          f"sample is a block's wall time divided by {block}"])
 
 
+def train(variant: Any, strategy: Any, model: Any, optimizer: Any,
+          dataset_fn: Callable[..., Any], *, global_batch: int, total_steps: int,
+          steps_per_execution: int, jit_compile: bool, progress: ProgressFn,
+          trace: TraceWindow | None = None) -> LoopResult:
+    """Train through the variant's own path: Keras fit, the ClusterCoordinator loop, or the
+    custom loop over the dataset distributed as the variant says. `dataset_fn(input_context)`
+    builds the global-batch pipeline (or one input pipeline's shard of it)."""
+    common = dict(total_steps=total_steps, jit_compile=jit_compile, progress=progress)
+    if variant.api == "fit":
+        with strategy.scope():
+            return run_fit(model, optimizer, dataset_fn(), steps_per_execution=steps_per_execution,
+                           trace=trace, **common)
+    if variant.strategy == "parameter_server":
+        return run_parameter_server_loop(strategy, model, optimizer, dataset_fn,
+                                         global_batch=global_batch, precision=variant.precision,
+                                         block=steps_per_execution, **common)
+    if variant.distribute_dataset == "distribute_datasets_from_function":
+        dist = strategy.distribute_datasets_from_function(dataset_fn)
+    else:
+        dist = strategy.experimental_distribute_dataset(dataset_fn())
+    return run_custom_loop(strategy, model, optimizer, dist, global_batch=global_batch,
+                           precision=variant.precision, steps_per_execution=steps_per_execution,
+                           trace=trace, **common)
+
+
 def batch_loss(model: Any, batch: tuple[Any, Any]) -> float:
     """Mean loss of the model on one fixed batch: the same yardstick for fit and the custom loop."""
     x, y = batch

@@ -36,17 +36,9 @@ def measure(variant: Any, strategy: Any, loaded: Any) -> dict[str, Any]:
     def dataset(input_context: Any = None) -> Any:
         return data_mod.make_dataset(loaded, fixed, cfg.batch, input_context)
 
-    common = dict(total_steps=cfg.steps, steps_per_execution=1, jit_compile=False,
-                  progress=lambda done, total: None)
-    if variant.api == "fit":
-        with strategy.scope():
-            loops.run_fit(model, optimizer, dataset(), **common)
-    else:
-        dist = (strategy.distribute_datasets_from_function(dataset)
-                if variant.distribute_dataset == "distribute_datasets_from_function"
-                else strategy.experimental_distribute_dataset(dataset()))
-        loops.run_custom_loop(strategy, model, optimizer, dist, global_batch=cfg.batch,
-                              precision=variant.precision, **common)
+    loops.train(variant, strategy, model, optimizer, dataset, global_batch=cfg.batch,
+                total_steps=cfg.steps, steps_per_execution=1, jit_compile=False,
+                progress=lambda done, total: None)
     probe = next(iter(dataset().take(1)))
     return {"status": "measured", "steps": cfg.steps, "batch": cfg.batch,
             "learning_rate": cfg.learning_rate, "loss": loops.batch_loss(model, probe)}

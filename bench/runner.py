@@ -53,7 +53,6 @@ class RunOutcome:
         return 1 if any(r["status"] == "failed" for r in self.records) else 0
 
 
-
 def apply_overrides(scenario: Scenario, opts: RunOptions) -> Scenario:
     """Command-line measurement overrides (--quick, --steps, ...) on top of the file's values."""
     # --quick never makes a run longer than the scenario itself asks for (ResNet50 scenarios

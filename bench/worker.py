@@ -41,7 +41,6 @@ def _peak_rss_mb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
 
 
-
 def _task_identity() -> dict[str, Any] | None:
     """This process's task in a TF_CONFIG cluster, if it is part of one."""
     config = json.loads(os.environ.get("TF_CONFIG") or "{}")
@@ -117,6 +116,11 @@ def _effective_batch(variant: Variant, replicas: int) -> dict[str, Any]:
             "notes": notes}
 
 
+def _extra_failed(exc: Exception) -> dict[str, Any]:
+    """An extra figure or check that could not be computed: reported, never the variant's fate."""
+    return {"status": "failed", "error": f"{type(exc).__name__}: {exc}"}
+
+
 def utilization(variant: Variant, layout: devices.DeviceLayout, batch: tuple[Any, Any],
                 median_step_s: float) -> dict[str, Any]:
     """Achieved FLOP/s and MFU against the measured peak; never fails the variant."""
@@ -130,7 +134,7 @@ def utilization(variant: Variant, layout: devices.DeviceLayout, batch: tuple[Any
         flops, source = flops_mod.count(plain, *batch)
         device_peak = peak.peak_flops(layout.devices[0], layout.kind, variant.precision)
     except Exception as exc:  # a utilisation figure is a bonus, not the measurement
-        return {"status": "failed", "error": f"{type(exc).__name__}: {exc}"}
+        return _extra_failed(exc)
     # Logical CPU devices share the same cores: the machine's peak does not grow with them.
     counted = len(layout.devices) if layout.kind == "gpu" else 1
     achieved = flops / median_step_s
@@ -147,7 +151,7 @@ def checks(variant: Variant, strategy: Any, loaded: Any) -> dict[str, Any]:
     try:
         return {"loss_parity": parity.measure(variant, strategy, loaded)}
     except Exception as exc:  # a check that cannot run is reported, not fatal
-        return {"loss_parity": {"status": "failed", "error": f"{type(exc).__name__}: {exc}"}}
+        return {"loss_parity": _extra_failed(exc)}
 
 
 def measure(variant: Variant, spawn_time: float, progress: loops.ProgressFn) -> dict[str, Any]:
@@ -185,24 +189,9 @@ def measure(variant: Variant, spawn_time: float, progress: loops.ProgressFn) -> 
     warmup_steps, steps = round_up(m.warmup_steps, k), round_up(m.steps, k)
     total_steps = warmup_steps + m.repeats * steps
     trace = _trace_window(variant, k)
-    common = dict(total_steps=total_steps, jit_compile=variant.train.jit_compile,
-                  progress=progress)
-    if variant.api == "fit":
-        with strategy.scope():
-            result = loops.run_fit(model, optimizer, dataset(), steps_per_execution=k,
-                                   trace=trace, **common)
-    elif variant.strategy == "parameter_server":
-        result = loops.run_parameter_server_loop(strategy, model, optimizer, dataset,
-                                                 global_batch=global_batch,
-                                                 precision=variant.precision, block=k, **common)
-    else:
-        if variant.distribute_dataset == "distribute_datasets_from_function":
-            dist = strategy.distribute_datasets_from_function(dataset)
-        else:
-            dist = strategy.experimental_distribute_dataset(dataset())
-        result = loops.run_custom_loop(strategy, model, optimizer, dist,
-                                       global_batch=global_batch, precision=variant.precision,
-                                       steps_per_execution=k, trace=trace, **common)
+    result = loops.train(variant, strategy, model, optimizer, dataset, global_batch=global_batch,
+                         total_steps=total_steps, steps_per_execution=k,
+                         jit_compile=variant.train.jit_compile, progress=progress, trace=trace)
     final_loss = loops.batch_loss(model, probe_batch)
 
     warmup, windows = _split(result.timer.samples, warmup_steps // k, steps // k, m.repeats)
