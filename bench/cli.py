@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import enum
 import json
 import sys
 from pathlib import Path
@@ -31,6 +32,11 @@ def _fail(exc: BenchError) -> typer.Exit:
 ScenarioArg = Annotated[Path, typer.Argument(help="Scenario TOML file.", show_default=False)]
 
 
+class StartMethod(enum.StrEnum):
+    forkserver = "forkserver"
+    spawn = "spawn"
+
+
 @app.command()
 def run(
     scenario: ScenarioArg,
@@ -51,6 +57,9 @@ def run(
     report: Annotated[bool, typer.Option(help="Render the HTML report into "
                                               "REPORTS_DIR/<run name>/ at the end.")] = True,
     reports_dir: Annotated[Path, typer.Option(help="Where --report writes.")] = Path("reports"),
+    start_method: Annotated[StartMethod, typer.Option(
+        help="forkserver: fork each variant's process from a server that imported TensorFlow "
+             "once (fast); spawn: a new interpreter per variant.")] = StartMethod.forkserver,
 ) -> None:
     """Run every variant of SCENARIO, each in its own process, and write a run directory.
 
@@ -62,7 +71,7 @@ def run(
 
     opts = RunOptions(results_dir=results_dir, quick=quick, warmup_steps=warmup, steps=steps,
                       repeats=repeats, timeout_s=timeout, only=only or [], report=report,
-                      reports_dir=reports_dir)
+                      reports_dir=reports_dir, start_method=start_method.value)
     try:
         outcome = run_scenario(scenario, opts, console)
     except BenchError as exc:

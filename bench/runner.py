@@ -7,6 +7,8 @@ records as each finishes, so Ctrl-C or a crash keeps everything already measured
 from __future__ import annotations
 
 import fnmatch
+import resource
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -14,9 +16,11 @@ from typing import Any
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from bench import fingerprint, results
+from bench import fingerprint, overhead, results
 from bench.errors import BenchError
 from bench.launch import launcher_for
+from bench.launch.forkserver import ForkServer
+from bench.launch.local import worker_env
 from bench.parity import ParityJudge
 from bench.scaling import add_scaling_efficiency
 from bench.scenario import BASELINE_STRATEGIES, Scenario, Variant, expand, load_scenario
@@ -38,6 +42,9 @@ class RunOptions:
     only: list[str] = field(default_factory=list)
     report: bool = True  # render the HTML report at the end
     reports_dir: Path = Path("reports")
+    # forkserver: fork each single-process variant from a server that imported TensorFlow once;
+    # spawn: a new interpreter per variant (slower, for comparison or when fork is unwanted)
+    start_method: str = "forkserver"
 
 
 @dataclass
@@ -96,43 +103,74 @@ def _progress_display(console: Console) -> Progress:
 
 
 def run(path: Path, opts: RunOptions, console: Console) -> RunOutcome:
+    started = time.perf_counter()
     scenario, variants = prepare(path, opts)
     run_dir = results.create_run_dir(opts.results_dir, scenario.name)
     results.init_run(run_dir, path, [v.model_dump(mode="json", by_alias=True) for v in variants],
                      fingerprint.environment(scenario.digest()))
     console.print(f"[bold]{scenario.name}[/]: {len(variants)} variant(s) → {run_dir}")
     outcome = RunOutcome(run_dir, [])
-    parity = ParityJudge()
+    forkserver = _start_forkserver(opts, variants, run_dir)
     try:
-        with _progress_display(console) as progress:
-            overall = progress.add_task("variants", total=len(variants))
-            for n, variant in enumerate(variants, 1):
-                progress.update(overall, description=f"variant {n}/{len(variants)}")
-                steps = progress.add_task(f"  {variant.id}: starting", total=None)
-
-                def on_progress(done: int, total: int, task: Any = steps, vid: str = variant.id
-                                ) -> None:
-                    progress.update(task, completed=done, total=total, description=f"  {vid}")
-
-                record = launcher_for(variant).run(variant, run_dir, on_progress)
-                if (record.get("trace") or {}).get("status") == "captured":
-                    progress.update(steps, description=f"  {variant.id}: analysing trace")
-                    record = attach_trace_analysis(record)
-                record = parity.judge(record)
-                results.append_record(run_dir, record)
-                outcome.records.append(record)
-                progress.remove_task(steps)
-                progress.advance(overall)
-                console.print(render_outcome_line(record))
+        _run_variants(variants, run_dir, outcome, forkserver, console)
     except KeyboardInterrupt:
         outcome.interrupted = True
         console.print(f"[yellow]interrupted: kept {len(outcome.records)} finished record(s) in "
                       f"{run_dir}[/]")
+    finally:
+        if forkserver is not None:
+            forkserver.close()
     render_summary(console, add_scaling_efficiency(outcome.records))
     console.print(f"results: {run_dir / results.RECORDS_FILE}")
+    report_started = time.perf_counter()
     if opts.report:
         render_report(run_dir, opts.reports_dir / run_dir.name, console)
+    breakdown = overhead.run_breakdown(outcome.records, time.perf_counter() - started, {
+        "report_s": time.perf_counter() - report_started,
+        "forkserver_ready_s": forkserver.ready_s if forkserver else None,
+        "start_method": opts.start_method,
+        "runner_peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0})
+    results.write_json(run_dir / results.TIMING_FILE, breakdown)
+    console.print(overhead.describe(breakdown))
     return outcome
+
+
+def _start_forkserver(opts: RunOptions, variants: list[Variant], run_dir: Path
+                      ) -> ForkServer | None:
+    """Start importing TensorFlow at once, while the run is set up; None if nothing will fork."""
+    if opts.start_method != "forkserver" or all(v.is_cluster for v in variants):
+        return None
+    return ForkServer(worker_env(), run_dir / "logs" / "forkserver.log", str(run_dir)).start()
+
+
+def _run_variants(variants: list[Variant], run_dir: Path, outcome: RunOutcome,
+                  forkserver: ForkServer | None, console: Console) -> None:
+    parity = ParityJudge()
+    with _progress_display(console) as progress:
+        overall = progress.add_task("variants", total=len(variants))
+        for n, variant in enumerate(variants, 1):
+            progress.update(overall, description=f"variant {n}/{len(variants)}")
+            steps = progress.add_task(f"  {variant.id}: starting", total=None)
+
+            def on_progress(done: int, total: int, task: Any = steps, vid: str = variant.id
+                            ) -> None:
+                progress.update(task, completed=done, total=total, description=f"  {vid}")
+
+            variant_started = time.perf_counter()
+            record = launcher_for(variant, forkserver).run(variant, run_dir, on_progress)
+            analysis_started = time.perf_counter()
+            if (record.get("trace") or {}).get("status") == "captured":
+                progress.update(steps, description=f"  {variant.id}: analysing trace")
+                record = attach_trace_analysis(record)
+            record = parity.judge(record)
+            record.setdefault("timing", {})["parent"] = {
+                "analysis_s": time.perf_counter() - analysis_started,
+                "total_s": time.perf_counter() - variant_started}
+            results.append_record(run_dir, record)
+            outcome.records.append(record)
+            progress.remove_task(steps)
+            progress.advance(overall)
+            console.print(render_outcome_line(record))
 
 
 def render_report(run_dir: Path, out_dir: Path, console: Console) -> Path | None:

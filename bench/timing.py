@@ -10,7 +10,8 @@ from __future__ import annotations
 import math
 import statistics
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 
 MAD_TO_SIGMA = 1.4826  # scales the median absolute deviation to a normal standard deviation
@@ -42,6 +43,21 @@ class StepTimer:
     @property
     def steps(self) -> int:
         return sum(self.steps_per_sample)
+
+
+@dataclass
+class Phases:
+    """Wall time per named phase of a worker, so a run can say where its time went."""
+
+    seconds: dict[str, float] = field(default_factory=dict)
+
+    @contextmanager
+    def __call__(self, name: str) -> Iterator[None]:
+        start = time.perf_counter()
+        try:
+            yield
+        finally:
+            self.seconds[name] = self.seconds.get(name, 0.0) + time.perf_counter() - start
 
 
 @dataclass(frozen=True)

@@ -18,16 +18,19 @@ from dataclasses import dataclass, field
 class TraceWindow:
     logdir: str
     steps: int
+    start_s: float = 0.0  # what profiler.start() cost, outside any step
     stop_s: float = 0.0  # what profiler.stop() cost (writing the trace), outside any step
     _started: bool = field(default=False, repr=False)
 
     def start(self) -> None:
         import tensorflow as tf
 
+        t0 = time.perf_counter()
         options = tf.profiler.experimental.ProfilerOptions(host_tracer_level=2,
                                                            python_tracer_level=0,
                                                            device_tracer_level=1)
         tf.profiler.experimental.start(self.logdir, options=options)
+        self.start_s = time.perf_counter() - t0
         self._started = True
 
     @contextlib.contextmanager

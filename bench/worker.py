@@ -23,7 +23,7 @@ from bench import flops as flops_mod
 from bench.errors import DataUnavailable, VariantSkipped
 from bench.records import base_record, error_from_exception, finish
 from bench.scenario import Variant
-from bench.timing import round_up, steady_state_start, summarize, throughput
+from bench.timing import Phases, round_up, steady_state_start, summarize, throughput
 from bench.tracing import TraceWindow
 
 
@@ -71,6 +71,7 @@ def _trace_summary(trace: TraceWindow | None, traced: list[float], timed: list[f
         "step_time": window,
         # Traced vs untraced median step time in the same process: the profiler's cost.
         "overhead_ratio": window["median"] / summarize(timed).median if window else None,
+        "start_s": trace.start_s,
         "stop_s": trace.stop_s,
     }
 
@@ -154,34 +155,49 @@ def checks(variant: Variant, strategy: Any, loaded: Any) -> dict[str, Any]:
         return {"loss_parity": _extra_failed(exc)}
 
 
+def start_state() -> dict[str, Any]:
+    """What this process had already set before the variant touched anything.
+
+    A variant must start pristine however it was started (fresh interpreter or fork server):
+    no TensorFlow context (so no device layout yet) and the float32 policy. The isolation test
+    reads this from every record.
+    """
+    import keras
+    from tensorflow.python.eager import context
+
+    return {"pid": os.getpid(), "tf_context_initialized": bool(context.context()._initialized),
+            "precision_policy": keras.mixed_precision.global_policy().name}
+
+
 def measure(variant: Variant, spawn_time: float, progress: loops.ProgressFn) -> dict[str, Any]:
     """Build everything the variant names, run warmup + timed windows, return the measurements."""
-    t_import = time.perf_counter()
-    import keras
-    import tensorflow as tf
+    phases = Phases()
+    phases.seconds["start"] = max(0.0, time.time() - spawn_time)  # spawn (or fork) → here
+    with phases("import"):
+        import keras
+        import tensorflow as tf
+    started = start_state()
 
-    import_s = time.perf_counter() - t_import
-    t_build = time.perf_counter()
-    if variant.api == "fit" and (problem := strategies.keras_fit_problem(variant.strategy)):
-        raise VariantSkipped(problem)
-    strategy, layout = _strategy_and_layout(variant)
-    policy = precision.apply_policy(variant.precision)
-    loaded = data_mod.load_arrays(variant.data)
-    print(f"data source: {loaded.source}", file=sys.stderr, flush=True)
-    keras.utils.set_random_seed(variant.data.seed)
-    effective = _effective_batch(variant, int(strategy.num_replicas_in_sync))
-    global_batch = effective["global_batch"]
+    with phases("build"):
+        if variant.api == "fit" and (problem := strategies.keras_fit_problem(variant.strategy)):
+            raise VariantSkipped(problem)
+        strategy, layout = _strategy_and_layout(variant)
+        policy = precision.apply_policy(variant.precision)
+        loaded = data_mod.load_arrays(variant.data)
+        print(f"data source: {loaded.source}", file=sys.stderr, flush=True)
+        keras.utils.set_random_seed(variant.data.seed)
+        effective = _effective_batch(variant, int(strategy.num_replicas_in_sync))
+        global_batch = effective["global_batch"]
 
-    def dataset(input_context: Any = None) -> Any:
-        return data_mod.make_dataset(loaded, variant.data, global_batch, input_context)
+        def dataset(input_context: Any = None) -> Any:
+            return data_mod.make_dataset(loaded, variant.data, global_batch, input_context)
 
-    with strategy.scope():
-        model = models.build_model(variant.model.name, loaded.x.shape[1:], loaded.num_classes,
-                                   variant.model.extra_matmul)
-        optimizer = loops.make_optimizer(variant.train.optimizer, variant.learning_rate)
-    probe_batch = next(iter(dataset().take(1)))
-    initial_loss = loops.batch_loss(model, probe_batch)
-    build_s = time.perf_counter() - t_build
+        with strategy.scope():
+            model = models.build_model(variant.model.name, loaded.x.shape[1:], loaded.num_classes,
+                                       variant.model.extra_matmul)
+            optimizer = loops.make_optimizer(variant.train.optimizer, variant.learning_rate)
+        probe_batch = next(iter(dataset().take(1)))
+        initial_loss = loops.batch_loss(model, probe_batch)
 
     m, k = variant.measure, variant.train.steps_per_execution
     if variant.strategy == "parameter_server":
@@ -189,16 +205,23 @@ def measure(variant: Variant, spawn_time: float, progress: loops.ProgressFn) -> 
     warmup_steps, steps = round_up(m.warmup_steps, k), round_up(m.steps, k)
     total_steps = warmup_steps + m.repeats * steps
     trace = _trace_window(variant, k)
-    result = loops.train(variant, strategy, model, optimizer, dataset, global_batch=global_batch,
-                         total_steps=total_steps, steps_per_execution=k,
-                         jit_compile=variant.train.jit_compile, progress=progress, trace=trace)
-    final_loss = loops.batch_loss(model, probe_batch)
+    with phases("loop"):
+        result = loops.train(variant, strategy, model, optimizer, dataset,
+                             global_batch=global_batch, total_steps=total_steps,
+                             steps_per_execution=k, jit_compile=variant.train.jit_compile,
+                             progress=progress, trace=trace)
+    with phases("final_loss"):
+        final_loss = loops.batch_loss(model, probe_batch)
 
     warmup, windows = _split(result.timer.samples, warmup_steps // k, steps // k, m.repeats)
     timed = [s for w in windows for s in w]
     traced = result.timer.samples[total_steps // k:]
     notes = list(result.notes) + effective.pop("notes")
     step_stats = summarize(timed)
+    with phases("utilization"):
+        utilised = utilization(variant, layout, probe_batch, step_stats.median)
+    with phases("checks"):
+        checked = checks(variant, strategy, loaded)
     return {
         "task": _task_identity(),
         "effective": effective,
@@ -207,9 +230,10 @@ def measure(variant: Variant, spawn_time: float, progress: loops.ProgressFn) -> 
         "devices": {**layout.to_dict(), **devices.describe()},
         "strategy_info": strategies.describe_strategy(strategy),
         "precision_policy": policy,
+        "start_state": started,
         "timing": {
-            "import_s": import_s,
-            "build_s": build_s,
+            "import_s": phases.seconds["import"],
+            "build_s": phases.seconds["build"],
             "startup_s": result.first_step_end - spawn_time,
             "first_step_s": result.timer.samples[0],
             "warmup_s": sum(warmup),
@@ -217,6 +241,7 @@ def measure(variant: Variant, spawn_time: float, progress: loops.ProgressFn) -> 
             "timed_steps": len(timed) * k,
             "steps_per_sample": k,
             "repeats": m.repeats,
+            "phases": phases.seconds,
         },
         "step_time": step_stats.to_dict(),
         "throughput": throughput(windows, global_batch).to_dict(),
@@ -224,8 +249,8 @@ def measure(variant: Variant, spawn_time: float, progress: loops.ProgressFn) -> 
         "samples": {"warmup": warmup, "timed": windows, "traced": traced},
         "trace": _trace_summary(trace, traced, timed, variant),
         "loss": {"initial": initial_loss, "final": final_loss},
-        "utilization": utilization(variant, layout, probe_batch, step_stats.median),
-        "checks": checks(variant, strategy, loaded),
+        "utilization": utilised,
+        "checks": checked,
         "env": {"tensorflow": tf.__version__, "keras": keras.__version__, "pid": os.getpid()},
         "notes": notes,
     }
@@ -261,9 +286,25 @@ def main(argv: list[str] | None = None) -> int:
         print(f"variant {args.id!r} not in {args.variants}", file=sys.stderr)
         return 2
     record = run_variant(Variant.model_validate(match[0]), spawn_time)
+    # Spawn → record written, on the wall clock the parent also reads: the parent's wall time
+    # minus this is the process's teardown.
+    record.setdefault("timing", {})["worker_s"] = time.time() - spawn_time
     results.write_json(Path(args.record), record)
     return 0
 
 
+def exit_now(code: int) -> None:
+    """End without TensorFlow's teardown (seconds), which cannot change the written record.
+
+    Not for a cluster task: its peers may still pull the last collective's buffers from it, which
+    is what TensorFlow's shutdown barrier waits for.
+    """
+    if _task_identity() is None:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
+    sys.exit(code)
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    exit_now(main())

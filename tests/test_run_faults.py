@@ -85,8 +85,9 @@ def test_each_reason_is_recorded(fault_run: BenchRun) -> None:
 
 
 def test_no_worker_outlives_the_run(fault_run: BenchRun) -> None:
-    leftovers = subprocess.run(["pgrep", "-f", "bench.worker.*faults"], capture_output=True,
-                               text=True).stdout.split()
+    # Forked workers carry the fork server's command line, which names the run directory.
+    leftovers = subprocess.run(["pgrep", "-f", r"bench\.(worker|launch\.forkserver).*faults"],
+                               capture_output=True, text=True).stdout.split()
     assert leftovers == []
 
 

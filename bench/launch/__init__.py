@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any, Protocol
 
 from bench.launch.cluster import ClusterLauncher
+from bench.launch.forkserver import ForkServer
 from bench.launch.local import LocalLauncher
 from bench.launch.process import ProgressFn
 from bench.scenario import Variant
@@ -15,6 +16,7 @@ class Launcher(Protocol):
             ) -> dict[str, Any]: ...
 
 
-def launcher_for(variant: Variant) -> Launcher:
-    """Single-process strategies run locally; multi-process ones get a cluster launcher."""
-    return ClusterLauncher() if variant.is_cluster else LocalLauncher()
+def launcher_for(variant: Variant, forkserver: ForkServer | None = None) -> Launcher:
+    """Single-process strategies run locally (forked from `forkserver` when given);
+    multi-process ones get a cluster launcher, whose tasks are always new interpreters."""
+    return ClusterLauncher() if variant.is_cluster else LocalLauncher(forkserver)

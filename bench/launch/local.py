@@ -12,7 +12,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from bench.launch.process import ProgressFn, WorkerProcess, last_error_line
+from bench.launch.forkserver import ForkServer
+from bench.launch.process import Outcome, ProgressFn, WorkerProcess, last_error_line
 from bench.records import failed
 from bench.results import VARIANTS_FILE, read_json
 from bench.scenario import Variant
@@ -35,11 +36,21 @@ def trace_dir(run_dir: Path, variant: Variant, task: str | None = None) -> Path:
 
 def run_worker_command(variant: Variant, run_dir: Path, cmd: list[str], record_path: Path,
                        budget_s: float, progress: ProgressFn | None,
-                       extra_env: dict[str, str] | None = None) -> dict[str, Any]:
+                       extra_env: dict[str, str] | None = None,
+                       forkserver: ForkServer | None = None) -> dict[str, Any]:
     """Run one child under a wall-clock budget; return the record it wrote, or a failed one."""
     log_path = run_dir / "logs" / f"{variant.id}.log"
-    with WorkerProcess(cmd, worker_env(extra_env), log_path, progress) as proc:
+    with WorkerProcess(cmd, worker_env(extra_env), log_path, progress,
+                       forkserver=forkserver) as proc:
         outcome = proc.wait(budget_s)
+    record = _collect(variant, record_path, log_path, outcome, budget_s)
+    record["launch"] = {"start_method": proc.start_method, "fork_problem": proc.fork_problem}
+    return record
+
+
+def _collect(variant: Variant, record_path: Path, log_path: Path, outcome: Outcome,
+             budget_s: float) -> dict[str, Any]:
+    """The record the child wrote, or a failed one saying why there is none."""
     if record_path.exists():
         record: dict[str, Any] = read_json(record_path)
         record_path.unlink()
@@ -61,11 +72,20 @@ def worker_command(run_dir: Path, variant: Variant, record_path: Path) -> list[s
 
 
 class LocalLauncher:
-    """Runs a variant in one fresh process under a wall-clock budget."""
+    """Runs a variant in one fresh process under a wall-clock budget.
+
+    With a fork server the process is forked from a server that has already imported
+    TensorFlow (see bench.launch.forkserver); without one, or when it is unavailable, it is a new
+    interpreter.
+    """
+
+    def __init__(self, forkserver: ForkServer | None = None) -> None:
+        self.forkserver = forkserver
 
     def run(self, variant: Variant, run_dir: Path, progress: ProgressFn | None = None
             ) -> dict[str, Any]:
         record_path = run_dir / "logs" / f"{variant.id}.record.json"
         return run_worker_command(variant, run_dir, worker_command(run_dir, variant, record_path),
                                   record_path, variant.measure.timeout_s, progress,
-                                  {"BENCH_TRACE_DIR": str(trace_dir(run_dir, variant))})
+                                  {"BENCH_TRACE_DIR": str(trace_dir(run_dir, variant))},
+                                  self.forkserver)

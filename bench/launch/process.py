@@ -11,14 +11,19 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
+import sys
 import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
+from typing import TYPE_CHECKING, Any
 
 from bench.protocol import parse_progress
+
+if TYPE_CHECKING:
+    from bench.launch.forkserver import ForkServer
 
 ProgressFn = Callable[[int, int], None]
 
@@ -49,7 +54,7 @@ def kill_group(pid: int, grace_s: float = 3.0) -> None:
         pass
 
 
-def _die_with_parent() -> None:
+def die_with_parent() -> None:
     """In the child: get SIGKILL when the parent dies, so no task outlives its supervisor."""
     import ctypes
 
@@ -66,18 +71,45 @@ class WorkerProcess:
     """
 
     def __init__(self, cmd: list[str], env: dict[str, str], log_path: Path,
-                 on_progress: ProgressFn | None = None, new_session: bool = True) -> None:
+                 on_progress: ProgressFn | None = None, new_session: bool = True,
+                 forkserver: ForkServer | None = None) -> None:
         self.log_path = log_path
         self._log = open(log_path, "ab", buffering=0)
         self._on_progress = on_progress
         self._own_group = new_session
         self.started = time.monotonic()
-        self.popen = subprocess.Popen(cmd, env=env, stdin=subprocess.DEVNULL,
-                                      stdout=subprocess.PIPE, stderr=self._log,
-                                      start_new_session=new_session,
-                                      preexec_fn=None if new_session else _die_with_parent)
+        self.start_method = "spawn"
+        self.fork_problem: str | None = None  # why a fork was asked for and not used
+        self.popen: Any = None
+        if forkserver is not None and new_session:
+            self.popen = self._fork(forkserver, cmd, env)
+        if self.popen is None:
+            self.popen = subprocess.Popen(cmd, env=env, stdin=subprocess.DEVNULL,
+                                          stdout=subprocess.PIPE, stderr=self._log,
+                                          start_new_session=new_session,
+                                          preexec_fn=None if new_session else die_with_parent)
         self._reader = threading.Thread(target=self._pump, daemon=True)
         self._reader.start()
+
+    def _fork(self, forkserver: ForkServer, cmd: list[str], env: dict[str, str]) -> Any:
+        """A child forked from the pre-imported server, or None (then a fresh interpreter)."""
+        from bench.launch.forkserver import ForkServerError
+
+        if cmd[:2] != [sys.executable, "-m"]:
+            self.fork_problem = f"not a python -m command: {cmd[0]}"
+            return None
+        read_end, write_end = os.pipe()
+        reader = os.fdopen(read_end, "rb")
+        try:
+            child = forkserver.spawn(cmd[2], cmd[3:], env, write_end, self._log.fileno(), reader)
+        except ForkServerError as exc:
+            reader.close()
+            self.fork_problem = str(exc)
+            return None
+        finally:
+            os.close(write_end)
+        self.start_method = "forkserver"
+        return child
 
     def _pump(self) -> None:
         assert self.popen.stdout is not None

@@ -1,0 +1,88 @@
+"""Where a run's wall time went: per-variant phases, fixed cost and the duty cycle.
+
+Pure Python over records (no TensorFlow), so `bench run` prints it at the end and `bench perf`
+aggregates it over repeated runs. A variant's *fixed cost* is everything outside its timed and
+traced windows (process start, imports, building, warmup, checks, teardown, trace analysis);
+the run's *duty cycle* is the time spent inside timed windows over the run's whole wall time.
+"""
+
+from __future__ import annotations
+
+import statistics
+from typing import Any
+
+# In the order they happen; "other" is whatever the named phases do not cover.
+PHASES = ("start", "import", "build", "first_step", "warmup", "timed", "traced", "profiler",
+          "loop_other", "after_loop", "teardown", "analysis", "other")
+MEASURED_PHASES = ("timed", "traced")
+
+
+def _window_s(samples: list[float], per_sample: int) -> float:
+    return sum(samples) * per_sample
+
+
+def variant_phases(record: dict[str, Any]) -> dict[str, float]:
+    """Seconds per phase of one variant, from its record; phases it never reached are 0."""
+    timing = record.get("timing") or {}
+    worker = timing.get("phases") or {}
+    parent = timing.get("parent") or {}
+    k = timing.get("steps_per_sample") or 1
+    samples = record.get("samples") or {}
+    trace = record.get("trace") or {}
+    warmup = samples.get("warmup") or []
+    phases = dict.fromkeys(PHASES, 0.0)
+    phases.update({
+        "start": worker.get("start", 0.0),
+        "import": worker.get("import", 0.0),
+        "build": worker.get("build", 0.0),
+        "first_step": warmup[0] * k if warmup else 0.0,
+        "warmup": _window_s(warmup[1:], k),
+        "timed": sum(_window_s(w, k) for w in samples.get("timed") or []),
+        "traced": _window_s(samples.get("traced") or [], k),
+        "profiler": trace.get("start_s", 0.0) + trace.get("stop_s", 0.0),
+        "after_loop": sum(worker.get(p, 0.0) for p in ("final_loss", "utilization", "checks")),
+        "analysis": parent.get("analysis_s", 0.0),
+    })
+    in_loop = sum(phases[p] for p in ("first_step", "warmup", "timed", "traced", "profiler"))
+    phases["loop_other"] = max(0.0, worker.get("loop", in_loop) - in_loop)
+    process_s = record.get("wall_s") or 0.0
+    worker_s = timing.get("worker_s")
+    if worker_s is not None and process_s:
+        phases["teardown"] = max(0.0, process_s - worker_s)
+    total = parent.get("total_s") or process_s
+    phases["other"] = max(0.0, total - sum(phases.values()))
+    return phases
+
+
+def fixed_cost_s(phases: dict[str, float]) -> float:
+    return sum(v for k, v in phases.items() if k not in MEASURED_PHASES)
+
+
+def run_breakdown(records: list[dict[str, Any]], wall_s: float,
+                  extra: dict[str, float] | None = None) -> dict[str, Any]:
+    """The run's totals: per-phase sums, fixed cost per variant, duty cycle."""
+    per_variant = {r["variant_id"]: variant_phases(r) for r in records}
+    totals = {p: sum(v[p] for v in per_variant.values()) for p in PHASES}
+    fixed = [fixed_cost_s(v) for v in per_variant.values()]
+    return {
+        "wall_s": wall_s,
+        "timed_s": totals["timed"],
+        "duty_cycle": totals["timed"] / wall_s if wall_s > 0 else 0.0,
+        "fixed_cost_median_s": statistics.median(fixed) if fixed else None,
+        "phases_s": totals,
+        "outside_variants_s": max(0.0, wall_s - sum(sum(v.values()) for v in per_variant.values())),
+        "variants": per_variant,
+        **(extra or {}),
+    }
+
+
+def describe(breakdown: dict[str, Any]) -> str:
+    """One line for the end of `bench run`."""
+    fixed = breakdown["fixed_cost_median_s"]
+    line = (f"time: {breakdown['wall_s']:.1f} s wall, {breakdown['timed_s']:.1f} s in timed "
+            f"windows (duty cycle {breakdown['duty_cycle']:.0%})")
+    if fixed is not None:
+        line += f"; fixed cost per variant {fixed:.1f} s median"
+    if rss := breakdown.get("runner_peak_rss_mb"):
+        line += f"; runner peak RSS {rss:.0f} MB"
+    return line
