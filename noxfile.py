@@ -1,5 +1,5 @@
 """Developer sessions: `nox` runs lint and tests; `nox -s benchmarks` runs the throughput benchmarks;
-`nox -s nightly` is the nightly regression job."""
+`nox -s nightly` is the nightly regression job; `nox -s perf` times bench itself."""
 
 from __future__ import annotations
 
@@ -39,3 +39,13 @@ def nightly(session: nox.Session) -> None:
     """
     session.install("-e", ".[cpu]")
     session.run("bench", "nightly", *session.posargs)
+
+
+@nox.session
+def perf(session: nox.Session) -> None:
+    """bench timing itself: wall time per phase and per variant, duty cycle, command start-up
+    and peak memory, medians over 3 runs of the default scenario per start method (a few
+    minutes). Extra arguments go to `bench perf` (e.g. `-- --runs 5`)."""
+    session.install("-e", ".[cpu]")
+    args = session.posargs or ["--start-method", "forkserver", "--start-method", "spawn"]
+    session.run("bench", "perf", *args)

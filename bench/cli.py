@@ -439,6 +439,39 @@ def compare(
     raise typer.Exit(code=1 if result.regressed else 0)
 
 
+@app.command()
+def perf(
+    scenario: Annotated[Path, typer.Argument(help="Scenario to time (default: the main job).")
+                        ] = Path("scenarios/mnist_mirrored.toml"),
+    runs: Annotated[int, typer.Option(min=1, help="bench run repeats per start method (the "
+                                                  "command timings need two runs in all).")] = 3,
+    start_method: Annotated[Optional[list[StartMethod]], typer.Option(
+        help="Start method(s) to time (repeatable; default forkserver).")] = None,
+    cli_repeats: Annotated[int, typer.Option(min=1, help="Repeats per quick command.")] = 5,
+    json_out: Annotated[Optional[Path], typer.Option("--json", help="Also write the figures "
+                                                     "here as JSON.")] = None,
+) -> None:
+    """Bench timing itself: wall time per phase and variant, duty cycle, command start-up and
+    memory, as medians over repeated real runs of SCENARIO."""
+    from bench.perf import render, self_benchmark
+    from bench.scenario import load_scenario
+
+    try:
+        load_scenario(scenario)
+    except BenchError as exc:
+        raise _fail(exc) from None
+    methods = [m.value for m in start_method or [StartMethod.forkserver]]
+    try:
+        with console.status(f"timing {len(methods) * runs} run(s) of {scenario}..."):
+            result = self_benchmark(scenario, runs, methods, cli_repeats)
+    except BenchError as exc:
+        raise _fail(exc) from None
+    render(console, result)
+    if json_out:
+        json_out.write_text(json.dumps(result, indent=1))
+        console.print(f"figures: {json_out}")
+
+
 def main() -> None:
     app()
 

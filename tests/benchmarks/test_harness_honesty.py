@@ -5,7 +5,7 @@ The figures go to pytest-benchmark's extra_info and are printed. Interference on
 machine comes in bursts of tens of seconds that can halve a run (rounds of the same code were
 seen between 6.6k and 19.8k ex/s), so the two sides alternate in many short rounds and the gate
 is the median of the per-round paired ratios, which tolerates a few contaminated pairs:
-|median(bench median ex/s / hand-written ex/s) - 1| <= 5%.
+|median(bench median ex/s / hand-written ex/s) - 1| <= 2% (issue #8; #2 asked for 5%).
 """
 
 from __future__ import annotations
@@ -72,4 +72,4 @@ def test_bench_fit_matches_a_handwritten_loop(benchmark, tmp_path: Path) -> None
           f"\nbest round bench median / best hand-written: {best_ratio:.3f}"
           f"\nbest round bench mean-rate / best hand-written: "
           f"{max(bench_mean_rates) / max(hand_rates):.3f}")
-    assert abs(ratio - 1) <= 0.05, f"median paired bench/handwritten = {ratio:.3f}"
+    assert abs(ratio - 1) <= 0.02, f"median paired bench/handwritten = {ratio:.3f}"
