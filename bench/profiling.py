@@ -461,10 +461,15 @@ def main(argv: list[str] | None = None) -> int:
     cmd.add_argument("logdir", type=Path)
     cmd.add_argument("--bench-median-step-s", type=float, default=None,
                      help="bench's timed median step time, to cross-check the trace against")
+    cmd.add_argument("--out", type=Path, default=None,
+                     help="also write the JSON to this file (how bench's runner reads it)")
     args = parser.parse_args(argv)
     # xprof's native code logs every conversion step to stderr; errors end up in the JSON anyway.
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
-    print(json.dumps(analyze(args.logdir, args.bench_median_step_s)), flush=True)
+    text = json.dumps(analyze(args.logdir, args.bench_median_step_s))
+    if args.out:
+        args.out.write_text(text)
+    print(text, flush=True)
     return 0
 
 

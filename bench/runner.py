@@ -161,7 +161,7 @@ def _run_variants(variants: list[Variant], run_dir: Path, outcome: RunOutcome,
             analysis_started = time.perf_counter()
             if (record.get("trace") or {}).get("status") == "captured":
                 progress.update(steps, description=f"  {variant.id}: analysing trace")
-                record = attach_trace_analysis(record)
+                record = attach_trace_analysis(record, run_dir / "logs", forkserver)
             record = parity.judge(record)
             record.setdefault("timing", {})["parent"] = {
                 "analysis_s": time.perf_counter() - analysis_started,

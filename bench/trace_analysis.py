@@ -2,42 +2,56 @@
 
 The analysis runs `python -m bench.profiling analyze` in a child process with a time limit:
 xprof's converter is native code, and a corrupt trace must cost a recorded error, never the run.
+With the run's fork server the child is forked (xprof already imported) instead of spawned.
 """
 
 from __future__ import annotations
 
 import json
-import subprocess
 import sys
+import tempfile
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+from bench.launch.local import worker_env
+from bench.launch.process import WorkerProcess, last_error_line
+
+if TYPE_CHECKING:
+    from bench.launch.forkserver import ForkServer
 
 ANALYSIS_TIMEOUT_S = 180.0
 
 
-def analyze_in_subprocess(logdir: Path, bench_median_step_s: float | None,
-                          timeout_s: float = ANALYSIS_TIMEOUT_S) -> dict[str, Any]:
-    cmd = [sys.executable, "-m", "bench.profiling", "analyze", str(logdir)]
+def analyze_in_subprocess(logdir: Path, bench_median_step_s: float | None, logs_dir: Path,
+                          name: str, timeout_s: float = ANALYSIS_TIMEOUT_S,
+                          forkserver: ForkServer | None = None) -> dict[str, Any]:
+    """The analysis JSON of `logdir`, or an error dict; its output and log go to `logs_dir`
+    as `<name>.analysis.json` / `.log`."""
+    out, log = logs_dir / f"{name}.analysis.json", logs_dir / f"{name}.analysis.log"
+    out.unlink(missing_ok=True)
+    cmd = [sys.executable, "-m", "bench.profiling", "analyze", str(logdir), "--out", str(out)]
     if bench_median_step_s:
         cmd += ["--bench-median-step-s", repr(bench_median_step_s)]
-    try:
-        out = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s,
-                             stdin=subprocess.DEVNULL)
-    except subprocess.TimeoutExpired:
+    with WorkerProcess(cmd, worker_env({"TF_CPP_MIN_LOG_LEVEL": "3"}), log,
+                       forkserver=forkserver) as proc:
+        outcome = proc.wait(timeout_s)
+    if outcome.timed_out:
         return {"status": "error", "error": f"trace analysis of {logdir} timed out after "
                                             f"{timeout_s:g} s"}
-    lines = out.stdout.strip().splitlines()
-    if out.returncode != 0 or not lines:
-        tail = (out.stderr.strip().splitlines() or ["no output"])[-1]
+    if not out.exists():
+        tail = last_error_line(log) or "no output"
         return {"status": "error", "error": f"trace analysis of {logdir} exited with code "
-                                            f"{out.returncode}: {tail}"}
+                                            f"{outcome.returncode}: {tail}"}
     try:
-        return json.loads(lines[-1])
+        result: dict[str, Any] = json.loads(out.read_text())
     except ValueError:
-        return {"status": "error", "error": f"trace analysis of {logdir} printed no JSON"}
+        return {"status": "error", "error": f"trace analysis of {logdir} wrote no JSON"}
+    out.unlink()
+    return result
 
 
-def attach_trace_analysis(record: dict[str, Any]) -> dict[str, Any]:
+def attach_trace_analysis(record: dict[str, Any], logs_dir: Path | None = None,
+                          forkserver: ForkServer | None = None) -> dict[str, Any]:
     """Add `analysis` to the record's trace and to each cluster task that traced."""
     trace = record.get("trace")
     if record.get("status") != "ok" or not trace or trace.get("status") != "captured":
@@ -46,7 +60,11 @@ def attach_trace_analysis(record: dict[str, Any]) -> dict[str, Any]:
     per_trace_step = (record.get("timing") or {}).get("steps_per_sample") or 1
     median = (record.get("step_time") or {}).get("median")
     median = median * per_trace_step if median else None
-    trace["analysis"] = analyze_in_subprocess(Path(trace["dir"]), median)
+    if logs_dir is None:
+        logs_dir = Path(tempfile.mkdtemp(prefix="bench-analysis-"))
+    variant = record.get("variant_id", "variant")
+    trace["analysis"] = analyze_in_subprocess(Path(trace["dir"]), median, logs_dir, variant,
+                                              forkserver=forkserver)
     cluster = record.get("cluster") or {}
     chief_dir = Path(trace["dir"])
     for task in cluster.get("tasks", []):
@@ -58,5 +76,6 @@ def attach_trace_analysis(record: dict[str, Any]) -> dict[str, Any]:
         else:
             task_median = (task.get("step_time") or {}).get("median")
             task_median = task_median * per_trace_step if task_median else None
-            task["trace_analysis"] = analyze_in_subprocess(task_dir, task_median)
+            task["trace_analysis"] = analyze_in_subprocess(
+                task_dir, task_median, logs_dir, f"{variant}.{task['task']}", forkserver=forkserver)
     return record

@@ -40,7 +40,9 @@ from typing import Any
 from bench.launch.process import die_with_parent
 
 # What a child may run: each module has `main(argv) -> int`.
-RUNNABLE_MODULES = ("bench.worker",)
+RUNNABLE_MODULES = ("bench.worker", "bench.profiling")
+# Imported too when present: what the children would otherwise import first thing.
+OPTIONAL_PRELOADS = ("xprof.convert.raw_to_tool_data",)
 MAX_MESSAGE = 1 << 20
 REAP_INTERVAL_S = 0.02
 
@@ -56,6 +58,11 @@ def _preload() -> None:
 
     for module in RUNNABLE_MODULES:
         importlib.import_module(module)
+    for module in OPTIONAL_PRELOADS:
+        try:
+            importlib.import_module(module)
+        except ImportError:  # the child will report it, as it would without a server
+            pass
 
 
 def pristine_problem() -> str | None:
@@ -190,8 +197,9 @@ class ForkedChild:
         return self.returncode
 
     def kill(self) -> None:
+        """SIGKILL the child's whole group (it called setsid, so its group id is its pid)."""
         try:
-            os.kill(self.pid, signal.SIGKILL)
+            os.killpg(self.pid, signal.SIGKILL)
         except ProcessLookupError:
             pass
 
