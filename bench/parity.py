@@ -28,10 +28,14 @@ def measure(variant: Any, strategy: Any, loaded: Any) -> dict[str, Any]:
                 "strategies only"}
     keras.utils.set_random_seed(variant.data.seed)
     with strategy.scope():
-        model = models.build_model(variant.model.name, loaded.x.shape[1:], loaded.num_classes,
-                                   variant.model.extra_matmul)
+        model = models.build_model(variant.model.name,
+                                   data_mod.model_input_shape(loaded, variant.data),
+                                   loaded.num_classes, variant.model.extra_matmul)
         optimizer = loops.make_optimizer(variant.train.optimizer, cfg.learning_rate)
-    fixed = variant.data.model_copy(update={"shuffle_buffer": 0, "cache": False})
+    # Unshuffled, and augmented in one thread (seeded random ops then draw in a fixed order):
+    # every variant must see the very same batches.
+    fixed = variant.data.model_copy(update={"shuffle_buffer": 0, "cache": False,
+                                            "map_parallelism": 1})
 
     def dataset(input_context: Any = None) -> Any:
         return data_mod.make_dataset(loaded, fixed, cfg.batch, input_context)

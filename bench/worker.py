@@ -166,7 +166,7 @@ def measure(variant: Variant, spawn_time: float, progress: loops.ProgressFn) -> 
         raise VariantSkipped(problem)
     strategy, layout = _strategy_and_layout(variant)
     policy = precision.apply_policy(variant.precision)
-    loaded = data_mod.load_arrays(variant.data)
+    loaded = data_mod.load_for(variant)
     print(f"data source: {loaded.source}", file=sys.stderr, flush=True)
     keras.utils.set_random_seed(variant.data.seed)
     effective = _effective_batch(variant, int(strategy.num_replicas_in_sync))
@@ -176,8 +176,9 @@ def measure(variant: Variant, spawn_time: float, progress: loops.ProgressFn) -> 
         return data_mod.make_dataset(loaded, variant.data, global_batch, input_context)
 
     with strategy.scope():
-        model = models.build_model(variant.model.name, loaded.x.shape[1:], loaded.num_classes,
-                                   variant.model.extra_matmul)
+        model = models.build_model(variant.model.name,
+                                   data_mod.model_input_shape(loaded, variant.data),
+                                   loaded.num_classes, variant.model.extra_matmul)
         optimizer = loops.make_optimizer(variant.train.optimizer, variant.learning_rate)
     probe_batch = next(iter(dataset().take(1)))
     initial_loss = loops.batch_loss(model, probe_batch)
