@@ -157,6 +157,13 @@ _DATA_FIELDS_FOR = {
 DATA_AXES = ("map_parallelism", "prefetch")
 
 
+def pipeline_axes(variant: dict[str, Any]) -> tuple[Any, ...]:
+    """A variant record's input-pipeline axis values: part of what tells it from its siblings
+    (records from before these axes existed hold the defaults)."""
+    data = variant.get("data") or {}
+    return tuple(data.get(field, "autotune") for field in DATA_AXES)
+
+
 class BatchConfig(_Strict):
     """weak: per-replica batch fixed; strong: global batch fixed and split across replicas."""
 
