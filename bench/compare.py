@@ -16,6 +16,8 @@ from typing import Any
 
 import numpy as np
 
+from bench.scenario import pipeline_axes
+
 DEFAULT_MIN_EFFECT = 0.05
 DEFAULT_ALPHA = 0.01
 BOOTSTRAP_ROUNDS = 2000
@@ -33,7 +35,8 @@ def identity(record: dict[str, Any]) -> tuple[Any, ...]:
     are checked run-wide: comparing across them is refused)."""
     v = record.get("variant") or {}
     model = (v.get("model") or {}).get("name")
-    return (*(v.get(k, _IDENTITY_DEFAULTS.get(k)) for k in IDENTITY_KEYS), model)
+    return (*(v.get(k, _IDENTITY_DEFAULTS.get(k)) for k in IDENTITY_KEYS), model,
+            *pipeline_axes(v))
 
 
 def timed_windows(record: dict[str, Any]) -> list[np.ndarray]:

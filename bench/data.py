@@ -1,10 +1,12 @@
-"""Input data: arrays from the first source that works, then a tf.data pipeline over them.
+"""Input data: find the examples a scenario names, then build the tf.data pipeline over them.
 
-`load_arrays` is numpy only (no TensorFlow import) so the parent process and tests can resolve and
-describe a data source instantly; TensorFlow is imported inside `make_dataset` and the
-keras-download branch. The source that was really used is always recorded in `LoadedData.source`,
-and a synthetic substitute is only ever used when the scenario says `fallback = "synthetic"`,
-with `fallback_reason` saying why: a benchmark must never substitute data silently.
+`load` resolves `[data]` to a `Data`: numpy arrays held in memory (synthetic, MNIST, Fashion-MNIST:
+`load_arrays`, numpy only, so the parent process and tests resolve and describe them instantly),
+TFRecord shards (`bench.tfrecord`) or a prepared tensorflow_datasets split (`bench.tfds_source`).
+Each kind only says how to read its examples; `make_dataset` hands them to the one shared tail
+in `bench.pipeline`. The source that was really used is always recorded in `Data.source`, and a
+synthetic substitute is only ever used when the scenario says `fallback = "synthetic"`, with
+`fallback_reason` saying why: a benchmark must never substitute data silently.
 """
 
 from __future__ import annotations
@@ -19,12 +21,13 @@ import zlib
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 import numpy as np
 
+from bench import pipeline, preprocess
 from bench.errors import DataUnavailable
-from bench.scenario import DataConfig
+from bench.scenario import ARRAY_DATASETS, DataConfig, Variant, pairing_problem
 
 if TYPE_CHECKING:
     import tensorflow as tf
@@ -37,23 +40,54 @@ DEBIAN_FASHION_MNIST_DIR = Path("/usr/share/datasets/fashion-mnist")
 MNIST_SHAPE = (28, 28, 1)
 MNIST_CLASSES = 10
 IDX_UBYTE = 0x08  # IDX type code for unsigned bytes, the only type MNIST-family files use
-IDX_FILES = {"images": "train-images-idx3-ubyte", "labels": "train-labels-idx1-ubyte"}
+SPLITS = ("train", "test")
+# The upstream MNIST-family file names of each split (images, labels).
+IDX_FILES = {"train": ("train-images-idx3-ubyte", "train-labels-idx1-ubyte"),
+             "test": ("t10k-images-idx3-ubyte", "t10k-labels-idx1-ubyte")}
 # What keras.datasets caches under $KERAS_HOME/datasets (see keras/src/datasets/<name>.py).
 KERAS_CACHE_ENTRY = {"mnist": "mnist.npz", "fashion_mnist": "fashion-mnist"}
 SYNTHETIC_CLASS_SEPARATION = 0.5  # scale of the per-class offset; keeps the task learnable
+SYNTHETIC_HELD_OUT = 5  # the synthetic test split has num_examples / 5 examples
 
 Arrays = tuple[np.ndarray, np.ndarray]
 
 
+class Data(Protocol):
+    """Examples of one split, wherever they live, plus an honest record of where they came from."""
+
+    source: str  # what was really used, human readable
+    num_classes: int
+    fallback_reason: str | None  # set only when fallback = "synthetic" was taken
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        """One example's shape as stored, before preprocessing."""
+
+    def examples(self, cfg: DataConfig,
+                 input_context: tf.distribute.InputContext | None = None) -> tf.data.Dataset:
+        """Unbatched (x, y) examples; with an input context, only this input pipeline's share."""
+
+
 @dataclass(frozen=True)
 class LoadedData:
-    """Training arrays plus an honest record of where they came from."""
+    """Arrays held in memory (synthetic, MNIST, Fashion-MNIST)."""
 
     x: np.ndarray  # uint8 or float32, (N, H, W, C)
     y: np.ndarray  # int32, (N,)
     source: str  # what was really used, human readable
     num_classes: int
     fallback_reason: str | None = None  # set only when fallback = "synthetic" was taken
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return tuple(self.x.shape[1:])
+
+    def examples(self, cfg: DataConfig,
+                 input_context: tf.distribute.InputContext | None = None) -> tf.data.Dataset:
+        import tensorflow as tf
+
+        ds = tf.data.Dataset.from_tensor_slices((self.x, self.y))
+        return pipeline.shard_examples(ds, input_context)
 
 
 class _Missing(DataUnavailable):
@@ -74,17 +108,58 @@ class _Source:
 # Public API
 
 
-def load_arrays(cfg: DataConfig) -> LoadedData:
-    """Resolve `cfg` to training arrays: synthetic, the first real source that works, or fallback.
+def load(cfg: DataConfig, split: str = "train") -> Data:
+    """Resolve `cfg` to the examples of `split` (see `load_arrays` for the in-memory datasets).
+
+    Raises DataUnavailable (one line) when the source is missing or broken and the scenario
+    allows no fallback.
+    """
+    if cfg.name in ARRAY_DATASETS:
+        return load_arrays(cfg, split)
+    if cfg.name == "tfrecord":
+        from bench.tfrecord import load_files as load_source
+    else:
+        from bench.tfds_source import load_split as load_source
+    try:
+        return load_source(cfg, split)
+    except DataUnavailable as exc:
+        return _unavailable(cfg, _one_line(exc), split, tuple(cfg.shape), cfg.num_classes,
+                            "Fix it or set")
+
+
+def load_for(variant: Variant) -> Data:
+    """The variant's training data, checked against what the variant will do with it: the model
+    must take the examples (known only once files are read), and FILE sharding needs a file for
+    every input pipeline (one per worker process of a cluster)."""
+    data = load(variant.data)
+    if problem := pairing_problem(variant.model.name, variant.data, data.shape):
+        field, message = problem
+        raise DataUnavailable(f"{field}: {message}")
+    from bench.tfrecord import FileData
+
+    if isinstance(data, FileData):
+        data.check_pipelines(variant.data, variant.workers if variant.is_cluster else 1)
+    return data
+
+
+def model_input_shape(data: Data, cfg: DataConfig) -> tuple[int, ...]:
+    """What the model is built for: one example's shape after preprocessing."""
+    return preprocess.output_shape(cfg, data.shape)
+
+
+def load_arrays(cfg: DataConfig, split: str = "train") -> LoadedData:
+    """Resolve `cfg` to arrays: synthetic, the first real source that works, or fallback.
 
     Raises DataUnavailable (one line, listing what was tried) when nothing works and the scenario
     allows no fallback.
     """
+    if split not in SPLITS:
+        raise DataUnavailable(f"dataset '{cfg.name}' has no split '{split}' (it has "
+                              f"{', '.join(SPLITS)})")
     if cfg.name == "synthetic":
-        data = _synthetic(cfg.seed, tuple(cfg.shape), cfg.num_classes, cfg.num_examples)
-        return _with_variable_lengths(data, cfg.seed) if cfg.variable_length else data
+        return _synthetic_split(cfg, tuple(cfg.shape), cfg.num_classes, split)
     failures: list[str] = []
-    for source in _sources(cfg):
+    for source in _sources(cfg, split):
         try:
             x, y = _as_image_batch(*source.load())
         except DataUnavailable as exc:
@@ -92,90 +167,67 @@ def load_arrays(cfg: DataConfig) -> LoadedData:
             if not isinstance(exc, _Missing):  # broken, not absent: worth a word even if
                 log.warning("dataset %r: skipping %s", cfg.name, failures[-1])  # another works
             continue
-        described = f"{source.kind}:{source.location} (train, {len(y)} examples)"
+        described = f"{source.kind}:{source.location} ({split}, {len(y)} examples)"
         return LoadedData(x=x, y=y, source=described, num_classes=MNIST_CLASSES)
     if not cfg.download and not cfg.path:
         failures.append("download: disabled")
-    return _unavailable(cfg, f"dataset '{cfg.name}' unavailable (tried: {'; '.join(failures)})")
+    hint = "Fix data.path or set" if cfg.path else "Set data.path, data.download = true, or"
+    return _unavailable(cfg, f"dataset '{cfg.name}' unavailable (tried: {'; '.join(failures)})",
+                        split, MNIST_SHAPE, MNIST_CLASSES, hint)
 
 
-def _unavailable(cfg: DataConfig, tried: str) -> LoadedData:
+def _unavailable(cfg: DataConfig, tried: str, split: str, shape: tuple[int, ...], classes: int,
+                 hint: str) -> LoadedData:
     """No real source worked: substitute synthetic data only if the scenario allows it."""
     if cfg.fallback == "synthetic":
         log.warning("%s; using synthetic data instead", tried)
-        data = _synthetic(cfg.seed, MNIST_SHAPE, MNIST_CLASSES, cfg.num_examples)
+        data = _synthetic_split(cfg, shape, classes, split)
         return dataclasses.replace(data, fallback_reason=tried)
-    hint = "Fix data.path or set" if cfg.path else "Set data.path, data.download = true, or"
     raise DataUnavailable(f'{tried}. {hint} data.fallback = "synthetic".')
 
 
-def normalise(x: tf.Tensor, y: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
-    """Map fn: uint8 pixels to [0, 1] float32 (after slicing, so no float copy of the whole set)."""
-    import tensorflow as tf
-
-    x = tf.cast(x, tf.float32) / 255.0 if x.dtype == tf.uint8 else tf.cast(x, tf.float32)
-    return x, tf.cast(y, tf.int32)
-
-
-def make_dataset(data: LoadedData, cfg: DataConfig, batch_size: int,
-                 input_context: tf.distribute.InputContext | None = None) -> tf.data.Dataset:
-    """A fresh, infinite, batched pipeline; the harness takes a fixed number of steps from it.
+def make_dataset(data: Data, cfg: DataConfig, batch_size: int,
+                 input_context: tf.distribute.InputContext | None = None, *,
+                 train: bool = True) -> tf.data.Dataset:
+    """A fresh pipeline over `data`: infinite and shuffled for training, one ordered pass for
+    evaluation (`train=False`); see `bench.pipeline.batched`.
 
     With `input_context` (distribute_datasets_from_function) `batch_size` is the GLOBAL batch:
     this pipeline reads only its shard and yields per-replica batches.
     """
-    import tensorflow as tf
-
-    ds = tf.data.Dataset.from_tensor_slices((data.x, data.y))
+    examples = data.examples(cfg, input_context)
     if input_context is not None:
-        # Shard first so each pipeline maps, caches and shuffles only its own examples.
-        ds = ds.shard(input_context.num_input_pipelines, input_context.input_pipeline_id)
         batch_size = input_context.get_per_replica_batch_size(batch_size)
-    ds = ds.map(normalise, num_parallel_calls=_tf_count(cfg.map_parallelism))
-    if cfg.cache:
-        ds = ds.cache()
-    if cfg.shuffle_buffer > 0:
-        ds = ds.shuffle(cfg.shuffle_buffer, seed=cfg.seed)
-    ds = ds.repeat().batch(batch_size, drop_remainder=True)
-    if cfg.prefetch != 0:
-        ds = ds.prefetch(_tf_count(cfg.prefetch))
-    return ds.with_options(_options(cfg))
-
-
-# ---------------------------------------------------------------------------------------------
-# tf.data helpers
-
-
-def _tf_count(value: int | str) -> int:
-    """"autotune" means tf.data.AUTOTUNE; anything else is a literal count."""
-    import tensorflow as tf
-
-    return tf.data.AUTOTUNE if value == "autotune" else int(value)
-
-
-def _options(cfg: DataConfig) -> tf.data.Options:
-    import tensorflow as tf
-
-    policies = tf.data.experimental.AutoShardPolicy
-    options = tf.data.Options()
-    options.experimental_distribute.auto_shard_policy = {
-        "auto": policies.AUTO, "data": policies.DATA, "file": policies.FILE, "off": policies.OFF,
-    }[cfg.auto_shard]
-    return options
+    return pipeline.batched(examples, cfg, batch_size, train=train)
 
 
 # ---------------------------------------------------------------------------------------------
 # Synthetic data
 
 
-def _synthetic(seed: int, shape: tuple[int, ...], num_classes: int, n: int) -> LoadedData:
-    """Gaussian noise around one random prototype per class: deterministic, and learnable."""
+def _synthetic_split(cfg: DataConfig, shape: tuple[int, ...], num_classes: int,
+                     split: str) -> LoadedData:
+    data = _synthetic(cfg.seed, shape, num_classes, cfg.num_examples, held_out=split == "test")
+    return _with_variable_lengths(data, cfg.seed) if cfg.variable_length else data
+
+
+def _synthetic(seed: int, shape: tuple[int, ...], num_classes: int, n: int,
+               held_out: bool = False) -> LoadedData:
+    """Gaussian noise around one random prototype per class: deterministic, and learnable.
+
+    The held-out split draws fresh examples (n / SYNTHETIC_HELD_OUT) around the same prototypes.
+    """
     rng = np.random.default_rng(seed)
     y = rng.integers(0, num_classes, size=n, dtype=np.int32)
     prototypes = rng.standard_normal((num_classes, *shape), dtype=np.float32)
+    if held_out:
+        n = max(1, n // SYNTHETIC_HELD_OUT)
+        rng = np.random.default_rng([seed, 1])
+        y = rng.integers(0, num_classes, size=n, dtype=np.int32)
     x = rng.standard_normal((n, *shape), dtype=np.float32)
     x += SYNTHETIC_CLASS_SEPARATION * prototypes[y]
-    source = f"synthetic(seed={seed}, shape={list(shape)}, classes={num_classes}, n={n})"
+    split = "held-out, " if held_out else ""
+    source = f"synthetic({split}seed={seed}, shape={list(shape)}, classes={num_classes}, n={n})"
     return LoadedData(x=x, y=y, source=source, num_classes=num_classes)
 
 
@@ -193,21 +245,22 @@ def _with_variable_lengths(data: LoadedData, seed: int) -> LoadedData:
 # Real sources, in the order they are tried
 
 
-def _sources(cfg: DataConfig) -> list[_Source]:
+def _sources(cfg: DataConfig, split: str) -> list[_Source]:
     """An explicit path is the only candidate: a broken path must not be silently replaced."""
     if cfg.path:
         path = Path(cfg.path).expanduser()
-        return [_Source(f"path {path}", _file_kind(path), str(path), lambda: _load_path(path))]
+        return [_Source(f"path {path}", _file_kind(path), str(path),
+                        lambda: _load_path(path, split))]
     cache = _keras_home() / "datasets" / KERAS_CACHE_ENTRY[cfg.name]
     sources = [_Source(f"keras cache {cache}", "keras-cache", str(cache),
-                       lambda: _load_path(cache))]
+                       lambda: _load_path(cache, split))]
     if cfg.name == "fashion_mnist":
         debian = DEBIAN_FASHION_MNIST_DIR
         sources.append(_Source(f"debian package {debian}", "idx", str(debian),
-                               lambda: _load_path(debian)))
+                               lambda: _load_path(debian, split)))
     if cfg.download:
         sources.append(_Source("download", "keras-download", cfg.name,
-                               lambda: _keras_download(cfg.name)))
+                               lambda: _keras_download(cfg.name, split)))
     return sources
 
 
@@ -223,30 +276,29 @@ def _file_kind(path: Path) -> str:
     return "idx" if path.is_dir() else "npz"
 
 
-def _load_path(path: Path) -> Arrays:
+def _load_path(path: Path, split: str) -> Arrays:
     """A directory holds IDX files; a file is a keras-format .npz."""
     if path.is_dir():
-        return _load_idx_dir(path)
+        return _load_idx_dir(path, split)
     if path.is_file():
-        return _load_npz(path)
+        return _load_npz(path, split)
     raise _Missing("missing")
 
 
-def _load_npz(path: Path) -> Arrays:
+def _load_npz(path: Path, split: str) -> Arrays:
     try:
         with np.load(path, allow_pickle=False) as archive:
-            return archive["x_train"], archive["y_train"]
+            return archive[f"x_{split}"], archive[f"y_{split}"]
     except KeyError as exc:
-        detail = f"no array {exc} (keras format needs x_train, y_train)"
+        detail = f"no array {exc} (keras format needs x_{split}, y_{split})"
         raise DataUnavailable(f"{path}: {detail}") from None
     except (OSError, ValueError, EOFError, zipfile.BadZipFile, AttributeError) as exc:
         raise DataUnavailable(f"{path}: not a readable .npz file ({_one_line(exc)})") from None
 
 
-def _load_idx_dir(directory: Path) -> Arrays:
-    images = read_idx(_idx_file(directory, IDX_FILES["images"]))
-    labels = read_idx(_idx_file(directory, IDX_FILES["labels"]))
-    return images, labels
+def _load_idx_dir(directory: Path, split: str) -> Arrays:
+    images, labels = IDX_FILES[split]
+    return read_idx(_idx_file(directory, images)), read_idx(_idx_file(directory, labels))
 
 
 def _idx_file(directory: Path, stem: str) -> Path:
@@ -257,15 +309,15 @@ def _idx_file(directory: Path, stem: str) -> Path:
     raise _Missing(f"no {stem}[.gz] in {directory}")
 
 
-def _keras_download(name: str) -> Arrays:
+def _keras_download(name: str, split: str) -> Arrays:
     """Last resort before fallback: keras.datasets fetches from the internet."""
     try:
         import keras
 
-        (x, y), _ = getattr(keras.datasets, name).load_data()
+        train, test = getattr(keras.datasets, name).load_data()
     except Exception as exc:  # noqa: BLE001 -- keras raises bare Exception("URL fetch failure")
         raise DataUnavailable(f"failed ({_one_line(exc)})") from None
-    return x, y
+    return train if split == "train" else test
 
 
 # ---------------------------------------------------------------------------------------------
@@ -302,7 +354,7 @@ def _read_bytes(path: Path) -> bytes:
 
 
 def _as_image_batch(x: np.ndarray, y: np.ndarray) -> Arrays:
-    """Check arrays look like an MNIST-family training split; give images a channel axis."""
+    """Check arrays look like an MNIST-family split; give images a channel axis."""
     x, y = np.asarray(x), np.asarray(y)
     if x.ndim == 3:
         x = x[..., np.newaxis]

@@ -15,30 +15,18 @@ from typing import Any
 from bench.scenario import BASELINE_STRATEGIES
 
 
-def measure(variant: Any, strategy: Any, loaded: Any) -> dict[str, Any]:
+def measure(variant: Any, strategy: Any, data: Any) -> dict[str, Any]:
     """Train a seeded copy for `steps` steps through the variant's API; the loss afterwards."""
-    import keras
-
-    from bench import data as data_mod
-    from bench import loops, models
+    from bench import loops
+    from bench.checks import train_copy
 
     cfg = variant.check.loss_parity
-    if variant.is_cluster:
-        return {"status": "skipped", "reason": "loss parity is checked for single-process "
-                "strategies only"}
-    keras.utils.set_random_seed(variant.data.seed)
-    with strategy.scope():
-        model = models.build_model(variant.model.name, loaded.x.shape[1:], loaded.num_classes,
-                                   variant.model.extra_matmul)
-        optimizer = loops.make_optimizer(variant.train.optimizer, cfg.learning_rate)
-    fixed = variant.data.model_copy(update={"shuffle_buffer": 0, "cache": False})
-
-    def dataset(input_context: Any = None) -> Any:
-        return data_mod.make_dataset(loaded, fixed, cfg.batch, input_context)
-
-    loops.train(variant, strategy, model, optimizer, dataset, global_batch=cfg.batch,
-                total_steps=cfg.steps, steps_per_execution=1, jit_compile=False,
-                progress=lambda done, total: None)
+    # Unshuffled, and augmented in one thread (seeded random ops then draw in a fixed order):
+    # every variant must see the very same batches.
+    fixed = variant.data.model_copy(update={"shuffle_buffer": 0, "cache": False,
+                                            "map_parallelism": 1})
+    model, dataset = train_copy(variant, strategy, data, fixed, batch=cfg.batch,
+                                learning_rate=cfg.learning_rate, steps=cfg.steps)
     probe = next(iter(dataset().take(1)))
     return {"status": "measured", "steps": cfg.steps, "batch": cfg.batch,
             "learning_rate": cfg.learning_rate, "loss": loops.batch_loss(model, probe)}

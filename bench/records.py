@@ -75,5 +75,10 @@ def error_from_exception(exc: BaseException, **extra: Any) -> dict[str, Any]:
     }
 
 
+def extra_failed(exc: Exception) -> dict[str, Any]:
+    """An extra figure or check that could not be computed: reported, never the variant's fate."""
+    return {"status": "failed", "error": f"{type(exc).__name__}: {exc}"}
+
+
 def failed(variant: Variant, reason: str, **error: Any) -> dict[str, Any]:
     return finish(base_record(variant), "failed", reason=reason, error=error or None)

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from bench.scenario import pipeline_axes
+
 _SAME_EXCEPT_REPLICAS = ("strategy", "cross_device_ops", "collective", "ps", "api",
                          "distribute_dataset", "precision", "batch_rule")
 
@@ -23,7 +25,8 @@ def group_key(variant: dict[str, Any]) -> tuple[Any, ...]:
     batch_key = (variant["per_replica_batch"] if variant["batch_rule"] == "weak"
                  else variant["global_batch"])
     model = (variant.get("model") or {}).get("name")
-    return (*(variant.get(k) for k in _SAME_EXCEPT_REPLICAS), batch_key, model)
+    return (*(variant.get(k) for k in _SAME_EXCEPT_REPLICAS), batch_key, model,
+            *pipeline_axes(variant))
 
 
 def add_scaling_efficiency(records: list[dict[str, Any]]) -> list[dict[str, Any]]:

@@ -84,25 +84,84 @@ class ModelConfig(_Strict):
         return self
 
 
+# A tf.data count: "autotune" lets tf.data tune it at run time.
+Autotune = Literal["autotune"]
+Prefetch = Autotune | NonNegativeInt
+MapParallelism = Autotune | PositiveInt
+ImageSize = Annotated[list[PositiveInt], Field(min_length=2, max_length=2)]  # [H, W]
+
+
+def _not_empty(value: Any) -> Any:
+    if isinstance(value, list) and not value:
+        raise ValueError("an empty list: give one value, or a list of the values to compare")
+    return value
+
+
+# A pipeline field that may also be a matrix axis: one value, or a list of values (the
+# variants each get one value, so the pipeline code only ever sees scalars).
+PipelineAxis = Annotated[T | list[T], BeforeValidator(_not_empty)]
+
+ARRAY_DATASETS = ("synthetic", "mnist", "fashion_mnist")  # held in memory as numpy arrays
+FILE_DATASETS = ("tfrecord", "tfds")  # read from files by tf.data
+
+
 class DataConfig(_Strict):
     """Which examples to feed and how the tf.data pipeline is shaped."""
 
-    name: Literal["synthetic", "mnist", "fashion_mnist"] = "synthetic"
+    name: Literal["synthetic", "mnist", "fashion_mnist", "tfrecord", "tfds"] = "synthetic"
     path: str | None = None  # explicit .npz file or directory of IDX files
     download: bool = False  # allow keras.datasets to fetch from the internet
+    # tfrecord only: a glob of TFRecord shards in bench's schema (`bench data write-tfrecord`),
+    # and of the held-out shards that check.accuracy evaluates on
+    files: str | None = None
+    eval_files: str | None = None
+    interleave_cycle_length: MapParallelism = "autotune"  # files read at once
+    interleave_parallelism: MapParallelism = "autotune"  # threads reading them
+    # tfds only: a dataset tensorflow_datasets can load (name[/config][:version]), already
+    # prepared under data_dir (default: tfds's own, ~/tensorflow_datasets); never downloaded
+    tfds_name: str | None = None
+    data_dir: str | None = None
     fallback: Literal["none", "synthetic"] = "none"
-    num_examples: PositiveInt = 10_000  # synthetic data only
-    shape: list[PositiveInt] = [28, 28, 1]  # synthetic data only
+    num_examples: PositiveInt = 10_000  # synthetic data (also a fallback's size)
+    # synthetic data; also what a fallback to synthetic data substitutes for tfrecord and tfds
+    shape: list[PositiveInt] = [28, 28, 1]
     # synthetic [timesteps, features] only: each series is cut to a random length in
     # [timesteps / 4, timesteps] and zero-padded (the LSTM masks the padding)
     variable_length: bool = False
-    num_classes: Annotated[int, Field(ge=2)] = 10  # synthetic data only
+    num_classes: Annotated[int, Field(ge=2)] = 10  # synthetic and tfrecord data
     seed: int = 0
     shuffle_buffer: NonNegativeInt = 10_000  # 0 turns shuffling off
     cache: bool = True
-    prefetch: Literal["autotune"] | NonNegativeInt = "autotune"  # 0 turns prefetch off
-    map_parallelism: Literal["autotune"] | PositiveInt = "autotune"
+    # Both may be lists: each value becomes a matrix axis (input-pipeline comparisons).
+    prefetch: PipelineAxis[Prefetch] = "autotune"  # 0 turns prefetch off
+    map_parallelism: PipelineAxis[MapParallelism] = "autotune"
     auto_shard: Literal["auto", "data", "file", "off"] = "auto"
+    # Host-side image preprocessing in the tf.data map (train and eval: resize; train only:
+    # the random augmentations; eval takes a central crop of random_crop's size instead).
+    resize: ImageSize | None = None
+    random_crop: ImageSize | None = None
+    random_flip: bool = False  # left-right
+    random_brightness: Annotated[float, Field(ge=0)] = 0.0  # max delta added (0: off)
+
+    def axis_values(self, field: str) -> list[Any]:
+        """A pipeline field's values as a matrix axis (a scalar is an axis of one)."""
+        value = getattr(self, field)
+        return list(value) if isinstance(value, list) else [value]
+
+
+# Fields that only mean something for some sources: set elsewhere, they are an error.
+_DATA_FIELDS_FOR = {
+    "files": ("tfrecord",), "eval_files": ("tfrecord",), "interleave_cycle_length": ("tfrecord",),
+    "interleave_parallelism": ("tfrecord",), "tfds_name": ("tfds",), "data_dir": ("tfds",),
+}
+DATA_AXES = ("map_parallelism", "prefetch")
+
+
+def pipeline_axes(variant: dict[str, Any]) -> tuple[Any, ...]:
+    """A variant record's input-pipeline axis values: part of what tells it from its siblings
+    (records from before these axes existed hold the defaults)."""
+    data = variant.get("data") or {}
+    return tuple(data.get(field, "autotune") for field in DATA_AXES)
 
 
 class BatchConfig(_Strict):
@@ -194,10 +253,23 @@ class LossParityConfig(_Strict):
     tolerance: Annotated[float, Field(gt=0)] = 0.01  # relative difference of the losses
 
 
+class AccuracyConfig(_Strict):
+    """Train a seeded copy `steps` steps through the variant's own strategy and API, then
+    evaluate it on a held-out split: below `min`, the variant is marked (a bound, as tf-models'
+    benchmarks keep one, so a fast configuration that no longer learns is caught)."""
+
+    min: Annotated[float, Field(gt=0, le=1)]
+    steps: PositiveInt = 200  # at the variant's own global batch and learning rate
+    # mnist / fashion_mnist / synthetic: "test" (held out) or "train"; tfds: any split it has;
+    # tfrecord: "test" reads data.eval_files, "train" data.files
+    eval_split: Annotated[str, Field(min_length=1)] = "test"
+
+
 class CheckConfig(_Strict):
     """Optional correctness checks run next to the measurement."""
 
     loss_parity: LossParityConfig | None = None
+    accuracy: AccuracyConfig | None = None
 
 
 class CompareConfig(_Strict):
@@ -287,6 +359,8 @@ class Variant(_Strict):
             "precision": self.precision,
             "batch_rule": self.batch_rule,
             "global_batch": self.global_batch,
+            "map_parallelism": self.data.map_parallelism,
+            "prefetch": self.data.prefetch,
         }
 
 
@@ -329,6 +403,20 @@ def _shapes(strat: StrategyConfig) -> list[dict[str, Any]]:
             for r, c in itertools.product(strat.replicas, strat.cross_device_ops)]
 
 
+def _data_points(data: DataConfig) -> list[tuple[DataConfig, str]]:
+    """The input-pipeline axes (map_parallelism x prefetch): one DataConfig each, with the id
+    suffix that tells them apart ("-map1-pf0"); an axis of one value adds nothing to ids."""
+    labels = {"map_parallelism": "map", "prefetch": "pf"}
+    axes = [data.axis_values(field) for field in DATA_AXES]
+    points = []
+    for values in itertools.product(*axes):
+        label = "".join(f"-{labels[field]}{'auto' if value == 'autotune' else value}"
+                        for field, value, axis in zip(DATA_AXES, values, axes, strict=True)
+                        if len(axis) > 1)
+        points.append((data.model_copy(update=dict(zip(DATA_AXES, values, strict=True))), label))
+    return points
+
+
 def expand(scenario: Scenario, source: str = "<scenario>") -> list[Variant]:
     """Expand every list-valued axis into the cross product of concrete variants, in file order."""
     batch = scenario.batch
@@ -355,10 +443,10 @@ def expand(scenario: Scenario, source: str = "<scenario>") -> list[Variant]:
                 per_replica, global_batch = batch_value // replicas, batch_value
                 reference = batch.lr_reference_batch or batch_value
             dd_values: list[str | None] = list(train.distribute_dataset) if api == "ctl" else [None]
-            for dd in dd_values:
+            for dd, (data, data_label) in itertools.product(dd_values, _data_points(scenario.data)):
                 options = (shape["cross_device_ops"], shape["collective"], strat.partitioner)
                 vid = _variant_id(strat.name, shape["label"], strat.devices, options, api, dd,
-                                  precision, global_batch)
+                                  precision, global_batch) + data_label
                 if vid in seen:
                     raise ScenarioError(source, f"strategies[{s_index}]",
                                         f"variant '{vid}' is declared twice")
@@ -376,7 +464,7 @@ def expand(scenario: Scenario, source: str = "<scenario>") -> list[Variant]:
                     distribute_dataset=dd, batch_rule=batch.rule, per_replica_batch=per_replica,
                     global_batch=global_batch,
                     learning_rate=_scaled_lr(batch, global_batch, reference),
-                    lr_scaling=batch.lr_scaling, model=scenario.model, data=scenario.data,
+                    lr_scaling=batch.lr_scaling, model=scenario.model, data=data,
                     train=train, measure=scenario.measure, check=scenario.check,
                 ))
     parity = scenario.check.loss_parity
@@ -411,6 +499,7 @@ _MODELS_BY_SECTION: dict[str, type[BaseModel]] = {
     "": Scenario, "scenario": ScenarioMeta, "model": ModelConfig, "data": DataConfig,
     "batch": BatchConfig, "train": TrainConfig, "measure": MeasureConfig,
     "cluster": ClusterConfig, "compare": CompareConfig, "strategies": StrategyConfig,
+    "check": CheckConfig,
 }
 
 
@@ -448,26 +537,73 @@ def parse_scenario(data: dict[str, Any], source: str = "<scenario>") -> Scenario
         if len(errors) > 1:
             message += f" (and {len(errors) - 1} more problem{'s' if len(errors) > 2 else ''})"
         raise ScenarioError(source, field or None, message) from None
+    _check_data_fields(scenario, source)
     check_pairing(scenario, source)
     return scenario
 
 
-def input_shape(data: DataConfig) -> tuple[int, ...]:
-    """The shape of one example the pipeline yields (MNIST-like sets are 28 x 28 x 1)."""
+def input_shape(data: DataConfig) -> tuple[int, ...] | None:
+    """The shape of one example as stored (MNIST-like sets are 28 x 28 x 1); None when only the
+    files can tell (tfrecord, tfds): then the worker checks the pairing once it has read them."""
+    if data.name in FILE_DATASETS:
+        return None
     return tuple(data.shape) if data.name == "synthetic" else (28, 28, 1)
+
+
+def pairing_problem(model: str, data: DataConfig, shape: tuple[int, ...]) -> tuple[str, str] | None:
+    """(field, why) when the model cannot take what the pipeline yields from examples of `shape`:
+    shared by the scenario check here and the worker's check once files have been read."""
+    from bench.models import input_problem
+    from bench.preprocess import output_shape, preprocess_problem
+
+    if problem := preprocess_problem(data, shape):
+        return problem
+    fed = output_shape(data, shape)
+    if problem := input_problem(model, fed):
+        return "model.name", (f"'{model}' {problem}; data '{data.name}' gives examples of shape "
+                              f"{list(fed)}")
+    return None
+
+
+def _check_data_fields(scenario: Scenario, source: str) -> None:
+    """Fields that need or exclude each other, named one at a time."""
+    data = scenario.data
+    for field, names in _DATA_FIELDS_FOR.items():
+        if field in data.model_fields_set and data.name not in names:
+            raise ScenarioError(source, f"data.{field}", "applies to data.name = "
+                                f"{' / '.join(map(repr, names))} only, not '{data.name}'")
+    required = {"tfrecord": ("files", "a glob of TFRecord shards, e.g. "
+                                      "\"data/train-*.tfrecord\" (bench data write-tfrecord)"),
+                "tfds": ("tfds_name", "the tensorflow_datasets name, e.g. \"mnist\"")}
+    if data.name in required and getattr(data, required[data.name][0]) is None:
+        field, what = required[data.name]
+        raise ScenarioError(source, f"data.{field}", f"required for data.name = '{data.name}': "
+                            f"{what}")
+    if data.auto_shard == "file" and data.name not in FILE_DATASETS:
+        raise ScenarioError(source, "data.auto_shard", f"'file' shards by input file; data "
+                            f"'{data.name}' is held in memory (use 'data' or 'auto')")
+    accuracy = scenario.check.accuracy
+    if accuracy is None:
+        return
+    split = accuracy.eval_split
+    if data.name in ARRAY_DATASETS + ("tfrecord",) and split not in ("test", "train"):
+        raise ScenarioError(source, "check.accuracy.eval_split", f"'{split}': data "
+                            f"'{data.name}' has the splits 'train' and 'test'")
+    if data.name == "tfrecord" and split == "test" and data.eval_files is None:
+        raise ScenarioError(source, "data.eval_files", "required by check.accuracy (eval_split "
+                            "= 'test'): a glob of the held-out TFRecord shards")
 
 
 def check_pairing(scenario: Scenario, source: str) -> None:
     """Model and data must fit each other: caught at load, not minutes into a run."""
-    from bench.models import input_problem
-
     shape = input_shape(scenario.data)
-    if problem := input_problem(scenario.model.name, shape):
-        raise ScenarioError(source, "model.name", f"'{scenario.model.name}' {problem}; data "
-                            f"'{scenario.data.name}' gives examples of shape {list(shape)}")
-    if scenario.data.variable_length and (scenario.data.name != "synthetic" or len(shape) != 2):
+    if shape is not None and (problem := pairing_problem(scenario.model.name, scenario.data,
+                                                          shape)):
+        raise ScenarioError(source, *problem)
+    if scenario.data.variable_length and (scenario.data.name != "synthetic" or
+                                          shape is None or len(shape) != 2):
         raise ScenarioError(source, "data.variable_length", "applies to synthetic series "
-                            f"[timesteps, features] only; shape is {list(shape)}")
+                            f"[timesteps, features] only; shape is {list(shape or [])}")
 
 
 def load_scenario(path: str | Path) -> Scenario:

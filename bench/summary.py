@@ -8,6 +8,8 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from bench.checks import KINDS
+
 if TYPE_CHECKING:
     from bench.compare import Comparison
 
@@ -42,6 +44,21 @@ def format_breakdown(record: dict[str, Any]) -> str | None:
     return text
 
 
+def format_checks(record: dict[str, Any]) -> str:
+    """Each check's verdict: a failing one in red capitals, a holding one in green."""
+    text = ""
+    for kind in KINDS:
+        check = kind.verdict(record)
+        if check is None:
+            continue
+        detail = escape(kind.detail(check))
+        if check["status"] == kind.bad:
+            text += f"  [red]{kind.label}: {kind.bad.upper()} ({detail})[/]"
+        else:
+            text += f"  [green]{kind.label} {kind.good} ({detail})[/]"
+    return text
+
+
 def render_outcome_line(record: dict[str, Any]) -> str:
     status = record["status"]
     style = _STATUS_STYLE.get(status, "white")
@@ -51,12 +68,7 @@ def render_outcome_line(record: dict[str, Any]) -> str:
         use = record.get("utilization") or {}
         if use.get("status") == "ok":
             line += f", {use['achieved_flops_per_s'] / 1e9:,.1f} GFLOP/s = {use['mfu']:.1%} MFU"
-        parity = (record.get("checks") or {}).get("loss_parity") or {}
-        if parity.get("status") == "diverged":
-            line += (f"  [red]loss parity: DIVERGED ({parity['relative_difference']:.1%} from "
-                     f"{escape(parity['baseline'])})[/]")
-        elif parity.get("status") == "ok":
-            line += f"  [green]loss parity ok ({parity['relative_difference']:.2%})[/]"
+        line += format_checks(record)
         settle = record.get("steady_state_start") or 0
         if settle:
             line += f"  [yellow](still warming up for the first {settle} timed steps)[/]"

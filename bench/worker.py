@@ -17,11 +17,12 @@ import time
 from pathlib import Path
 from typing import Any
 
+from bench import checks as checks_mod
 from bench import data as data_mod
-from bench import devices, loops, models, parity, peak, precision, protocol, results, strategies
+from bench import devices, loops, models, peak, precision, protocol, results, strategies
 from bench import flops as flops_mod
 from bench.errors import DataUnavailable, VariantSkipped
-from bench.records import base_record, error_from_exception, finish
+from bench.records import base_record, error_from_exception, extra_failed, finish
 from bench.scenario import Variant
 from bench.timing import Phases, round_up, steady_state_start, summarize, throughput
 from bench.tracing import TraceWindow
@@ -117,11 +118,6 @@ def _effective_batch(variant: Variant, replicas: int) -> dict[str, Any]:
             "notes": notes}
 
 
-def _extra_failed(exc: Exception) -> dict[str, Any]:
-    """An extra figure or check that could not be computed: reported, never the variant's fate."""
-    return {"status": "failed", "error": f"{type(exc).__name__}: {exc}"}
-
-
 def utilization(variant: Variant, layout: devices.DeviceLayout, batch: tuple[Any, Any],
                 median_step_s: float) -> dict[str, Any]:
     """Achieved FLOP/s and MFU against the measured peak; never fails the variant."""
@@ -135,7 +131,7 @@ def utilization(variant: Variant, layout: devices.DeviceLayout, batch: tuple[Any
         flops, source = flops_mod.count(plain, *batch)
         device_peak = peak.peak_flops(layout.devices[0], layout.kind, variant.precision)
     except Exception as exc:  # a utilisation figure is a bonus, not the measurement
-        return _extra_failed(exc)
+        return extra_failed(exc)
     # Logical CPU devices share the same cores: the machine's peak does not grow with them.
     counted = len(layout.devices) if layout.kind == "gpu" else 1
     achieved = flops / median_step_s
@@ -147,12 +143,7 @@ def utilization(variant: Variant, layout: devices.DeviceLayout, batch: tuple[Any
 
 def checks(variant: Variant, strategy: Any, loaded: Any) -> dict[str, Any]:
     """The scenario's correctness checks, after the measurement so they cannot disturb it."""
-    if variant.check.loss_parity is None:
-        return {}
-    try:
-        return {"loss_parity": parity.measure(variant, strategy, loaded)}
-    except Exception as exc:  # a check that cannot run is reported, not fatal
-        return {"loss_parity": _extra_failed(exc)}
+    return checks_mod.run(variant, strategy, loaded)
 
 
 def start_state() -> dict[str, Any]:
@@ -183,7 +174,7 @@ def measure(variant: Variant, spawn_time: float, progress: loops.ProgressFn) -> 
             raise VariantSkipped(problem)
         strategy, layout = _strategy_and_layout(variant)
         policy = precision.apply_policy(variant.precision)
-        loaded = data_mod.load_arrays(variant.data)
+        loaded = data_mod.load_for(variant)
         print(f"data source: {loaded.source}", file=sys.stderr, flush=True)
         keras.utils.set_random_seed(variant.data.seed)
         effective = _effective_batch(variant, int(strategy.num_replicas_in_sync))
@@ -193,8 +184,9 @@ def measure(variant: Variant, spawn_time: float, progress: loops.ProgressFn) -> 
             return data_mod.make_dataset(loaded, variant.data, global_batch, input_context)
 
         with strategy.scope():
-            model = models.build_model(variant.model.name, loaded.x.shape[1:], loaded.num_classes,
-                                       variant.model.extra_matmul)
+            model = models.build_model(variant.model.name,
+                                       data_mod.model_input_shape(loaded, variant.data),
+                                       loaded.num_classes, variant.model.extra_matmul)
             optimizer = loops.make_optimizer(variant.train.optimizer, variant.learning_rate)
         probe_batch = next(iter(dataset().take(1)))
         initial_loss = loops.batch_loss(model, probe_batch)

@@ -190,3 +190,17 @@ def test_nightly_gate_rates_under_bursts_of_interference() -> None:
     assert rates_["aa_nightly"] <= 0.07  # typical stored baseline + confirming re-runs
     assert rates_["detect_nightly"] >= 0.8  # and a 50% slowdown is still caught
     assert rates_["detect_store"] < rates_["detect_nightly"]  # the interval alone misses it
+
+
+def test_input_pipeline_axes_tell_variants_apart() -> None:
+    """input_bound.toml's variants differ only in map_parallelism / prefetch: four identities."""
+    from bench.compare import identity
+    from bench.scaling import group_key
+    from bench.scenario import load_variants
+
+    _, variants = load_variants(Path(__file__).parent.parent / "scenarios/input_bound.toml")
+    records = [{"variant": v.model_dump(mode="json", by_alias=True)} for v in variants]
+    assert len({identity(r) for r in records}) == len(records) == 4
+    assert len({group_key(r["variant"]) for r in records}) == 4
+    old = {"variant": {**records[0]["variant"], "data": {}}}  # a record from before the axes
+    assert identity(old)[-2:] == ("autotune", "autotune")

@@ -352,3 +352,85 @@ def test_make_dataset_auto_shard_option(auto_shard: str, policy: str) -> None:
     ds = make_dataset(uint8_data(), DataConfig(auto_shard=auto_shard), batch_size=4)
     expected = getattr(tf.data.experimental.AutoShardPolicy, policy)
     assert ds.options().experimental_distribute.auto_shard_policy == expected
+
+
+def test_make_dataset_prefetch_zero_is_really_off() -> None:
+    """tf.data injects a prefetch of its own unless told not to: prefetch = 0 must mean none."""
+    assert make_dataset(uint8_data(), DataConfig(prefetch=0), batch_size=4).options() \
+        .experimental_optimization.inject_prefetch is False
+    assert make_dataset(uint8_data(), DataConfig(), batch_size=4).options() \
+        .experimental_optimization.inject_prefetch is not False
+
+
+def parallel_calls(ds: tf.data.Dataset) -> list[int]:
+    """num_parallel_calls of every parallel map in the pipeline's graph, in graph order."""
+    graph = tf.compat.v1.GraphDef.FromString(ds._as_serialized_graph().numpy())
+    consts = {n.name: n for n in graph.node if n.op == "Const"}
+    calls = []
+    for node in graph.node:
+        if node.op.startswith("ParallelMapDataset"):
+            value = consts[node.input[1].split(":")[0]].attr["value"].tensor
+            calls.append(int(tf.make_ndarray(value)))
+    return calls
+
+
+def test_map_parallelism_reaches_every_map() -> None:
+    cfg = DataConfig(map_parallelism=3, resize=[30, 30], random_flip=True, cache=False)
+    assert parallel_calls(make_dataset(uint8_data(), cfg, batch_size=4)) == [3, 3]
+    auto = parallel_calls(make_dataset(uint8_data(), DataConfig(resize=[30, 30]), batch_size=4))
+    assert auto == [tf.data.AUTOTUNE] * 2
+
+
+def test_preprocessing_resizes_crops_and_augments_training_batches_only() -> None:
+    data = uint8_data(8)
+    cfg = DataConfig(shuffle_buffer=0, resize=[56, 56], random_crop=[40, 48], random_flip=True,
+                     random_brightness=0.5, seed=1)
+    x, _ = first_batch(make_dataset(data, cfg, batch_size=8))
+    assert x.shape == (8, 40, 48, 1)
+    eval_ds = make_dataset(data, cfg, batch_size=3, train=False)
+    assert eval_ds.cardinality() == 3  # one pass, the last partial batch kept
+    batches = [b.numpy() for b, _ in eval_ds]
+    assert [len(b) for b in batches] == [3, 3, 2] and batches[0].shape[1:] == (40, 48, 1)
+    # evaluation: the resize and a central crop, nothing random
+    resized = tf.image.resize(data.x[:3].astype(np.float32) / 255.0, [56, 56]).numpy()
+    np.testing.assert_allclose(batches[0], resized[:, 8:48, 4:52], rtol=1e-5, atol=1e-6)
+    assert not np.allclose(x[:3], batches[0])  # training batches were augmented
+
+
+def test_random_flip_flips_some_examples_left_right() -> None:
+    data = uint8_data(16)
+    cfg = DataConfig(shuffle_buffer=0, random_flip=True, seed=3)
+    x, _ = first_batch(make_dataset(data, cfg, batch_size=16))
+    plain = data.x / 255.0
+    flipped = [bool(np.allclose(x[i], plain[i][:, ::-1])) for i in range(16)]
+    kept = [bool(np.allclose(x[i], plain[i])) for i in range(16)]
+    assert all(f or k for f, k in zip(flipped, kept, strict=True))
+    assert 0 < sum(flipped) < 16
+
+
+def test_test_splits_of_every_array_source(tmp_path: Path, small) -> None:
+    x, y = small
+    directory = write_idx_dir(tmp_path / "idx", x, y)
+    write_file(directory / "t10k-images-idx3-ubyte.gz", idx_bytes(x[:5]))
+    write_file(directory / "t10k-labels-idx1-ubyte.gz", idx_bytes(y[:5]))
+    test = load_arrays(DataConfig(name="mnist", path=str(directory)), "test")
+    assert test.source == f"idx:{directory} (test, 5 examples)"
+    np.testing.assert_array_equal(test.y, y[:5])
+    npz = tmp_path / "d.npz"
+    np.savez(npz, x_train=x, y_train=y, x_test=x[:3], y_test=y[:3])
+    assert len(load_arrays(DataConfig(name="mnist", path=str(npz)), "test").y) == 3
+    cfg = DataConfig(num_examples=100, seed=4)
+    train, held_out = load_arrays(cfg), load_arrays(cfg, "test")
+    assert len(held_out.y) == 20 and held_out.source.startswith("synthetic(held-out, seed=4")
+    assert not np.isin(held_out.x[:, 0, 0, 0], train.x[:, 0, 0, 0]).any()  # fresh examples
+    with pytest.raises(DataUnavailable, match="dataset 'synthetic' has no split 'validation'"):
+        load_arrays(cfg, "validation")
+
+
+@pytest.mark.skipif(not DEBIAN_FASHION_MNIST_DIR.exists(),
+                    reason="Debian package dataset-fashion-mnist is not installed")
+@pytest.mark.usefixtures("keras_home")
+def test_debian_fashion_mnist_test_split() -> None:
+    data = load_arrays(DataConfig(name="fashion_mnist"), "test")
+    assert data.source == f"idx:{DEBIAN_FASHION_MNIST_DIR} (test, 10000 examples)"
+    np.testing.assert_array_equal(np.bincount(data.y), [1000] * 10)

@@ -234,3 +234,71 @@ def test_models_accept_their_paired_data() -> None:
                         ("transformer", {"shape": [28, 28, 1]}), ("transformer", {"shape": [50, 8]}),
                         ("resnet50", {"shape": [224, 224, 3]}), ("cnn", {"shape": [28, 28, 1]})):
         parse_scenario(scenario(model={"name": model}, data={"name": "synthetic", **data}))
+
+
+# ---------------------------------------------------------------------------------------------
+# data sources read from files, preprocessing, pipeline axes, the accuracy check
+
+
+@pytest.mark.parametrize(("data", "check", "field", "message"), [
+    ({"name": "tfrecord"}, None, "data.files", "required for data.name = 'tfrecord'"),
+    ({"name": "tfds"}, None, "data.tfds_name", "required for data.name = 'tfds'"),
+    ({"name": "mnist", "files": "x/*.tfrecord"}, None, "data.files",
+     "applies to data.name = 'tfrecord' only, not 'mnist'"),
+    ({"name": "tfrecord", "files": "x/*", "data_dir": "/d"}, None, "data.data_dir",
+     "applies to data.name = 'tfds' only"),
+    ({"name": "mnist", "auto_shard": "file"}, None, "data.auto_shard",
+     "'file' shards by input file; data 'mnist' is held in memory"),
+    ({"name": "synthetic", "shape": [100, 8], "resize": [32, 32]}, None, "data.resize",
+     "applies to images [H, W, C]; data 'synthetic' gives examples of shape [100, 8]"),
+    ({"name": "mnist", "random_crop": [32, 32]}, None, "data.random_crop",
+     "[32, 32] is larger than the image [28, 28]"),
+    ({"name": "mnist", "resize": [40, 40], "random_crop": [48, 40]}, None, "data.random_crop",
+     "[48, 40] is larger than the image [40, 40] after data.resize"),
+    ({"name": "mnist", "resize": [40]}, None, "data.resize", "at least 2 items"),
+    ({"name": "mnist"}, {"accuracy": {"min": 0.5, "eval_split": "validation"}},
+     "check.accuracy.eval_split", "'validation': data 'mnist' has the splits 'train' and 'test'"),
+    ({"name": "tfrecord", "files": "x/*"}, {"accuracy": {"min": 0.5}}, "data.eval_files",
+     "required by check.accuracy"),
+    ({"name": "mnist"}, {"accuracy": {"min": 1.5}}, "check.accuracy.min", "less than or equal"),
+    ({"name": "mnist", "map_parallelism": []}, None, "data.map_parallelism", "an empty list"),
+])
+def test_data_errors_name_the_field(data: dict, check: dict | None, field: str,
+                                    message: str) -> None:
+    doc = scenario(data=data, **({"check": check} if check else {}))
+    with pytest.raises(ScenarioError) as info:
+        parse_scenario(doc, "f.toml")
+    text = str(info.value)
+    assert text.startswith(f"f.toml: {field}: "), text
+    assert message in text and "\n" not in text
+
+
+def test_preprocessing_sets_the_shape_the_model_is_checked_against() -> None:
+    # The cnn needs images of at least 10 x 10: the crop, not the stored 28 x 28, decides.
+    with pytest.raises(ScenarioError, match=re.escape(
+            "model.name: 'cnn' needs images [H, W >= 10, C]; data 'mnist' gives examples of "
+            "shape [8, 8, 1]")):
+        parse_scenario(scenario(model={"name": "cnn"},
+                                data={"name": "mnist", "resize": [40, 40], "random_crop": [8, 8]}))
+    parse_scenario(scenario(model={"name": "resnet50"},
+                            data={"name": "synthetic", "shape": [16, 16, 3], "resize": [32, 32]}))
+    # Shapes of file-based data are known only to the worker; the scenario itself is fine.
+    parse_scenario(scenario(model={"name": "resnet50"},
+                            data={"name": "tfrecord", "files": "/nowhere/*.tfrecord"}))
+
+
+def test_pipeline_fields_given_as_lists_are_matrix_axes() -> None:
+    doc = scenario(data={"map_parallelism": [1, "autotune"], "prefetch": [0, 2, "autotune"]},
+                   train={"api": "fit"})
+    variants = variants_of(doc)
+    assert [v.id for v in variants][:3] == ["default-r1-fit-float32-gb32-map1-pf0",
+                                            "default-r1-fit-float32-gb32-map1-pf2",
+                                            "default-r1-fit-float32-gb32-map1-pfauto"]
+    assert len(variants) == 6 and len({v.id for v in variants}) == 6
+    last = variants[-1]
+    assert (last.data.map_parallelism, last.data.prefetch) == ("autotune", "autotune")
+    assert last.axes()["map_parallelism"] == "autotune"
+    # An axis of one value (or a scalar) changes nothing in the ids.
+    single = variants_of(scenario(data={"prefetch": [3]}, train={"api": "fit"}))
+    assert [v.id for v in single] == ["default-r1-fit-float32-gb32"]
+    assert single[0].data.prefetch == 3

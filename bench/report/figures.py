@@ -21,7 +21,7 @@ from plotly.io.json import to_json_plotly
 from bench.report.history import Step
 from bench.report.runs import RunView
 from bench.scaling import group_key, replicas_of
-from bench.scenario import BASELINE_STRATEGIES
+from bench.scenario import BASELINE_STRATEGIES, pipeline_axes
 from bench.timing import percentile
 
 Figure = dict[str, Any]
@@ -328,7 +328,7 @@ _PAIR_AXES = ("strategy", "replicas", "workers", "ps", "cross_device_ops", "coll
 def precision_pairs(records: Sequence[dict[str, Any]]) -> list[tuple[dict[str, Any], dict[str, Any]]]:
     """(float32 record, mixed-precision record) pairs that differ in nothing but the policy."""
     def key(rec: dict[str, Any]) -> tuple[Any, ...]:
-        return tuple(rec["variant"].get(a) for a in _PAIR_AXES)
+        return (*(rec["variant"].get(a) for a in _PAIR_AXES), *pipeline_axes(rec["variant"]))
 
     f32 = {key(r): r for r in records if r.get("status") == "ok"
            and r["variant"].get("precision") == "float32"}

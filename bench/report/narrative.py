@@ -5,8 +5,10 @@ Plain strings (the template escapes them); every figure quoted here is also in t
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
+from bench.checks import ACCURACY, LOSS_PARITY, CheckKind
 from bench.report.figures import precision_pairs
 from bench.report.runs import RunView
 from bench.scaling import replicas_of
@@ -88,21 +90,49 @@ def utilization(run: RunView) -> str | None:
     return text + "."
 
 
-def loss_parity(run: RunView) -> str | None:
-    checks = [(r["variant_id"], (r.get("checks") or {}).get("loss_parity") or {}) for r in run.ok]
-    judged = [(vid, c) for vid, c in checks if c.get("status") in ("ok", "diverged")]
+def _check_line(run: RunView, kind: CheckKind, flagged: str,
+                item: Callable[[dict[str, Any]], str],
+                holds: Callable[[list[tuple[str, dict[str, Any]]]], str]) -> str | None:
+    """One sentence on a check: every failing variant (`flagged` + `item` of each), or, when
+    none fails, what `holds` says of all the judged ones."""
+    judged = [(r["variant_id"], c) for r in run.ok if (c := kind.verdict(r)) is not None]
     if not judged:
         return None
-    diverged = [(vid, c) for vid, c in judged if c["status"] == "diverged"]
-    if diverged:
-        return ("Loss parity diverged from the single-device baseline (a different model is "
-                "being trained): " + "; ".join(
-                    f"{vid} off by {c['relative_difference']:.1%} (tolerance {c['tolerance']:.1%})"
-                    for vid, c in diverged) + ".")
+    failing = [(vid, c) for vid, c in judged if c["status"] == kind.bad]
+    if failing:
+        return flagged + "; ".join(f"{vid} {item(c)}" for vid, c in failing) + "."
+    return holds(judged)
+
+
+def _parity_holds(judged: list[tuple[str, dict[str, Any]]]) -> str:
     worst = max(c["relative_difference"] for _, c in judged)
     return (f"Loss parity holds: {len(judged)} variant(s) within {judged[0][1]['tolerance']:.1%} "
             f"of the baseline's loss after {judged[0][1]['steps']} steps (largest difference "
             f"{worst:.2%}).")
+
+
+def _accuracy_holds(judged: list[tuple[str, dict[str, Any]]]) -> str:
+    vid, low = min(judged, key=lambda pair: pair[1]["accuracy"])
+    return (f"Accuracy bound holds: {len(judged)} variant(s) reach at least {low['min']:g} on the "
+            f"{low['eval_split']} split after {low['steps']} steps (lowest {low['accuracy']:.3f}, "
+            f"{vid}).")
+
+
+def loss_parity(run: RunView) -> str | None:
+    return _check_line(
+        run, LOSS_PARITY, "Loss parity diverged from the single-device baseline (a different "
+        "model is being trained): ",
+        lambda c: f"off by {c['relative_difference']:.1%} (tolerance {c['tolerance']:.1%})",
+        _parity_holds)
+
+
+def accuracy(run: RunView) -> str | None:
+    return _check_line(
+        run, ACCURACY, "Accuracy below the bound (the configuration no longer learns the task as "
+        "it should): ",
+        lambda c: (f"reached {c['accuracy']:.3f} < {c['min']:g} on the {c['eval_split']} split "
+                   f"after {c['steps']} steps"),
+        _accuracy_holds)
 
 
 def failures(run: RunView) -> list[str]:
@@ -134,6 +164,6 @@ def summarize_run(run: RunView) -> list[str]:
     if not run.records:
         return ["This run has no records yet."]
     lines = [fastest(run), best_scaling(run), input_bound(run), precision_speedups(run),
-             utilization(run), loss_parity(run),
+             utilization(run), loss_parity(run), accuracy(run),
              *failures(run), unsettled(run), *data_notes(run)]
     return [line for line in lines if line]

@@ -14,7 +14,7 @@ from typing import Any
 
 from bench import results
 from bench.scaling import add_scaling_efficiency
-from bench.scenario import BASELINE_STRATEGIES
+from bench.scenario import BASELINE_STRATEGIES, pipeline_axes
 
 
 @dataclass
@@ -92,7 +92,8 @@ def _scenario_meta(run_dir: Path, variants: list[dict[str, Any]]) -> tuple[str, 
 
 def baseline_key(variant: dict[str, Any]) -> tuple[Any, ...]:
     """Which baseline a variant is compared with: the single-device run of the same API/precision."""
-    return (variant.get("api"), variant.get("precision"), variant.get("per_replica_batch"))
+    return (variant.get("api"), variant.get("precision"), variant.get("per_replica_batch"),
+            *pipeline_axes(variant))
 
 
 def find_baselines(records: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:

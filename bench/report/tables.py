@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from bench.checks import ACCURACY, LOSS_PARITY, CheckKind
 from bench.report.runs import RunView
 from bench.scaling import replicas_of
 from bench.scenario import BASELINE_STRATEGIES
@@ -39,7 +40,7 @@ COLUMNS = ("variant", "strategy", "replicas", "API", "precision", "global batch"
            "spread %", "vs baseline", "scaling eff.", "GFLOP/s", "MFU %", "step ms (median)",
            "p5 ms", "p95 ms", "startup s", "first step s", "input ms", "compute ms",
            "collective ms", "other ms", "input %", "loss (first → last)", "loss parity",
-           "peak RSS MB", "status")
+           "accuracy", "peak RSS MB", "status")
 
 
 def figures_row(run: RunView, rec: dict[str, Any]) -> list[Cell]:
@@ -73,19 +74,17 @@ def figures_row(run: RunView, rec: dict[str, Any]) -> list[Cell]:
         _num(analysis.get("input_bound_pct"), ".1f"),
         Cell(loss_text, loss.get("final") if loss.get("final") is not None else float("inf"),
              True),
-        _parity_cell(rec),
+        _check_cell(rec, LOSS_PARITY), _check_cell(rec, ACCURACY),
         _num(rec.get("peak_rss_mb"), ",.0f"),
         _txt(rec.get("status")),
     ]
 
 
-def _parity_cell(rec: dict[str, Any]) -> Cell:
-    check = (rec.get("checks") or {}).get("loss_parity") or {}
-    status = check.get("status")
-    if status in ("ok", "diverged"):
-        return Cell(f"{status} ({check['relative_difference']:.2%})", check["relative_difference"],
-                    True)
-    return _txt(status)
+def _check_cell(rec: dict[str, Any], kind: CheckKind) -> Cell:
+    check = kind.verdict(rec)
+    if check is not None:
+        return Cell(f"{check['status']} ({kind.detail(check)})", kind.value(check), True)
+    return _txt(((rec.get("checks") or {}).get(kind.key) or {}).get("status"))
 
 
 def relative_link(target: Path, page_dir: Path) -> str:

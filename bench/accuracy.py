@@ -1,0 +1,61 @@
+"""Accuracy bound: does the variant's configuration still learn the task?
+
+A configuration that is fast but no longer learns (a broken input pipeline, a loss-scaling bug,
+a learning rate the batch rule scaled too far) is not fast. With `[check] accuracy`, each worker
+trains a fresh seeded copy of the model for `steps` steps through its own strategy and API, on
+its own training pipeline (shuffle, augmentation and all) at its own global batch and learning
+rate, then counts correct predictions on the held-out split through the same strategy. Below
+`min`, the variant is marked "below" in its record, the terminal and the report, as tf-models'
+benchmarks do with their accuracy bounds.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+def measure(variant: Any, strategy: Any, data: Any) -> dict[str, Any]:
+    """Train `steps` steps, evaluate on `eval_split`, compare with the bound."""
+    from bench import data as data_mod
+    from bench.checks import train_copy
+
+    cfg = variant.check.accuracy
+    batch = variant.global_batch
+    model, _ = train_copy(variant, strategy, data, variant.data, batch=batch,
+                          learning_rate=variant.learning_rate, steps=cfg.steps)
+    held_out = data_mod.load(variant.data, split=cfg.eval_split)
+    if held_out.num_classes != data.num_classes:
+        raise ValueError(f"the {cfg.eval_split} split has {held_out.num_classes} classes, the "
+                         f"training data {data.num_classes}")
+    correct, total = evaluate(strategy, model,
+                              data_mod.make_dataset(held_out, variant.data, batch, train=False))
+    accuracy = correct / total
+    return {"status": "ok" if accuracy >= cfg.min else "below", "accuracy": accuracy,
+            "min": cfg.min, "steps": cfg.steps, "batch": batch,
+            "learning_rate": variant.learning_rate, "eval_split": cfg.eval_split,
+            "eval_examples": total, "eval_source": held_out.source,
+            "eval_fallback_reason": held_out.fallback_reason}
+
+
+def evaluate(strategy: Any, model: Any, dataset: Any) -> tuple[int, int]:
+    """(correct, examples) over one pass of `dataset`, each batch split over the replicas."""
+    import tensorflow as tf
+
+    def replica_counts(x: Any, y: Any) -> tuple[Any, Any]:
+        predicted = tf.argmax(model(x, training=False), axis=-1, output_type=tf.int32)
+        hits = tf.cast(tf.equal(predicted, tf.cast(y, tf.int32)), tf.int64)
+        return tf.reduce_sum(hits), tf.size(y, out_type=tf.int64)
+
+    @tf.function(reduce_retracing=True)
+    def counts(x: Any, y: Any) -> tuple[Any, Any]:
+        hits, seen = strategy.run(replica_counts, args=(x, y))
+        total = tf.distribute.ReduceOp.SUM
+        return strategy.reduce(total, hits, axis=None), strategy.reduce(total, seen, axis=None)
+
+    correct = examples = 0
+    for x, y in strategy.experimental_distribute_dataset(dataset):
+        hits, seen = counts(x, y)
+        correct, examples = correct + int(hits), examples + int(seen)
+    if not examples:
+        raise ValueError("the evaluation split yielded no examples")
+    return correct, examples

@@ -1,0 +1,77 @@
+"""The tf.data tail every source shares: scale, cache, shuffle, repeat, preprocess, batch, prefetch.
+
+A source only says how to read its examples (arrays in memory, TFRecord shards, a tfds split,
+each sharded over input pipelines its own way); everything after that is this one function, so
+switching the source changes nothing else about the pipeline being measured.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from bench import preprocess
+from bench.scenario import DataConfig
+
+if TYPE_CHECKING:
+    import tensorflow as tf
+
+
+def count(value: int | str) -> int:
+    """"autotune" means tf.data.AUTOTUNE; anything else is a literal count."""
+    import tensorflow as tf
+
+    return tf.data.AUTOTUNE if value == "autotune" else int(value)
+
+
+def normalise(x: tf.Tensor, y: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
+    """Map fn: uint8 pixels to [0, 1] float32 (after slicing, so no float copy of the whole set)."""
+    import tensorflow as tf
+
+    x = tf.cast(x, tf.float32) / 255.0 if x.dtype == tf.uint8 else tf.cast(x, tf.float32)
+    return x, tf.cast(y, tf.int32)
+
+
+def options(cfg: DataConfig) -> tf.data.Options:
+    """The auto-shard policy a multi-worker strategy applies to this pipeline; and prefetch = 0
+    really off (tf.data otherwise injects a prefetch of its own after the last op)."""
+    import tensorflow as tf
+
+    policies = tf.data.experimental.AutoShardPolicy
+    opts = tf.data.Options()
+    opts.experimental_distribute.auto_shard_policy = {
+        "auto": policies.AUTO, "data": policies.DATA, "file": policies.FILE, "off": policies.OFF,
+    }[cfg.auto_shard]
+    if cfg.prefetch == 0:
+        opts.experimental_optimization.inject_prefetch = False
+    return opts
+
+
+def shard_examples(ds: tf.data.Dataset,
+                   input_context: tf.distribute.InputContext | None) -> tf.data.Dataset:
+    """This input pipeline's share of the examples (every n-th one), before any per-example
+    work, so each pipeline maps, caches and shuffles only its own."""
+    if input_context is None:
+        return ds
+    return ds.shard(input_context.num_input_pipelines, input_context.input_pipeline_id)
+
+
+def batched(examples: tf.data.Dataset, cfg: DataConfig, batch_size: int, *,
+            train: bool = True) -> tf.data.Dataset:
+    """Training: an infinite, shuffled, augmented pipeline (the harness takes a fixed number of
+    steps from it). Evaluation (`train=False`): one pass in order, deterministic preprocessing
+    only, the last partial batch kept."""
+    parallel = count(cfg.map_parallelism)
+    ds = examples.map(normalise, num_parallel_calls=parallel)
+    if train:
+        if cfg.cache:
+            ds = ds.cache()
+        if cfg.shuffle_buffer > 0:
+            ds = ds.shuffle(cfg.shuffle_buffer, seed=cfg.seed)
+        ds = ds.repeat()
+    # After the cache: augmentation must differ every epoch, and resized images would not fit.
+    if (fn := preprocess.map_fn(cfg, train)) is not None:
+        ds = ds.map(fn, num_parallel_calls=parallel)
+    ds = ds.batch(batch_size, drop_remainder=train)
+    if cfg.prefetch != 0:
+        ds = ds.prefetch(count(cfg.prefetch))
+    return ds.with_options(options(cfg))

@@ -1,0 +1,74 @@
+"""Accuracy bounds on real Fashion-MNIST: a reachable bound holds, an unreachable one is flagged."""
+
+from __future__ import annotations
+
+import pytest
+
+from bench.data import DEBIAN_FASHION_MNIST_DIR
+from tests.conftest import BenchRun, run_in_fresh_dir
+
+pytestmark = [pytest.mark.slow,
+              pytest.mark.skipif(not DEBIAN_FASHION_MNIST_DIR.exists(),
+                                 reason="Debian package dataset-fashion-mnist is not installed")]
+
+BODY = f"""
+strategies = [{{ name = "STRATEGY", replicas = REPLICAS }}]
+measure = {{ warmup_steps = 1, steps = 2, repeats = 1, trace_steps = 0 }}
+
+[data]
+name = "fashion_mnist"
+path = "{DEBIAN_FASHION_MNIST_DIR}"
+shuffle_buffer = 10000
+
+[batch]
+per_replica = 64
+
+[train]
+api = "ctl"
+
+[check]
+accuracy = {{ min = MIN, steps = 150 }}
+"""
+
+
+@pytest.fixture(scope="module")
+def reachable(tmp_path_factory: pytest.TempPathFactory) -> BenchRun:
+    body = BODY.replace("MIN", "0.7").replace("STRATEGY", "mirrored").replace("REPLICAS", "2")
+    return run_in_fresh_dir(tmp_path_factory, "accuracy_ok", body)
+
+
+@pytest.fixture(scope="module")
+def unreachable(tmp_path_factory: pytest.TempPathFactory) -> BenchRun:
+    body = BODY.replace("MIN", "0.99").replace("STRATEGY", "default").replace("REPLICAS", "1")
+    return run_in_fresh_dir(tmp_path_factory, "accuracy_below", body)
+
+
+def report_page(run: BenchRun) -> str:
+    reports = run.run_dir.parent.parent / "reports" / run.run_dir.name
+    return next(reports.glob("run-*.html")).read_text()
+
+
+def test_a_reachable_bound_holds_through_a_distributed_strategy(reachable: BenchRun) -> None:
+    assert reachable.proc.returncode == 0, reachable.proc.stdout[-3000:]
+    for rec in reachable.records:
+        assert rec["status"] == "ok", rec["reason"]
+        check = rec["checks"]["accuracy"]
+        assert check["status"] == "ok", (rec["variant_id"], check)
+        assert 0.7 <= check["accuracy"] < 0.95  # learnt, from 150 steps: no leak of test labels
+        assert check["eval_examples"] == 10000 and check["eval_split"] == "test"
+        assert check["eval_source"] == f"idx:{DEBIAN_FASHION_MNIST_DIR} (test, 10000 examples)"
+        assert check["steps"] == 150 and check["batch"] == rec["variant"]["global_batch"]
+    assert "accuracy ok (0." in reachable.proc.stdout and "≥ 0.7 on test)" in reachable.proc.stdout
+    assert "Accuracy bound holds: 1 variant(s) reach at least 0.7" in report_page(reachable)
+
+
+def test_an_unreachable_bound_is_flagged_everywhere(unreachable: BenchRun) -> None:
+    assert unreachable.proc.returncode == 0, unreachable.proc.stdout[-3000:]  # marked, not failed
+    (rec,) = unreachable.records
+    check = rec["checks"]["accuracy"]
+    assert rec["status"] == "ok" and check["status"] == "below", check
+    assert check["accuracy"] < check["min"] == 0.99
+    assert "accuracy: BELOW (0." in unreachable.proc.stdout
+    page = report_page(unreachable)
+    assert "Accuracy below the bound" in page and "&lt; 0.99 on the test split" in page
+    assert "below (0." in page  # the figures table's accuracy column

@@ -1,0 +1,73 @@
+"""Data read from files, end to end: `bench data write-tfrecord`, then `bench run` on the shards."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import BenchRun, bench, bench_run, write_scenario
+
+pytestmark = pytest.mark.slow
+
+TFRECORD = """
+strategies = [{{ name = "mirrored", replicas = 2 }}]
+measure = {{ warmup_steps = 2, steps = 6, repeats = 1, trace_steps = 0 }}
+
+[data]
+name = "tfrecord"
+files = "{files}"
+num_classes = 10
+resize = [32, 32]
+random_flip = true
+map_parallelism = 2
+
+[train]
+api = ["fit", "ctl"]
+distribute_dataset = "distribute_datasets_from_function"  # each pipeline reads its own files
+"""
+
+
+@pytest.fixture(scope="module")
+def shards(tmp_path_factory: pytest.TempPathFactory) -> str:
+    """The tiny synthetic scenario's examples written as 4 shards by the real CLI."""
+    tmp = tmp_path_factory.mktemp("shards")
+    source = write_scenario(tmp, "[[strategies]]\nname = \"default\"", name="src")
+    proc = bench("data", "write-tfrecord", str(source),
+                 "--out", str(tmp / "shards"), "--shards", "4")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    pattern = str(tmp / "shards" / "synthetic-train-*-of-*.tfrecord")
+    assert f'files = "{pattern}"' in proc.stdout and "512 examples of [28, 28, 1]" in proc.stdout
+    return pattern
+
+
+@pytest.fixture(scope="module")
+def tfrecord_run(tmp_path_factory: pytest.TempPathFactory, shards: str) -> BenchRun:
+    tmp = tmp_path_factory.mktemp("tfrecord")
+    path = write_scenario(tmp, TFRECORD.format(files=shards), name="tfrecord")
+    return bench_run(path, tmp / "results")
+
+
+def test_fit_and_the_per_pipeline_custom_loop_train_on_the_shards(tfrecord_run: BenchRun,
+                                                                 shards: str) -> None:
+    run = tfrecord_run
+    assert run.proc.returncode == 0, run.proc.stdout + run.proc.stderr
+    assert sorted(r["variant_id"] for r in run.records) == [
+        "mirrored-r2-ctl-dsfn-float32-gb32", "mirrored-r2-fit-float32-gb32"]
+    for rec in run.records:
+        assert rec["status"] == "ok", rec["reason"]
+        assert rec["data_source"] == f"tfrecord:{shards} (train, 4 files, examples [28, 28, 1] " \
+                                     "float32)"
+        assert rec["loss"]["final"] < rec["loss"]["initial"], rec["variant_id"]
+    assert f"data: tfrecord:{shards} (train, 4 files" in run.proc.stdout
+
+
+def test_a_glob_matching_nothing_fails_the_variant_with_the_reason(tmp_path: Path) -> None:
+    missing = str(tmp_path / "nowhere" / "*.tfrecord")
+    body = TFRECORD.format(files=missing).replace('["fit", "ctl"]', '"fit"')
+    run = bench_run(write_scenario(tmp_path, body, name="nofiles"), tmp_path / "results")
+    assert run.proc.returncode == 1
+    (rec,) = run.records
+    assert rec["status"] == "failed"
+    assert rec["reason"].startswith(f"data.files: no files match '{missing}'")
+    assert "Traceback" not in run.proc.stdout
