@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import fnmatch
 import resource
+import shutil
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -20,7 +21,7 @@ from bench import fingerprint, overhead, results
 from bench.errors import BenchError
 from bench.launch import launcher_for
 from bench.launch.forkserver import ForkServer
-from bench.launch.local import worker_env
+from bench.launch.local import data_cache_dir, worker_env
 from bench.parity import ParityJudge
 from bench.scaling import add_scaling_efficiency
 from bench.scenario import BASELINE_STRATEGIES, Scenario, Variant, expand, load_scenario
@@ -120,6 +121,7 @@ def run(path: Path, opts: RunOptions, console: Console) -> RunOutcome:
     finally:
         if forkserver is not None:
             forkserver.close()
+        shutil.rmtree(data_cache_dir(run_dir), ignore_errors=True)
     render_summary(console, add_scaling_efficiency(outcome.records))
     console.print(f"results: {run_dir / results.RECORDS_FILE}")
     report_started = time.perf_counter()

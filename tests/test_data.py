@@ -434,3 +434,19 @@ def test_debian_fashion_mnist_test_split() -> None:
     data = load_arrays(DataConfig(name="fashion_mnist"), "test")
     assert data.source == f"idx:{DEBIAN_FASHION_MNIST_DIR} (test, 10000 examples)"
     np.testing.assert_array_equal(np.bincount(data.y), [1000] * 10)
+
+
+def test_synthetic_arrays_are_shared_through_the_run_cache(tmp_path: Path, monkeypatch) -> None:
+    """Variants of a run load the first one's synthetic arrays: the very same examples."""
+    cfg = DataConfig(name="synthetic", num_examples=300, shape=[6, 5, 1], seed=3)
+    fresh = load_arrays(cfg)
+    monkeypatch.setenv("BENCH_DATA_CACHE", str(tmp_path / "cache"))
+    first, second = load_arrays(cfg), load_arrays(cfg)
+    (saved,) = (tmp_path / "cache").iterdir()
+    assert saved.name == "synthetic-3-6x5x1-10-300-0.npz"
+    for data in (first, second):
+        np.testing.assert_array_equal(data.x, fresh.x)
+        np.testing.assert_array_equal(data.y, fresh.y)
+        assert data.source == fresh.source
+    held_out = load_arrays(cfg, split="test")  # another split is another file, not the same one
+    assert len(held_out.y) < len(fresh.y) and len(list((tmp_path / "cache").iterdir())) == 2

@@ -34,6 +34,12 @@ def trace_dir(run_dir: Path, variant: Variant, task: str | None = None) -> Path:
     return base / task if task else base
 
 
+def data_cache_dir(run_dir: Path) -> Path:
+    """Data that every variant of a run would otherwise generate again (see data._synthetic);
+    the runner removes it at the end of the run."""
+    return run_dir / "cache"
+
+
 def run_worker_command(variant: Variant, run_dir: Path, cmd: list[str], record_path: Path,
                        budget_s: float, progress: ProgressFn | None,
                        extra_env: dict[str, str] | None = None,
@@ -87,5 +93,6 @@ class LocalLauncher:
         record_path = run_dir / "logs" / f"{variant.id}.record.json"
         return run_worker_command(variant, run_dir, worker_command(run_dir, variant, record_path),
                                   record_path, variant.measure.timeout_s, progress,
-                                  {"BENCH_TRACE_DIR": str(trace_dir(run_dir, variant))},
+                                  {"BENCH_TRACE_DIR": str(trace_dir(run_dir, variant)),
+                                   "BENCH_DATA_CACHE": str(data_cache_dir(run_dir))},
                                   self.forkserver)
