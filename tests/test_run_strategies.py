@@ -87,10 +87,14 @@ def test_scaling_efficiency_in_the_summary(matrix_run: BenchRun) -> None:
 def test_run_directory_layout(matrix_run: BenchRun) -> None:
     run_dir = matrix_run.run_dir
     assert run_dir is not None
-    for name in ("scenario.toml", "variants.json", "environment.json", "records.jsonl"):
+    for name in ("scenario.toml", "variants.json", "environment.json", "records.jsonl",
+                 "timing.json"):
         assert (run_dir / name).is_file(), name
+    # One log per variant and the fork server's; a trace analysis keeps a log only if it said
+    # something; the run's data cache is gone.
     assert {p.name for p in (run_dir / "logs").glob("*.log")} == {
-        f"{r['variant_id']}.log" for r in matrix_run.records}
+        f"{r['variant_id']}.log" for r in matrix_run.records} | {"forkserver.log"}
+    assert not (run_dir / "cache").exists()
     assert not list((run_dir / "logs").glob("*.record.json"))  # moved into records.jsonl
     from bench.results import load_runs
 
