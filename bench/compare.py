@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from bench.scenario import pipeline_axes
+from bench.axes import pipeline_axes
 
 DEFAULT_MIN_EFFECT = 0.05
 DEFAULT_ALPHA = 0.01

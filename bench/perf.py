@@ -40,7 +40,8 @@ def bench_command() -> list[str]:
     return [script] if script else [sys.executable, "-m", "bench"]
 
 
-def timed_command(args: list[str], cwd: Path | None = None) -> Timed:
+def timed_command(args: list[str], cwd: Path | None = None, ok_codes: tuple[int, ...] = (0,)
+                  ) -> Timed:
     """Wall time and peak RSS of one child (os.wait4 gives the child's own rusage)."""
     env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"}
     start = time.perf_counter()
@@ -52,7 +53,7 @@ def timed_command(args: list[str], cwd: Path | None = None) -> Timed:
     stderr = proc.stderr.read().decode(errors="replace") if proc.stderr else ""
     if proc.stderr:
         proc.stderr.close()
-    if proc.returncode != 0:
+    if proc.returncode not in ok_codes:
         tail = stderr.strip().splitlines()[-1:] or ["no output"]
         raise BenchError(f"{' '.join(args)} exited with {proc.returncode}: {tail[0]}")
     return Timed(wall, usage.ru_maxrss / 1024.0, proc.returncode)
@@ -91,7 +92,9 @@ def cli_start_times(scenario: Path, run_dir: Path, baseline_dir: Path, repeats: 
     }
     out = {}
     for label, args in commands.items():
-        samples = [timed_command([*bench_command(), *[a.replace("{n}", str(n)) for a in args]])
+        ok_codes = (0, 1) if label == "bench compare" else (0,)  # 1: it found a regression
+        samples = [timed_command([*bench_command(), *[a.replace("{n}", str(n)) for a in args]],
+                                 ok_codes=ok_codes)
                    for n in range(repeats)]
         out[label] = {"median_s": statistics.median(s.wall_s for s in samples),
                       "max_s": max(s.wall_s for s in samples),

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from bench.scenario import pipeline_axes
+from bench.axes import pipeline_axes
 
 _SAME_EXCEPT_REPLICAS = ("strategy", "cross_device_ops", "collective", "ps", "api",
                          "distribute_dataset", "precision", "batch_rule")

@@ -24,6 +24,7 @@ from pydantic import (
     model_validator,
 )
 
+from bench.axes import DATA_AXES
 from bench.errors import ScenarioError
 
 T = TypeVar("T")
@@ -154,16 +155,6 @@ _DATA_FIELDS_FOR = {
     "files": ("tfrecord",), "eval_files": ("tfrecord",), "interleave_cycle_length": ("tfrecord",),
     "interleave_parallelism": ("tfrecord",), "tfds_name": ("tfds",), "data_dir": ("tfds",),
 }
-DATA_AXES = ("map_parallelism", "prefetch")
-
-
-def pipeline_axes(variant: dict[str, Any]) -> tuple[Any, ...]:
-    """A variant record's input-pipeline axis values: part of what tells it from its siblings
-    (records from before these axes existed hold the defaults)."""
-    data = variant.get("data") or {}
-    return tuple(data.get(field, "autotune") for field in DATA_AXES)
-
-
 class BatchConfig(_Strict):
     """weak: per-replica batch fixed; strong: global batch fixed and split across replicas."""
 

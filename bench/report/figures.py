@@ -18,10 +18,11 @@ from typing import Any
 import plotly.io as pio
 from plotly.io.json import to_json_plotly
 
+from bench.axes import pipeline_axes
 from bench.report.history import Step
 from bench.report.runs import RunView
 from bench.scaling import group_key, replicas_of
-from bench.scenario import BASELINE_STRATEGIES, pipeline_axes
+from bench.scenario import BASELINE_STRATEGIES
 from bench.timing import percentile
 
 Figure = dict[str, Any]

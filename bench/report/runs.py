@@ -13,8 +13,9 @@ from pathlib import Path
 from typing import Any
 
 from bench import results
+from bench.axes import pipeline_axes
 from bench.scaling import add_scaling_efficiency
-from bench.scenario import BASELINE_STRATEGIES, pipeline_axes
+from bench.scenario import BASELINE_STRATEGIES
 
 
 @dataclass
