@@ -231,8 +231,12 @@ def test_a_corrupt_trace_is_a_recorded_error_not_a_crash(tmp_path: Path) -> None
     run = logdir / "plugins" / "profile" / "2026_01_01_00_00_00"
     run.mkdir(parents=True)
     (run / "host.xplane.pb").write_bytes(b"\x00garbage" * 100)
-    record = {"status": "ok", "step_time": {"median": 0.01}, "timing": {"steps_per_sample": 1},
+    record = {"status": "ok", "variant_id": "v", "step_time": {"median": 0.01},
+              "timing": {"steps_per_sample": 1},
               "trace": {"status": "captured", "dir": str(logdir)}}
-    analysis = attach_trace_analysis(record)["trace"]["analysis"]
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    analysis = attach_trace_analysis(record, logs)["trace"]["analysis"]
     assert analysis["status"] == "error"
     assert "host.xplane.pb" in analysis["error"]
+    assert [p.name for p in logs.iterdir()] == ["v.analysis.log"]  # kept: it failed

@@ -90,8 +90,8 @@ def test_run_directory_layout(matrix_run: BenchRun) -> None:
     for name in ("scenario.toml", "variants.json", "environment.json", "records.jsonl",
                  "timing.json"):
         assert (run_dir / name).is_file(), name
-    # One log per variant and the fork server's; a trace analysis keeps a log only if it said
-    # something; the run's data cache is gone.
+    # One log per variant and the fork server's; a trace analysis keeps its log only when it
+    # failed; the run's data cache is gone.
     assert {p.name for p in (run_dir / "logs").glob("*.log")} == {
         f"{r['variant_id']}.log" for r in matrix_run.records} | {"forkserver.log"}
     assert not (run_dir / "cache").exists()
