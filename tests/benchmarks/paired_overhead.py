@@ -1,0 +1,81 @@
+"""Harness overhead in one process: bench's timed fit loop vs a hand-written fit, alternating.
+
+The cross-process honesty benchmark (test_harness_honesty.py) pairs separate `bench run`s with
+separate hand-written processes; on this shared machine bursts make single rounds differ by
+30-60%, far above a 2% question. Here both sides train the same model on the same pipeline in
+the same process, alternating every ~1 s, so a burst hits both sides of a pair alike.
+
+- hand-written: `model.fit` with a timestamp only at the two window boundaries;
+- bench: `bench.loops.run_fit`, the code every bench `fit` variant runs (per-step callbacks,
+  the step timer, progress reports), timed by bench's own samples.
+Both figures are examples/s over the same number of steps after the same warmup. Prints one
+JSON line: {"hand": [...], "bench_mean_rate": [...], "bench_median": [...]}.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+
+import numpy as np
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--rounds", type=int, default=20)
+    parser.add_argument("--warmup", type=int, default=30)
+    parser.add_argument("--steps", type=int, default=200)
+    args = parser.parse_args()
+
+    import keras
+    import tensorflow as tf
+
+    from bench import loops
+
+    cpu = tf.config.list_physical_devices("CPU")[0]
+    tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
+    strategy = tf.distribute.MirroredStrategy(["/cpu:0", "/cpu:1"])
+    global_batch = 128
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(10_000, 28, 28, 1)).astype("float32")
+    y = rng.integers(0, 10, size=10_000).astype("int32")
+    ds = (tf.data.Dataset.from_tensor_slices((x, y)).cache().shuffle(10_000, seed=0).repeat()
+          .batch(global_batch, drop_remainder=True).prefetch(tf.data.AUTOTUNE))
+    with strategy.scope():
+        model = keras.Sequential([
+            keras.Input((28, 28, 1)), keras.layers.Flatten(),
+            keras.layers.Dense(256, activation="relu"), keras.layers.Dense(128, activation="relu"),
+            keras.layers.Dense(10)])
+        optimizer = keras.optimizers.Adam(1e-3)
+    total = args.warmup + args.steps
+    out: dict[str, list[float]] = {"hand": [], "bench_mean_rate": [], "bench_median": []}
+    def bench_side() -> None:
+        result = loops.run_fit(model, optimizer, ds, total_steps=total, steps_per_execution=1,
+                               jit_compile=False, progress=lambda done, of: None)
+        timed = result.timer.samples[args.warmup:]
+        out["bench_mean_rate"].append(len(timed) * global_batch / sum(timed))
+        out["bench_median"].append(global_batch / float(np.median(timed)))
+
+    def hand_side() -> None:
+        stamps: list[float] = []
+
+        def stamp(batch: int, logs: object) -> None:
+            if batch in (args.warmup - 1, total - 1):
+                stamps.append(time.perf_counter())
+
+        model.fit(ds, epochs=1, steps_per_epoch=total, verbose=0,
+                  callbacks=[keras.callbacks.LambdaCallback(on_train_batch_end=stamp)])
+        out["hand"].append(args.steps * global_batch / (stamps[1] - stamps[0]))
+
+    bench_side()  # compiles the train function both sides then share
+    out["bench_mean_rate"].clear()
+    out["bench_median"].clear()
+    for n in range(args.rounds):  # who goes first alternates, so order cannot bias the pairs
+        for side in ((bench_side, hand_side) if n % 2 == 0 else (hand_side, bench_side)):
+            side()
+    print(json.dumps(out))
+
+
+if __name__ == "__main__":
+    main()
