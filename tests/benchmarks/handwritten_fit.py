@@ -12,8 +12,35 @@ from __future__ import annotations
 import argparse
 import json
 import time
+from typing import Any
 
 import numpy as np
+
+
+def seed_mlp(replicas: int, per_replica: int) -> tuple[Any, Any, Any, int]:
+    """The seed MLP (uncompiled) under MirroredStrategy over `replicas` logical CPUs, and its
+    synthetic pipeline: (strategy, model, dataset, global batch). Shared with
+    paired_overhead.py, so both yardsticks train the same thing."""
+    import tensorflow as tf
+
+    cpu = tf.config.list_physical_devices("CPU")[0]
+    tf.config.set_logical_device_configuration(
+        cpu, [tf.config.LogicalDeviceConfiguration()] * replicas)
+    import keras
+
+    strategy = tf.distribute.MirroredStrategy([f"/cpu:{i}" for i in range(replicas)])
+    global_batch = per_replica * replicas
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(10_000, 28, 28, 1)).astype("float32")
+    y = rng.integers(0, 10, size=10_000).astype("int32")
+    ds = (tf.data.Dataset.from_tensor_slices((x, y)).cache().shuffle(10_000, seed=0).repeat()
+          .batch(global_batch, drop_remainder=True).prefetch(tf.data.AUTOTUNE))
+    with strategy.scope():
+        model = keras.Sequential([
+            keras.Input((28, 28, 1)), keras.layers.Flatten(),
+            keras.layers.Dense(256, activation="relu"), keras.layers.Dense(128, activation="relu"),
+            keras.layers.Dense(10)])
+    return strategy, model, ds, global_batch
 
 
 def main() -> None:
@@ -29,25 +56,10 @@ def main() -> None:
                         help="add a no-op batch callback (makes Keras dispatch callbacks inline)")
     args = parser.parse_args()
 
-    import tensorflow as tf
-
-    cpu = tf.config.list_physical_devices("CPU")[0]
-    tf.config.set_logical_device_configuration(
-        cpu, [tf.config.LogicalDeviceConfiguration()] * args.replicas)
     import keras
 
-    strategy = tf.distribute.MirroredStrategy([f"/cpu:{i}" for i in range(args.replicas)])
-    global_batch = args.per_replica * args.replicas
-    rng = np.random.default_rng(0)
-    x = rng.normal(size=(10_000, 28, 28, 1)).astype("float32")
-    y = rng.integers(0, 10, size=10_000).astype("int32")
-    ds = (tf.data.Dataset.from_tensor_slices((x, y)).cache().shuffle(10_000, seed=0).repeat()
-          .batch(global_batch, drop_remainder=True).prefetch(tf.data.AUTOTUNE))
+    strategy, model, ds, global_batch = seed_mlp(args.replicas, args.per_replica)
     with strategy.scope():
-        model = keras.Sequential([
-            keras.Input((28, 28, 1)), keras.layers.Flatten(),
-            keras.layers.Dense(256, activation="relu"), keras.layers.Dense(128, activation="relu"),
-            keras.layers.Dense(10)])
         model.compile(optimizer=keras.optimizers.Adam(1e-3),
                       loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
                       jit_compile=False)

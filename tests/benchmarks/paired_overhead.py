@@ -29,30 +29,20 @@ def main() -> None:
     args = parser.parse_args()
 
     import keras
-    import tensorflow as tf
+    from handwritten_fit import seed_mlp  # this folder: the script runs as a file
 
     from bench import loops
 
-    cpu = tf.config.list_physical_devices("CPU")[0]
-    tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
-    strategy = tf.distribute.MirroredStrategy(["/cpu:0", "/cpu:1"])
-    global_batch = 128
-    rng = np.random.default_rng(0)
-    x = rng.normal(size=(10_000, 28, 28, 1)).astype("float32")
-    y = rng.integers(0, 10, size=10_000).astype("int32")
-    ds = (tf.data.Dataset.from_tensor_slices((x, y)).cache().shuffle(10_000, seed=0).repeat()
-          .batch(global_batch, drop_remainder=True).prefetch(tf.data.AUTOTUNE))
+    strategy, model, ds, global_batch = seed_mlp(replicas=2, per_replica=64)
     with strategy.scope():
-        model = keras.Sequential([
-            keras.Input((28, 28, 1)), keras.layers.Flatten(),
-            keras.layers.Dense(256, activation="relu"), keras.layers.Dense(128, activation="relu"),
-            keras.layers.Dense(10)])
         optimizer = keras.optimizers.Adam(1e-3)
     total = args.warmup + args.steps
     out: dict[str, list[float]] = {"hand": [], "bench_mean_rate": [], "bench_median": []}
     def bench_side() -> None:
-        result = loops.run_fit(model, optimizer, ds, total_steps=total, steps_per_execution=1,
-                               jit_compile=False, progress=lambda done, of: None)
+        with strategy.scope():  # as bench.loops.train runs it for a fit variant
+            result = loops.run_fit(model, optimizer, ds, total_steps=total,
+                                   steps_per_execution=1, jit_compile=False,
+                                   progress=lambda done, of: None)
         timed = result.timer.samples[args.warmup:]
         out["bench_mean_rate"].append(len(timed) * global_batch / sum(timed))
         out["bench_median"].append(global_batch / float(np.median(timed)))
