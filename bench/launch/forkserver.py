@@ -66,14 +66,18 @@ def _preload() -> None:
 
 
 def pristine_problem() -> str | None:
-    """Why forking from this process could leak state into a child, or None when it cannot."""
-    import keras
-    from tensorflow.python.eager import context
+    """Why forking from this process could leak state into a child, or None when it cannot.
 
-    if context.context()._initialized:  # device layout, thread pools: fixed at initialisation
+    It reads the same `start_state` that every worker records, so the check before forking and
+    the record after it cannot disagree on what "pristine" means.
+    """
+    from bench.worker import start_state
+
+    state = start_state()
+    if state["tf_context_initialized"]:  # device layout, thread pools: fixed at initialisation
         return "the TensorFlow context is already initialised"
-    if keras.mixed_precision.global_policy().name != "float32":
-        return f"the global precision policy is {keras.mixed_precision.global_policy().name}"
+    if state["precision_policy"] != "float32":
+        return f"the global precision policy is {state['precision_policy']}"
     if threading.active_count() != 1:
         return f"{threading.active_count()} Python threads are running"
     return None
@@ -89,6 +93,8 @@ def _run_child(request: dict[str, Any], fds: list[int], sock: socket.socket) -> 
     try:
         sock.close()
         os.setsid()  # its own process group, killed as a whole by the parent
+        # The handlers a new interpreter starts with (the server ignores SIGINT).
+        signal.signal(signal.SIGINT, signal.default_int_handler)
         signal.signal(signal.SIGTERM, signal.SIG_DFL)
         signal.signal(signal.SIGCHLD, signal.SIG_DFL)
         devnull = os.open(os.devnull, os.O_RDONLY)
