@@ -8,6 +8,7 @@ the run's *duty cycle* is the time spent inside timed windows over the run's who
 
 from __future__ import annotations
 
+import resource
 import statistics
 from typing import Any
 
@@ -15,6 +16,11 @@ from typing import Any
 PHASES = ("start", "import", "build", "first_step", "warmup", "timed", "traced", "profiler",
           "loop_other", "after_loop", "teardown", "analysis", "other")
 MEASURED_PHASES = ("timed", "traced")
+
+
+def peak_rss_mb() -> float:
+    """This process's peak resident memory (Linux reports ru_maxrss in KiB)."""
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
 
 
 def _window_s(samples: list[float], per_sample: int) -> float:

@@ -7,7 +7,6 @@ records as each finishes, so Ctrl-C or a crash keeps everything already measured
 from __future__ import annotations
 
 import fnmatch
-import resource
 import shutil
 import time
 from dataclasses import dataclass, field
@@ -131,7 +130,7 @@ def run(path: Path, opts: RunOptions, console: Console) -> RunOutcome:
         "report_s": time.perf_counter() - report_started,
         "forkserver_ready_s": forkserver.ready_s if forkserver else None,
         "start_method": opts.start_method,
-        "runner_peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0})
+        "runner_peak_rss_mb": overhead.peak_rss_mb()})
     results.write_json(run_dir / results.TIMING_FILE, breakdown)
     console.print(overhead.describe(breakdown))
     return outcome

@@ -11,7 +11,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import resource
 import sys
 import time
 from pathlib import Path
@@ -19,7 +18,7 @@ from typing import Any
 
 from bench import checks as checks_mod
 from bench import data as data_mod
-from bench import devices, loops, models, peak, precision, protocol, results, strategies
+from bench import devices, loops, models, overhead, peak, precision, protocol, results, strategies
 from bench import flops as flops_mod
 from bench.errors import DataUnavailable, VariantSkipped
 from bench.records import base_record, error_from_exception, extra_failed, finish
@@ -36,10 +35,6 @@ def _split(samples: list[float], warmup: int, window: int, repeats: int
            ) -> tuple[list[float], list[list[float]]]:
     timed = samples[warmup:]
     return samples[:warmup], [timed[i * window:(i + 1) * window] for i in range(repeats)]
-
-
-def _peak_rss_mb() -> float:
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
 
 
 def _task_identity() -> dict[str, Any] | None:
@@ -141,11 +136,6 @@ def utilization(variant: Variant, layout: devices.DeviceLayout, batch: tuple[Any
             "peak_devices": counted, "peak": device_peak, "mfu": achieved / total_peak}
 
 
-def checks(variant: Variant, strategy: Any, loaded: Any) -> dict[str, Any]:
-    """The scenario's correctness checks, after the measurement so they cannot disturb it."""
-    return checks_mod.run(variant, strategy, loaded)
-
-
 def start_state() -> dict[str, Any]:
     """What this process had already set before the variant touched anything.
 
@@ -213,7 +203,8 @@ def measure(variant: Variant, spawn_time: float, progress: loops.ProgressFn) -> 
     with phases("utilization"):
         utilised = utilization(variant, layout, probe_batch, step_stats.median)
     with phases("checks"):
-        checked = checks(variant, strategy, loaded)
+        # after the measurement, so the checks cannot disturb it
+        checked = checks_mod.run(variant, strategy, loaded)
     return {
         "task": _task_identity(),
         "effective": effective,
@@ -261,7 +252,7 @@ def run_variant(variant: Variant, spawn_time: float,
     except Exception as exc:  # a crash inside TF is the variant's result, not the worker's
         error = error_from_exception(exc)
         finish(record, "failed", reason=f"{error['type']}: {error['message']}", error=error)
-    record["peak_rss_mb"] = _peak_rss_mb()
+    record["peak_rss_mb"] = overhead.peak_rss_mb()
     return record
 
 
