@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import sys
-import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -52,21 +51,23 @@ def analyze_in_subprocess(logdir: Path, bench_median_step_s: float | None, logs_
     return result
 
 
-def attach_trace_analysis(record: dict[str, Any], logs_dir: Path | None = None,
+def attach_trace_analysis(record: dict[str, Any], logs_dir: Path,
                           forkserver: ForkServer | None = None) -> dict[str, Any]:
-    """Add `analysis` to the record's trace and to each cluster task that traced."""
+    """Add `analysis` to the record's trace and to each cluster task that traced; a failed
+    analysis leaves its log in `logs_dir`."""
     trace = record.get("trace")
     if record.get("status") != "ok" or not trace or trace.get("status") != "captured":
         return record
     # A traced "step" is one steps_per_execution block: compare like with like.
     per_trace_step = (record.get("timing") or {}).get("steps_per_sample") or 1
-    median = (record.get("step_time") or {}).get("median")
-    median = median * per_trace_step if median else None
-    if logs_dir is None:
-        logs_dir = Path(tempfile.mkdtemp(prefix="bench-analysis-"))
+
+    def trace_step_median(owner: dict[str, Any]) -> float | None:
+        median = (owner.get("step_time") or {}).get("median")
+        return median * per_trace_step if median else None
+
     variant = record.get("variant_id", "variant")
-    trace["analysis"] = analyze_in_subprocess(Path(trace["dir"]), median, logs_dir, variant,
-                                              forkserver=forkserver)
+    trace["analysis"] = analyze_in_subprocess(Path(trace["dir"]), trace_step_median(record),
+                                              logs_dir, variant, forkserver=forkserver)
     cluster = record.get("cluster") or {}
     chief_dir = Path(trace["dir"])
     for task in cluster.get("tasks", []):
@@ -76,8 +77,7 @@ def attach_trace_analysis(record: dict[str, Any], logs_dir: Path | None = None,
         if task_dir == chief_dir:
             task["trace_analysis"] = trace["analysis"]
         else:
-            task_median = (task.get("step_time") or {}).get("median")
-            task_median = task_median * per_trace_step if task_median else None
             task["trace_analysis"] = analyze_in_subprocess(
-                task_dir, task_median, logs_dir, f"{variant}.{task['task']}", forkserver=forkserver)
+                task_dir, trace_step_median(task), logs_dir, f"{variant}.{task['task']}",
+                forkserver=forkserver)
     return record
