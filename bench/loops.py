@@ -24,6 +24,10 @@ class LoopResult:
     timer: StepTimer
     first_step_end: float  # wall clock (time.time) when step 1 completed: ends "startup"
     notes: list[str] = field(default_factory=list)
+    # Seconds spent in bench's own per-step code (hooks, timer, progress) during the warmup
+    # and timed steps. It runs between two step boundaries, so it is inside the samples: this is
+    # the harness's overhead on the measured step time, measured rather than argued.
+    harness_s: float = 0.0
 
 
 def make_optimizer(name: str, learning_rate: float) -> Any:
@@ -41,20 +45,25 @@ def make_loss(reduction: str | None = "sum_over_batch_size") -> Any:
 
 
 class _Clock:
-    """Shared bookkeeping for both paths: lap the timer, stamp step 1, report progress sparingly."""
+    """Shared bookkeeping for both paths: lap the timer, stamp step 1, report progress sparingly,
+    and account for its own time (`harness_s`) until the traced steps begin."""
 
     def __init__(self, total_steps: int, progress: ProgressFn, min_interval_s: float = 0.2):
         self.timer = StepTimer()
         self.total = total_steps
         self.progress = progress
         self.first_step_end = 0.0
+        self.harness_s = 0.0
+        self.accounting = True  # off once tracing starts: traced steps are not timed windows
         self._min_interval = min_interval_s
         self._last_report = 0.0
 
     def start(self) -> None:
         self.timer.start()
 
-    def lap(self, steps: int) -> None:
+    def lap(self, steps: int, entered: float | None = None) -> None:
+        """Close a block of `steps` steps; `entered` is when the caller's hook began, if any."""
+        entered = entered if entered is not None else time.perf_counter()
         self.timer.lap(steps)
         now = time.time()
         if not self.first_step_end:
@@ -63,9 +72,15 @@ class _Clock:
         if done >= self.total or now - self._last_report >= self._min_interval:
             self._last_report = now
             self.progress(done, self.total)
+        self.account(entered)
+
+    def account(self, entered: float) -> None:
+        """Add the time since `entered` (a perf_counter reading) to bench's own per-step time."""
+        if self.accounting:
+            self.harness_s += time.perf_counter() - entered
 
     def result(self, notes: list[str]) -> LoopResult:
-        return LoopResult(self.timer, self.first_step_end, notes)
+        return LoopResult(self.timer, self.first_step_end, notes, self.harness_s)
 
 
 def run_fit(model: Any, optimizer: Any, dataset: Any, *, total_steps: int,
@@ -87,20 +102,24 @@ def run_fit(model: Any, optimizer: Any, dataset: Any, *, total_steps: int,
         context: Any = None
 
         def on_train_batch_begin(self, batch: int, logs: Any = None) -> None:
+            entered = time.perf_counter()
             if batch == 0:
                 clock.start()
             if trace and batch >= total_steps:
                 if batch == total_steps:
+                    clock.accounting = False
                     trace.start()
                 self.context = trace.step(batch - total_steps)
                 self.context.__enter__()
+            clock.account(entered)
 
         def on_train_batch_end(self, batch: int, logs: Any = None) -> None:
             # Keras hands synchronous callbacks host floats, so the step is really finished here.
+            entered = time.perf_counter()
             if self.context is not None:
                 self.context.__exit__(None, None, None)
                 self.context = None
-            clock.lap(steps_per_execution)
+            clock.lap(steps_per_execution, entered)
             if trace and clock.timer.steps > last:
                 trace.stop()
 
@@ -170,6 +189,7 @@ def run_custom_loop(strategy: Any, model: Any, optimizer: Any, dist_dataset: Any
         float(train_block(iterator))  # the step is done when its loss is on the host
         clock.lap(steps_per_execution)
     if trace:
+        clock.accounting = False
         trace.start()
         clock.start()  # profiler start-up is not part of the first traced step
         for i in range(trace.steps // steps_per_execution):

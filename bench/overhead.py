@@ -23,6 +23,14 @@ def peak_rss_mb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
 
 
+def harness_overhead(harness_s: float, steps: int, median_step_s: float) -> dict[str, float]:
+    """bench's own per-step time (hooks, timer, progress) over the warmup and timed steps, and
+    its mean per step as a share of the median step: the harness's cost on the figure it reports."""
+    per_step = harness_s / steps if steps else 0.0
+    return {"harness_s": harness_s,
+            "harness_share": per_step / median_step_s if median_step_s > 0 else 0.0}
+
+
 def _window_s(samples: list[float], per_sample: int) -> float:
     return sum(samples) * per_sample
 
@@ -70,6 +78,8 @@ def run_breakdown(records: list[dict[str, Any]], wall_s: float,
     per_variant = {r["variant_id"]: variant_phases(r) for r in records}
     totals = {p: sum(v[p] for v in per_variant.values()) for p in PHASES}
     fixed = [fixed_cost_s(v) for v in per_variant.values()]
+    shares = [r["timing"]["harness_share"] for r in records
+              if "harness_share" in (r.get("timing") or {})]
     return {
         "wall_s": wall_s,
         "timed_s": totals["timed"],
@@ -78,6 +88,7 @@ def run_breakdown(records: list[dict[str, Any]], wall_s: float,
         "phases_s": totals,
         "outside_variants_s": max(0.0, wall_s - sum(sum(v.values()) for v in per_variant.values())),
         "variants": per_variant,
+        "harness_share_max": max(shares) if shares else None,
         **(extra or {}),
     }
 
@@ -89,6 +100,8 @@ def describe(breakdown: dict[str, Any]) -> str:
             f"windows (duty cycle {breakdown['duty_cycle']:.0%})")
     if fixed is not None:
         line += f"; fixed cost per variant {fixed:.1f} s median"
+    if (share := breakdown.get("harness_share_max")) is not None:
+        line += f"; bench's own per-step code ≤ {share:.2%} of the median step"
     if rss := breakdown.get("runner_peak_rss_mb"):
         line += f"; runner peak RSS {rss:.0f} MB"
     return line

@@ -24,7 +24,7 @@ from bench import overhead, results
 from bench.errors import BenchError
 
 TARGETS = {"wall_s": 60.0, "fixed_cost_median_s": 6.0, "duty_cycle": 0.5, "cli_start_s": 1.0,
-           "runner_peak_rss_mb": 300.0}
+           "runner_peak_rss_mb": 300.0, "harness_share_max": 0.02}
 
 
 @dataclass(frozen=True)
@@ -119,6 +119,7 @@ def summarize_runs(runs: list[dict[str, Any]]) -> dict[str, Any]:
             "timed_s": med("timed_s"), "duty_cycle": med("duty_cycle"),
             "fixed_cost_median_s": med("fixed_cost_median_s"),
             "runner_peak_rss_mb": med("runner_peak_rss_mb"),
+            "harness_share_max": max(r.get("harness_share_max") or 0.0 for r in runs),
             "worker_peak_rss_mb": med("worker_peak_rss_mb"),
             "forkserver_ready_s": statistics.median(r.get("forkserver_ready_s") or 0.0
                                                     for r in runs),
@@ -160,6 +161,8 @@ def render(console: Any, result: dict[str, Any]) -> None:
             ("fixed cost per variant (median), s", "fixed_cost_median_s", "{:.2f}", True),
             ("fork server ready after, s", "forkserver_ready_s", "{:.1f}", None),
             ("runner peak RSS, MB", "runner_peak_rss_mb", "{:.0f}", True),
+            ("bench's per-step code ÷ median step (worst variant, any run)",
+             "harness_share_max", "{:.2%}", True),
             ("largest worker peak RSS, MB", "worker_peak_rss_mb", "{:.0f}", None)]
     last = list(methods.values())[0]
     for label, key, fmt, lower in rows:

@@ -24,6 +24,7 @@ class StepTimer:
     clock: Callable[[], float] = time.perf_counter
     samples: list[float] = field(default_factory=list)
     steps_per_sample: list[int] = field(default_factory=list)
+    steps: int = 0  # kept as a count: lap() runs every step, so no sum over a growing list
     _last: float | None = None
 
     def start(self) -> None:
@@ -38,11 +39,8 @@ class StepTimer:
         self._last = now
         self.samples.append(per_step)
         self.steps_per_sample.append(steps)
+        self.steps += steps
         return per_step
-
-    @property
-    def steps(self) -> int:
-        return sum(self.steps_per_sample)
 
 
 @dataclass

@@ -225,6 +225,7 @@ def measure(variant: Variant, spawn_time: float, progress: loops.ProgressFn) -> 
             "steps_per_sample": k,
             "repeats": m.repeats,
             "phases": phases.seconds,
+            **overhead.harness_overhead(result.harness_s, total_steps, step_stats.median),
         },
         "step_time": step_stats.to_dict(),
         "throughput": throughput(windows, global_batch).to_dict(),

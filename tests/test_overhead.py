@@ -7,7 +7,7 @@ import pytest
 from bench import overhead
 
 
-def record(vid: str, timed: list[list[float]], k: int = 1) -> dict:
+def record(vid: str, timed: list[list[float]], k: int = 1, harness_s: float = 0.0) -> dict:
     return {
         "variant_id": vid,
         "wall_s": 4.7,
@@ -18,7 +18,8 @@ def record(vid: str, timed: list[list[float]], k: int = 1) -> dict:
                    "phases": {"start": 0.1, "import": 0.01, "build": 0.8,
                               "loop": (0.7 + 0.2 + sum(map(sum, timed))) * k + 0.2 + 0.3,
                               "final_loss": 0.01, "utilization": 0.1, "checks": 0.0},
-                   "parent": {"analysis_s": 0.3, "total_s": 5.2}},
+                   "parent": {"analysis_s": 0.3, "total_s": 5.2},
+                   **overhead.harness_overhead(harness_s, 3 + 5 * len(timed), 0.2)},
     }
 
 
@@ -48,6 +49,18 @@ def test_duty_cycle_is_timed_time_over_the_run_wall() -> None:
     assert breakdown["outside_variants_s"] == pytest.approx(12.0 - 2 * 5.2)
     line = overhead.describe(breakdown)
     assert "duty cycle 25%" in line and "runner peak RSS 50 MB" in line
+
+
+def test_harness_share_is_bench_code_per_step_over_the_median_step() -> None:
+    # 13 steps with 2.6 ms of bench's own code: 0.2 ms per step against a 0.2 s median step
+    assert overhead.harness_overhead(0.0026, 13, 0.2) == pytest.approx(
+        {"harness_s": 0.0026, "harness_share": 0.001})
+    assert overhead.harness_overhead(0.0, 0, 0.0)["harness_share"] == 0.0
+    records = [record("a", [[0.2] * 5, [0.2] * 5], harness_s=0.0026),
+               record("b", [[0.2] * 5, [0.2] * 5], harness_s=0.0104)]
+    breakdown = overhead.run_breakdown(records, wall_s=12.0)
+    assert breakdown["harness_share_max"] == pytest.approx(0.004)  # the worst variant
+    assert "bench's own per-step code ≤ 0.40% of the median step" in overhead.describe(breakdown)
 
 
 def test_a_failed_variant_without_timing_costs_its_whole_time() -> None:

@@ -41,6 +41,7 @@ def test_perf_breaks_runs_down_and_times_the_commands(tmp_path: Path) -> None:
         assert method["phases_s"]["timed"] > 0 and method["phases_s"]["analysis"] > 0
         assert 0 < method["duty_cycle"] < 1
         assert method["runner_peak_rss_mb"] > 0 and method["worker_peak_rss_mb"] > 0
+        assert 0 < method["harness_share_max"] < 1  # measured in every variant's loop
     # Forked workers skip the import that spawned ones pay (seconds).
     assert fork["phases_s"]["import"] < 0.5 < spawn["phases_s"]["import"]
     assert set(figures["cli"]) == {"bench --help", "bench validate", "bench list --no-devices",

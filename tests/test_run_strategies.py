@@ -74,6 +74,11 @@ def test_measurements_are_complete_and_sane(matrix_run: BenchRun) -> None:
         assert timing["startup_s"] > timing["import_s"] > 0
         assert rec["loss"]["final"] < rec["loss"]["initial"], rec["variant_id"]  # it trained
         assert rec["data_source"].startswith("synthetic(")
+        # bench's own per-step time was measured, and it lies inside the samples it taxes
+        steps = rec["samples"]["warmup"] + [s for w in rec["samples"]["timed"] for s in w]
+        assert 0 < timing["harness_s"] < sum(steps)
+        assert timing["harness_share"] == pytest.approx(
+            timing["harness_s"] / len(steps) / rec["step_time"]["median"])
 
 
 def test_scaling_efficiency_in_the_summary(matrix_run: BenchRun) -> None:
