@@ -4,14 +4,23 @@ Run with `nox -s benchmarks` or `python -m pytest -m benchmark tests/benchmarks 
 The figures go to pytest-benchmark's extra_info and are printed. Interference on this shared
 machine comes in bursts of tens of seconds that can halve a run (rounds of the same code were
 seen between 6.6k and 19.8k ex/s), so the two sides alternate in many short rounds and the gate
-is the median of the per-round paired ratios, which tolerates a few contaminated pairs:
-|median(bench median ex/s / hand-written ex/s) - 1| <= 2% (issue #8; #2 asked for 5%).
+is the median of the per-round paired ratios, which tolerates a few contaminated pairs.
+
+Two yardsticks:
+- across processes (a `bench run` vs a hand-written process): bench's reported median ex/s over
+  the hand-written mean rate, |median ratio - 1| <= 5% (issue #2). Separate processes of the
+  same code differ by more than 2% here (block means of 200 steps in one process already spread
+  by ~30%), so 10 such pairs cannot resolve issue #8's 2%.
+- in one process (paired_overhead.py, 40 alternating pairs): |median ratio - 1| <= 2% (issue
+  #8), with a bootstrap 95% interval printed. The overhead itself is measured in every bench
+  loop (`timing.harness_share`) and asserted in test_self_perf.py.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import random
 import statistics
 import subprocess
 import sys
@@ -36,6 +45,15 @@ def handwritten() -> list[float]:
 
 
 ROUNDS = 10
+
+
+def bootstrap_median_interval(values: list[float], rounds: int = 5000) -> tuple[float, float]:
+    """Percentile bootstrap 95% interval of the median (seeded: the same figures, the same
+    interval)."""
+    rng = random.Random(0)
+    medians = sorted(statistics.median(rng.choices(values, k=len(values)))
+                     for _ in range(rounds))
+    return medians[int(0.025 * rounds)], medians[int(0.975 * rounds) - 1]
 
 
 def test_bench_fit_matches_a_handwritten_loop(benchmark, tmp_path: Path) -> None:
@@ -72,15 +90,15 @@ def test_bench_fit_matches_a_handwritten_loop(benchmark, tmp_path: Path) -> None
           f"\nbest round bench median / best hand-written: {best_ratio:.3f}"
           f"\nbest round bench mean-rate / best hand-written: "
           f"{max(bench_mean_rates) / max(hand_rates):.3f}")
-    assert abs(ratio - 1) <= 0.02, f"median paired bench/handwritten = {ratio:.3f}"
+    assert abs(ratio - 1) <= 0.05, f"median paired bench/handwritten = {ratio:.3f}"
 
 
 def test_bench_fit_loop_matches_a_handwritten_fit_in_one_process(benchmark) -> None:
     """The same question inside one process (paired_overhead.py), where a burst hits both sides
     of a pair alike: bench's timed fit loop against boundary-only timing, examples over time."""
     def measure() -> dict[str, list[float]]:
-        out = subprocess.run([sys.executable, str(HERE / "paired_overhead.py"), "--rounds", "20"],
-                             capture_output=True, text=True, check=True, timeout=900,
+        out = subprocess.run([sys.executable, str(HERE / "paired_overhead.py"), "--rounds", "40"],
+                             capture_output=True, text=True, check=True, timeout=1200,
                              env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"})
         return json.loads(out.stdout.strip().splitlines()[-1])
 
@@ -88,10 +106,13 @@ def test_bench_fit_loop_matches_a_handwritten_fit_in_one_process(benchmark) -> N
     mean_rate = [b / h for b, h in zip(figures["bench_mean_rate"], figures["hand"], strict=True)]
     median = [b / h for b, h in zip(figures["bench_median"], figures["hand"], strict=True)]
     ratio = statistics.median(mean_rate)
+    low, high = bootstrap_median_interval(mean_rate)
     benchmark.extra_info.update(paired_mean_rate=mean_rate, paired_median=median,
                                 median_paired_ratio_mean_rate=ratio,
+                                median_paired_ratio_ci95=[low, high],
                                 median_paired_ratio_median=statistics.median(median))
     print(f"\npaired bench mean-rate/hand: {[round(x, 3) for x in mean_rate]} -> median "
-          f"{ratio:.3f}\npaired bench median/hand: {[round(x, 3) for x in median]} -> median "
+          f"{ratio:.3f} (bootstrap 95% interval {low:.3f}-{high:.3f})"
+          f"\npaired bench median/hand: {[round(x, 3) for x in median]} -> median "
           f"{statistics.median(median):.3f}")
     assert abs(ratio - 1) <= 0.02, f"median paired bench mean-rate/handwritten = {ratio:.3f}"
