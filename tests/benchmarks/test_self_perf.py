@@ -8,7 +8,8 @@ for the tables alone). Medians over 3 real `bench run`s with the fork server:
 - the runner's own peak RSS <= 300 MB;
 - bench's own per-step code (hooks, timer, progress), measured inside every variant's loop,
   <= 2% of the median step in the worst variant of any run.
-The duty cycle (aim: >= 50%) is printed and kept in extra_info, not asserted.
+The duty cycle (aim: >= 50%) is printed and kept in extra_info, not asserted, next to the
+ceiling the scenario itself sets (its builds, compilations and warmups with no harness at all).
 """
 
 from __future__ import annotations
@@ -30,10 +31,12 @@ def test_default_scenario_meets_the_harness_targets(benchmark, tmp_path: Path) -
     fork = result["start_methods"]["forkserver"]
     cli = {label: c["median_s"] for label, c in result["cli"].items()}
     benchmark.extra_info.update(wall_s=fork["wall_s"], duty_cycle=fork["duty_cycle"],
+                                duty_cycle_ceiling=fork["duty_cycle_ceiling"],
                                 fixed_cost_median_s=fork["fixed_cost_median_s"],
                                 runner_peak_rss_mb=fork["runner_peak_rss_mb"], cli_s=cli,
                                 harness_share_max=fork["harness_share_max"])
-    print(f"\nwall {fork['wall_s']:.1f} s, duty cycle {fork['duty_cycle']:.0%}, fixed cost "
+    print(f"\nwall {fork['wall_s']:.1f} s, duty cycle {fork['duty_cycle']:.0%} (ceiling "
+          f"{fork['duty_cycle_ceiling']:.0%}), fixed cost "
           f"{fork['fixed_cost_median_s']:.2f} s/variant, runner RSS "
           f"{fork['runner_peak_rss_mb']:.0f} MB, bench code per step <= "
           f"{fork['harness_share_max']:.2%} of the median step, commands {cli}")
