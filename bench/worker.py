@@ -150,6 +150,10 @@ def start_state() -> dict[str, Any]:
             "precision_policy": keras.mixed_precision.global_policy().name}
 
 
+# Objects whose destruction would only cost time: the process leaves with os._exit instead.
+_KEPT_UNTIL_EXIT: list[Any] = []
+
+
 def measure(variant: Variant, spawn_time: float, progress: loops.ProgressFn) -> dict[str, Any]:
     """Build everything the variant names, run warmup + timed windows, return the measurements."""
     phases = Phases()
@@ -192,6 +196,7 @@ def measure(variant: Variant, spawn_time: float, progress: loops.ProgressFn) -> 
                              global_batch=global_batch, total_steps=total_steps,
                              steps_per_execution=k, jit_compile=variant.train.jit_compile,
                              progress=progress, trace=trace)
+    _KEPT_UNTIL_EXIT.append(result.iterator)  # see LoopResult.iterator
     with phases("final_loss"):
         final_loss = loops.batch_loss(model, probe_batch)
 
