@@ -28,8 +28,9 @@ class LoopResult:
     # and timed steps. It runs between two step boundaries, so it is inside the samples: this is
     # the harness's overhead on the measured step time, measured rather than argued.
     harness_s: float = 0.0
-    # The loop's input iterator, kept alive on purpose: destroying a tf.data iterator waits for
-    # its background threads (0.3-7 s measured here, distributed iterators the worst). Workers
+    # The loop's input iterator (Keras fit's own, or the custom loop's), kept alive on purpose:
+    # destroying a tf.data iterator waits for its background threads (0.3-7 s measured here,
+    # distributed iterators the worst). Workers
     # end with os._exit, so it is never destroyed and never costs the run that wait.
     iterator: Any = None
 
@@ -104,6 +105,23 @@ def run_fit(model: Any, optimizer: Any, dataset: Any, *, total_steps: int,
 
     class _StepTiming(keras.callbacks.Callback):
         context: Any = None
+        iterator: Any = None
+
+        def on_train_begin(self, logs: Any = None) -> None:
+            # Keras makes the iterator inside fit and destroys it when fit returns, which waits
+            # for tf.data's background threads (1-3 s per variant inside a run here). Keras hands
+            # that iterator to `train_function` at every step: a one-shot wrapper keeps it for
+            # LoopResult.iterator and puts the original back, so only the untimed first step
+            # goes through the wrapper.
+            model = self.model
+            original = model.train_function
+
+            def keep_iterator(iterator: Any) -> Any:
+                self.iterator = iterator
+                model.train_function = original
+                return original(iterator)
+
+            model.train_function = keep_iterator
 
         def on_train_batch_begin(self, batch: int, logs: Any = None) -> None:
             entered = time.perf_counter()
@@ -129,13 +147,14 @@ def run_fit(model: Any, optimizer: Any, dataset: Any, *, total_steps: int,
 
     model.compile(optimizer=optimizer, loss=make_loss(), steps_per_execution=steps_per_execution,
                   jit_compile=jit_compile)
+    timing = _StepTiming()
     model.fit(dataset, epochs=1, steps_per_epoch=total_steps + traced, verbose=0,
-              callbacks=[_StepTiming()])
+              callbacks=[timing])
     notes = []
     if steps_per_execution > 1:
         notes.append(f"fit callbacks fire once per {steps_per_execution} steps: each sample is a "
                      f"block time divided by {steps_per_execution}")
-    return clock.result(notes)
+    return clock.result(notes, timing.iterator)
 
 
 def _replica_step(strategy: Any, model: Any, optimizer: Any, global_batch: int, precision: str
