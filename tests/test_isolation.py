@@ -121,3 +121,15 @@ def test_dead_server_falls_back_to_a_new_interpreter(tmp_path: Path) -> None:
     assert proc.start_method == "spawn"
     assert "fork server" in (proc.fork_problem or "")
     assert outcome.returncode == 2
+
+
+def test_server_leaves_on_its_own_when_the_parent_closes_it(tmp_path: Path) -> None:
+    """close() must reach the server even while the listener thread is blocked reading: else
+    every run ended by waiting 2 s for a server that never saw the end of the stream, then
+    killing it."""
+    server = ForkServer(worker_env(), tmp_path / "server.log", "isolation-test").start()
+    assert server.wait_ready()
+    proc = server._proc
+    assert proc is not None
+    server.close()
+    assert proc.returncode == 0  # it left by itself; the kill after the grace period gives -9

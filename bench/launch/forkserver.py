@@ -167,9 +167,15 @@ def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
     sock = socket.socket(fileno=int(args[0]))  # args[1], if any, is only a label for `ps`
     try:
-        return serve(sock)
+        code = serve(sock)
     finally:
         sock.close()
+    # Nothing here needs finalizing (the server never ran an op), and an interpreter holding
+    # TensorFlow takes about a second to shut down, which the parent would wait for at the
+    # end of every run.
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -318,6 +324,12 @@ class ForkServer:
     def close(self) -> None:
         """Stop the server; its children are the launcher's to kill (each has its own group)."""
         if self._sock is not None:
+            # shutdown, not only close: the listener thread blocked in recv keeps the socket
+            # open past close(), so the server would never see the end of the stream.
+            try:
+                self._sock.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass  # the server already went away
             self._sock.close()
             self._sock = None
         if self._proc is not None:
