@@ -121,19 +121,27 @@ def run(path: Path, opts: RunOptions, console: Console) -> RunOutcome:
         if forkserver is not None:
             forkserver.close()
         shutil.rmtree(data_cache_dir(run_dir), ignore_errors=True)
-    render_summary(console, add_scaling_efficiency(outcome.records))
+    conclude(run_dir, outcome.records, opts, console, started, {
+        "forkserver_ready_s": forkserver.ready_s if forkserver else None,
+        "start_method": opts.start_method})
+    return outcome
+
+
+def conclude(run_dir: Path, records: list[dict[str, Any]], opts: RunOptions, console: Console,
+             started: float, extra: dict[str, Any]) -> dict[str, Any]:
+    """The end of a run, once every record is in: summary table, report, time breakdown (with
+    the runner's peak RSS, which this part drives when there are many variants)."""
+    render_summary(console, add_scaling_efficiency(records))
     console.print(f"results: {run_dir / results.RECORDS_FILE}")
     report_started = time.perf_counter()
     if opts.report:
         render_report(run_dir, opts.reports_dir / run_dir.name, console)
-    breakdown = overhead.run_breakdown(outcome.records, time.perf_counter() - started, {
-        "report_s": time.perf_counter() - report_started,
-        "forkserver_ready_s": forkserver.ready_s if forkserver else None,
-        "start_method": opts.start_method,
+    breakdown = overhead.run_breakdown(records, time.perf_counter() - started, {
+        "report_s": time.perf_counter() - report_started, **extra,
         "runner_peak_rss_mb": overhead.peak_rss_mb()})
     results.write_json(run_dir / results.TIMING_FILE, breakdown)
     console.print(overhead.describe(breakdown))
-    return outcome
+    return breakdown
 
 
 def _start_forkserver(opts: RunOptions, variants: list[Variant], run_dir: Path

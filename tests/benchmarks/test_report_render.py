@@ -16,23 +16,9 @@ from pathlib import Path
 import pytest
 
 from bench.report import render_site
-from tests.fixtures.report_runs import ENVIRONMENT, ok_record, variant, write_run
+from tests.fixtures.report_runs import ENVIRONMENT, records_for, write_run
 
 pytestmark = pytest.mark.benchmark
-
-STRATEGIES = ("default", "mirrored", "central_storage")
-
-
-def records_for(scenario: str, count: int, seed: int = 0) -> list[dict]:
-    out = []
-    for i in range(count):
-        strategy = STRATEGIES[i % 3]
-        replicas = 1 if strategy == "default" else 1 + (i // 3) % 2
-        batch = 16 + 8 * (i // 6)
-        vid = f"{strategy}-r{replicas}-fit-float32-b{batch}-{i}"
-        out.append(ok_record(variant(vid, strategy, replicas, per_replica_batch=batch,
-                                     scenario=scenario), 0.004 * replicas, seed=seed + i))
-    return out
 
 
 @pytest.fixture(scope="module")
