@@ -30,8 +30,8 @@ class LoopResult:
     harness_s: float = 0.0
     # The loop's input iterator (Keras fit's own, or the custom loop's), kept alive on purpose:
     # destroying a tf.data iterator waits for its background threads (0.3-7 s measured here,
-    # distributed iterators the worst). Workers
-    # end with os._exit, so it is never destroyed and never costs the run that wait.
+    # distributed iterators the worst). Workers end with os._exit, so it is never destroyed and
+    # never costs the run that wait.
     iterator: Any = None
 
 
