@@ -148,7 +148,9 @@ def run_fit(model: Any, optimizer: Any, dataset: Any, *, total_steps: int,
     model.compile(optimizer=optimizer, loss=make_loss(), steps_per_execution=steps_per_execution,
                   jit_compile=jit_compile)
     timing = _StepTiming()
-    model.fit(dataset, epochs=1, steps_per_epoch=total_steps + traced, verbose=0,
+    # shuffle=False: the pipeline shuffles itself (Keras ignores the flag for a tf.data input,
+    # and warns when it is left at its default).
+    model.fit(dataset, epochs=1, steps_per_epoch=total_steps + traced, verbose=0, shuffle=False,
               callbacks=[timing])
     notes = []
     if steps_per_execution > 1:
