@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import resource
 import statistics
+from pathlib import Path
 from typing import Any
 
 # In the order they happen; "other" is whatever the named phases do not cover.
@@ -23,9 +24,21 @@ MEASURED_PHASES = ("timed", "traced")
 WORKLOAD_PHASES = ("build", "loop_other", "first_step", "warmup", "timed", "traced")
 
 
-def peak_rss_mb() -> float:
-    """This process's peak resident memory (Linux reports ru_maxrss in KiB)."""
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
+def peak_rss_mb(pid: int | str = "self") -> float | None:
+    """A live process's own peak resident memory, VmHWM from /proc (None if it is gone).
+
+    Not `ru_maxrss`: Linux carries the parent's peak over `exec` into it, so a runner started
+    from a 400 MB process (a test session, say) would report 400 MB whatever it used itself.
+    """
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) / 1024.0
+    except (OSError, IndexError, ValueError):
+        pass
+    if pid == "self":  # no /proc: the best this platform offers (KiB on Linux)
+        return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
+    return None
 
 
 def harness_overhead(harness_s: float, steps: int, median_step_s: float) -> dict[str, float]:

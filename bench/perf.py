@@ -42,7 +42,10 @@ def bench_command() -> list[str]:
 
 def timed_command(args: list[str], cwd: Path | None = None, ok_codes: tuple[int, ...] = (0,)
                   ) -> Timed:
-    """Wall time and peak RSS of one child (os.wait4 gives the child's own rusage)."""
+    """Wall time and peak RSS of one child, from os.wait4. Linux carries a parent's peak over
+    exec into the child's ru_maxrss, so the figure is max(the child's own, this process's peak
+    so far): exact as long as `bench perf` itself stays smaller than what it times (about
+    40 MB, the size of `bench --help`)."""
     env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"}
     start = time.perf_counter()
     proc = subprocess.Popen(args, cwd=cwd, env=env, stdin=subprocess.DEVNULL,

@@ -71,3 +71,20 @@ def test_a_failed_variant_without_timing_costs_its_whole_time() -> None:
     phases = overhead.variant_phases(failed)
     assert phases["timed"] == 0.0
     assert overhead.fixed_cost_s(phases) == pytest.approx(25.2)
+
+
+def test_peak_rss_is_the_process_own_not_its_parents() -> None:
+    """A parent that once held 300 MB starts a child that holds little: the child's figure is
+    its own (ru_maxrss would report the parent's 300 MB)."""
+    import subprocess
+    import sys
+
+    child = "from bench.overhead import peak_rss_mb; print(peak_rss_mb())"
+    parent = ("import subprocess, sys\n"
+              "block = bytearray(300 * 2**20)\n"
+              "for i in range(0, len(block), 4096): block[i] = 1\n"
+              "del block\n"
+              f"subprocess.run([sys.executable, '-c', {child!r}], check=True)\n")
+    out = subprocess.run([sys.executable, "-c", parent], capture_output=True, text=True,
+                         check=True, timeout=60)
+    assert 5 < float(out.stdout.strip()) < 150

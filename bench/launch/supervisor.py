@@ -18,7 +18,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from bench import protocol, results
+from bench import overhead, protocol, results
 from bench.launch.cluster_plan import Task, chief_of, cluster_spec, plan_tasks, tf_config
 from bench.launch.local import trace_dir, worker_command, worker_env
 from bench.launch.netns import bring_loopback_up, free_port
@@ -91,11 +91,10 @@ def _proc_stats(pid: int) -> dict[str, float]:
     try:
         fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
         stats["cpu_s"] = (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-            if line.startswith("VmHWM:"):
-                stats["peak_rss_mb"] = int(line.split()[1]) / 1024
     except (OSError, IndexError, ValueError):
         pass
+    if (peak := overhead.peak_rss_mb(pid)) is not None:
+        stats["peak_rss_mb"] = peak
     return stats
 
 
