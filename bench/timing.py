@@ -24,7 +24,9 @@ class StepTimer:
     clock: Callable[[], float] = time.perf_counter
     samples: list[float] = field(default_factory=list)
     steps_per_sample: list[int] = field(default_factory=list)
-    steps: int = 0  # kept as a count: lap() runs every step, so no sum over a growing list
+    # sum(steps_per_sample), kept as a running count (lap() runs every step, so no sum over a
+    # growing list); not a constructor argument, so it cannot disagree with the list.
+    steps: int = field(default=0, init=False)
     _last: float | None = None
 
     def start(self) -> None:
