@@ -295,8 +295,17 @@ def top_ops(rows: list[dict[str, Any]], side: str, limit: int = TOP_OPS) -> list
 # memory_profile: peak bytes in use during the trace, per allocator
 
 
+NO_ALLOCATOR_EVENTS = (
+    "the trace holds no allocator events: TensorFlow's default CPU allocator records none (oneDNN's "
+    "allocator, on by default on CPUs with AVX-512 or TF_ENABLE_ONEDNN_OPTS=1, and GPU allocators do)")
+
+
 def peak_memory_by_allocator(conv: Converter) -> dict[str, float]:
-    """Peak MiB in use during the trace window per `<host>:<allocator>` (xprof: one host per call)."""
+    """Peak MiB in use during the trace window per `<host>:<allocator>` (xprof: one host per call).
+
+    Empty when no allocator recorded events: on a CPU without oneDNN (AMD without AVX-512, say)
+    TensorFlow's plain CPU allocator emits none, so there is nothing to take a peak of.
+    """
     peaks: dict[str, float] = {}
     for index, path in enumerate(conv.originals):
         profile = conv.tool("memory_profile", files=[index])
@@ -305,8 +314,6 @@ def peak_memory_by_allocator(conv: Converter) -> dict[str, float]:
             peak = (body.get("profileSummary") or {}).get("peakStats", {}).get("peakBytesInUse")
             if peak is not None:
                 peaks[f"{host}:{allocator}"] = round(_float(peak) / MIB, 3)
-    if not peaks:
-        raise ToolError(f"memory_profile has no allocator with a peak for {conv.originals[0].parent}")
     return peaks
 
 
@@ -321,7 +328,8 @@ def empty_result(logdir: Path) -> dict[str, Any]:
             "breakdown_ms": None, "input_bound_pct": None, "input_conclusion": None,
             "input_recommendation": None, "top_ops_side": None, "top_ops": [],
             "tf_data_self_time_ms_total": None, "peak_memory_mb": None,
-            "peak_memory_mb_by_allocator": {}, "cross_check": None, "method": None}
+            "peak_memory_mb_by_allocator": {}, "peak_memory_unavailable": None, "cross_check": None,
+            "method": None}
 
 
 def _optional(result: dict[str, Any], what: str, fn: Callable[[], Any]) -> Any:
@@ -426,6 +434,8 @@ def _analyze_files(result: dict[str, Any], conv: Converter, bench_median_step_s:
         result["peak_memory_mb"] = max(peaks.values())
         method.append("peak_memory_mb: memory_profile peak bytes in use during the trace, MiB, "
                       "largest allocator")
+    elif peaks == {}:
+        result["peak_memory_unavailable"] = NO_ALLOCATOR_EVENTS
     if bench_median_step_s is not None:
         result["cross_check"] = _optional(result, "cross_check",
                                           lambda: cross_check(result["step_time_ms"], bench_median_step_s))

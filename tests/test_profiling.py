@@ -142,16 +142,26 @@ def test_cross_check_reports_disagreement_without_failing() -> None:
 # Slow: a real trace
 
 
-@pytest.fixture(scope="module")
-def trace(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, float]:
-    """(logdir, untraced median step seconds) from a real MirroredStrategy run on 2 logical CPUs."""
-    logdir = tmp_path_factory.mktemp("profiling") / "trace"
+def make_trace(logdir: Path, onednn: bool) -> tuple[Path, float]:
+    """(logdir, untraced median step seconds) from a real MirroredStrategy run on 2 logical CPUs.
+
+    `onednn` picks TensorFlow's CPU allocator, and with it whether the trace holds allocator
+    events: oneDNN's records them, the plain one does not. Left to TensorFlow, the choice follows
+    the CPU (on by default with AVX-512 only), so the tests pin it both ways.
+    """
+    env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2", "CUDA_VISIBLE_DEVICES": "",
+           "TF_ENABLE_ONEDNN_OPTS": "1" if onednn else "0"}
     proc = subprocess.run([sys.executable, str(MAKE_TRACE), str(logdir), "--traced", str(TRACED_STEPS)],
-                          capture_output=True, text=True, timeout=600, stdin=subprocess.DEVNULL,
-                          env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"})
+                          capture_output=True, text=True, timeout=600, stdin=subprocess.DEVNULL, env=env)
     assert proc.returncode == 0, proc.stderr[-4000:]
     made = json.loads(proc.stdout.splitlines()[-1])
     return logdir, made["median_step_s"]
+
+
+@pytest.fixture(scope="module")
+def trace(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, float]:
+    """A trace without allocator events (plain CPU allocator), as on CPUs without AVX-512."""
+    return make_trace(tmp_path_factory.mktemp("profiling") / "trace", onednn=False)
 
 
 @pytest.fixture(scope="module")
@@ -202,9 +212,11 @@ class TestRealTrace:
         assert all(0 <= op["pct"] <= 100 for op in ops)
         assert all(op["type"] not in ("IDLE", "Dataset") for op in ops)
 
-    def test_peak_memory(self, analysis: dict[str, Any]) -> None:
-        assert analysis["peak_memory_mb"] > 0
-        assert analysis["peak_memory_mb"] == max(analysis["peak_memory_mb_by_allocator"].values())
+    def test_peak_memory_unavailable_says_why(self, analysis: dict[str, Any]) -> None:
+        assert analysis["peak_memory_mb"] is None
+        assert analysis["peak_memory_mb_by_allocator"] == {}
+        assert analysis["peak_memory_unavailable"] == profiling.NO_ALLOCATOR_EVENTS
+        assert "peak_memory_mb" not in analysis["method"]
 
     def test_cross_check(self, analysis: dict[str, Any], trace: tuple[Path, float]) -> None:
         check = analysis["cross_check"]
@@ -222,6 +234,19 @@ class TestRealTrace:
         assert result["step_time_ms"] == analysis["step_time_ms"]
         assert result["files"] == analysis["files"]
         assert listing(logdir) == before
+
+
+@pytest.mark.slow
+@needs_tf
+@needs_xprof
+def test_peak_memory_from_a_trace_with_allocator_events(tmp_path: Path) -> None:
+    logdir, median_s = make_trace(tmp_path / "trace", onednn=True)
+    analysis = profiling.analyze(logdir, bench_median_step_s=median_s)
+    assert analysis["status"] == "ok" and analysis["warnings"] == [], analysis
+    assert analysis["peak_memory_mb"] > 0
+    assert analysis["peak_memory_mb"] == max(analysis["peak_memory_mb_by_allocator"].values())
+    assert analysis["peak_memory_unavailable"] is None
+    assert "peak_memory_mb" in analysis["method"]
 
 
 def test_a_corrupt_trace_is_a_recorded_error_not_a_crash(tmp_path: Path) -> None:
