@@ -1,5 +1,8 @@
 """Developer sessions: `nox` runs lint and tests; `nox -s benchmarks` runs the throughput benchmarks;
-`nox -s nightly` is the nightly regression job; `nox -s perf` times bench itself."""
+`nox -s nightly` is the nightly regression job; `nox -s perf` times bench itself.
+
+Every session installs the pinned set in constraints.txt except `tests_latest` (the newest
+releases) and `lock` (which rewrites constraints.txt from them)."""
 
 from __future__ import annotations
 
@@ -8,24 +11,51 @@ import nox
 nox.options.sessions = ["lint", "tests"]
 nox.options.reuse_existing_virtualenvs = True
 
+PINNED = ("-c", "constraints.txt")
+LOCK_HEADER = """\
+# The known-good dependency set CI installs (pip install -c constraints.txt ...): a new release of a
+# dependency cannot turn CI red without a change of ours. Updated on purpose with `nox -s lock`
+# (newest releases that satisfy pyproject.toml); `nox -s tests_latest` runs the suite against them.
+# Made on Python 3.11, x86_64 Linux, with the [cpu,test] extras.
+"""
+
 
 @nox.session
 def tests(session: nox.Session) -> None:
     """The full suite, including the slow TensorFlow-subprocess tests (what CI runs)."""
-    session.install("-e", ".[cpu,test]")
+    session.install(*PINNED, "-e", ".[cpu,test]")
     session.run("pytest", "-m", "not benchmark", *session.posargs)
 
 
 @nox.session
+def tests_latest(session: nox.Session) -> None:
+    """The full suite against the newest releases that pyproject.toml allows (no constraints):
+    what `nox -s lock` would pin next."""
+    session.install("--upgrade", "-e", ".[cpu,test]")
+    session.run("pytest", "-m", "not benchmark", *session.posargs)
+
+
+@nox.session(reuse_venv=False)
+def lock(session: nox.Session) -> None:
+    """Rewrite constraints.txt from a fresh install of the newest releases. Run tests_latest first."""
+    session.install("--upgrade", "-e", ".[cpu,test]")
+    frozen = session.run("python", "-m", "pip", "freeze", "--exclude-editable", silent=True)
+    pins = [line for line in frozen.splitlines() if line and not line.startswith(("bench", "#"))]
+    with open("constraints.txt", "w", encoding="utf-8") as out:
+        out.write(LOCK_HEADER + "\n".join(pins) + "\n")
+    session.log(f"constraints.txt: {len(pins)} pins")
+
+
+@nox.session
 def lint(session: nox.Session) -> None:
-    session.install("ruff>=0.5")
+    session.install(*PINNED, "ruff")
     session.run("ruff", "check", "bench", "tests", "noxfile.py")
 
 
 @nox.session
 def benchmarks(session: nox.Session) -> None:
     """Harness-honesty and throughput benchmarks (minutes; figures land in .benchmarks/)."""
-    session.install("-e", ".[cpu,test]")
+    session.install(*PINNED, "-e", ".[cpu,test]")
     session.run("pytest", "-m", "benchmark", "tests/benchmarks", "--benchmark-autosave",
                 *session.posargs)
 
@@ -37,7 +67,7 @@ def nightly(session: nox.Session) -> None:
 
     Exits non-zero on a regression. Extra arguments go to `bench nightly` (e.g. `-- --quick`).
     """
-    session.install("-e", ".[cpu]")
+    session.install(*PINNED, "-e", ".[cpu]")
     session.run("bench", "nightly", *session.posargs)
 
 
@@ -46,6 +76,6 @@ def perf(session: nox.Session) -> None:
     """bench timing itself: wall time per phase and per variant, duty cycle, command start-up
     and peak memory, medians over 3 runs of the default scenario per start method (a few
     minutes). Extra arguments go to `bench perf` (e.g. `-- --runs 5`)."""
-    session.install("-e", ".[cpu]")
+    session.install(*PINNED, "-e", ".[cpu]")
     args = session.posargs or ["--start-method", "forkserver", "--start-method", "spawn"]
     session.run("bench", "perf", *args)
