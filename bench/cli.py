@@ -83,7 +83,7 @@ def run(
 def validate(scenarios: Annotated[list[Path], typer.Argument(help="Scenario TOML file(s).")]
              ) -> None:
     """Check scenario files and print the variants each expands to."""
-    from bench.scenario import load_variants
+    from bench.scenario.schema import load_variants
 
     for path in scenarios:
         try:
@@ -107,9 +107,9 @@ def list_(devices: Annotated[bool, typer.Option(help="Probe devices (starts Tens
     """List strategies, models, datasets and the devices available on this machine."""
     from typing import get_args
 
-    from bench.models import REGISTRY
-    from bench.scenario import ApiName, DataConfig, PrecisionName
-    from bench.strategies import STRATEGY_DESCRIPTIONS
+    from bench.scenario.schema import ApiName, DataConfig, PrecisionName
+    from bench.training.models import REGISTRY
+    from bench.training.strategies import STRATEGY_DESCRIPTIONS
 
     def section(title: str, rows: dict[str, str]) -> None:
         table = Table(title=title, show_header=False, title_justify="left")
@@ -127,7 +127,7 @@ def list_(devices: Annotated[bool, typer.Option(help="Probe devices (starts Tens
     section("apis", {a: "" for a in get_args(ApiName)})
     section("precisions", {p: "" for p in get_args(PrecisionName)})
     if devices:
-        from bench.probe import probe_in_subprocess
+        from bench.training.probe import probe_in_subprocess
 
         found = probe_in_subprocess()
         if "error" in found:
@@ -148,7 +148,7 @@ def env(devices: Annotated[bool, typer.Option(help="Probe devices in a child pro
 
     info = environment()
     if devices:
-        from bench.probe import probe_in_subprocess
+        from bench.training.probe import probe_in_subprocess
 
         info["devices"] = probe_in_subprocess()
     console.print_json(json.dumps(info, default=str))
@@ -173,7 +173,7 @@ def worker(
     Every task of the cluster runs this same command; TF_CONFIG (or SLURM's variables) tells each
     which task it is. The chief writes the record.
     """
-    from bench.external import run_task
+    from bench.launch.external import run_task
 
     if resolver not in ("tf_config", "slurm"):
         raise _fail(BenchError(f"--resolver: expected tf_config or slurm, got {resolver!r}"))
@@ -207,8 +207,8 @@ def manifest(
     """Write Kubeflow TFJob YAML for a scenario's MultiWorkerMirrored / ParameterServer variants."""
     import yaml
 
-    from bench.manifest import tfjob
-    from bench.scenario import load_variants
+    from bench.launch.tfjob import tfjob
+    from bench.scenario.schema import load_variants
 
     if format != "tfjob":
         raise _fail(BenchError(f"--format: only 'tfjob' is supported, got {format!r}"))
@@ -254,7 +254,7 @@ def trace(
     import logging
     import signal
 
-    from bench.trace_server import export_chrome_traces, serve, trace_logdirs
+    from bench.trace.serve import export_chrome_traces, serve, trace_logdirs
 
     def out(text: str) -> None:
         console.print(escape(text), soft_wrap=True, highlight=False)
@@ -378,7 +378,7 @@ def export(
     pytest-benchmark: one benchmark per ok variant, its rounds the timed steps (seconds per
     step), examples/s in extra_info; `pytest-benchmark compare` reads it. Exit code 0, or 2.
     """
-    from bench.export import to_pytest_benchmark
+    from bench.report.export import to_pytest_benchmark
 
     try:
         if format != "pytest-benchmark":
@@ -418,10 +418,10 @@ def compare(
     median step-time ratio lies above 1, and the slowdown exceeds the minimum effect. Exit code:
     1 on regression (or a variant that vanished or now fails), 0 otherwise, 2 on unusable input.
     """
-    from bench.compare import compare_records
-    from bench.compare_runs import candidate as candidate_run
-    from bench.compare_runs import load_store, write_reports
-    from bench.summary import render_comparison
+    from bench.compare.detector import compare_records
+    from bench.compare.stores import candidate as candidate_run
+    from bench.compare.stores import load_store, write_reports
+    from bench.report.terminal import render_comparison
 
     try:
         cand_records, scenario = candidate_run(candidate)
@@ -453,8 +453,8 @@ def perf(
 ) -> None:
     """Bench timing itself: wall time per phase and variant, duty cycle, command start-up and
     memory, as medians over repeated real runs of SCENARIO."""
-    from bench.perf import render, self_benchmark
-    from bench.scenario import load_scenario
+    from bench.perf.self_benchmark import render, self_benchmark
+    from bench.scenario.schema import load_scenario
 
     try:
         load_scenario(scenario)
@@ -494,8 +494,8 @@ def write_tfrecord(
     """
     import os
 
-    from bench.scenario import ARRAY_DATASETS, DataConfig, load_scenario
-    from bench.tfrecord import write_dataset
+    from bench.data.tfrecord import write_dataset
+    from bench.scenario.schema import ARRAY_DATASETS, DataConfig, load_scenario
 
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # TensorFlow's start-up chatter
 

@@ -18,13 +18,13 @@ from pathlib import Path
 from rich.console import Console
 
 from bench import results
-from bench.compare import DEFAULT_ALPHA, Comparison, compare_records, confirm
-from bench.compare_runs import candidate, load_store, write_reports
+from bench.compare.detector import DEFAULT_ALPHA, Comparison, compare_records, confirm
+from bench.compare.stores import candidate, load_store, write_reports
 from bench.errors import BenchError
 from bench.report.site import prepare_out_dir
+from bench.report.terminal import render_comparison
 from bench.runner import RunOptions, prepare, render_report
 from bench.runner import run as run_scenario
-from bench.summary import render_comparison
 
 # The nightly scenario set (relative to the repository root): what the gate watches every night,
 # for `bench nightly` without arguments, `nox -s nightly` and tests/benchmarks.
@@ -50,7 +50,7 @@ def gate(run_dir: Path, store: Path, out_dir: Path, console: Console,
     """Compare one new run with the store; True on regression, None without a baseline yet.
 
     Suspect regressions are re-run `confirm_runs` times (`rerun(variant ids)` → a run dir) and
-    kept only if every re-run regresses too (see `bench.compare.confirm`).
+    kept only if every re-run regresses too (see `bench.compare.detector.confirm`).
     """
     records, scenario = candidate(run_dir)
     baseline = load_store(store, scenario, exclude=run_dir)
@@ -62,7 +62,7 @@ def gate(run_dir: Path, store: Path, out_dir: Path, console: Console,
 
     def judge(candidate_records: list[dict]) -> Comparison:
         # Re-runs stand in for the run-to-run interval, whose t-quantile for a few stored runs
-        # would hide all but huge slowdowns (bench.compare_simulation.nightly_rates).
+        # would hide all but huge slowdowns (bench.compare.simulation.nightly_rates).
         result = compare_records(baseline.history[-1], candidate_records,
                                  history=baseline.history,
                                  run_to_run=not confirming)

@@ -11,7 +11,7 @@ import traceback
 from datetime import UTC, datetime
 from typing import Any
 
-from bench.scenario import Variant
+from bench.scenario.schema import Variant
 
 STATUSES = ("ok", "skipped", "failed")
 

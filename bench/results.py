@@ -28,7 +28,7 @@ if TYPE_CHECKING:
 
 RECORDS_FILE = "records.jsonl"
 VARIANTS_FILE = "variants.json"
-TIMING_FILE = "timing.json"  # where the run's wall time went (bench.overhead)
+TIMING_FILE = "timing.json"  # where the run's wall time went (bench.perf.overhead)
 ENVIRONMENT_FILE = "environment.json"
 SCENARIO_FILE = "scenario.toml"
 SCHEMA_VERSION = 1

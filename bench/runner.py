@@ -16,17 +16,18 @@ from typing import Any
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from bench import fingerprint, overhead, results
+from bench import fingerprint, results
+from bench.checks.parity import ParityJudge
 from bench.errors import BenchError
 from bench.launch import launcher_for
 from bench.launch.forkserver import ForkServer
 from bench.launch.local import data_cache_dir, worker_env
-from bench.parity import ParityJudge
+from bench.perf import overhead
+from bench.report.terminal import render_outcome_line, render_summary
 from bench.scaling import add_scaling_efficiency
-from bench.scenario import BASELINE_STRATEGIES, Scenario, Variant, expand, load_scenario
-from bench.summary import render_outcome_line, render_summary
+from bench.scenario.schema import BASELINE_STRATEGIES, Scenario, Variant, expand, load_scenario
 from bench.timing import round_up
-from bench.trace_analysis import attach_trace_analysis
+from bench.trace.attach import attach_trace_analysis
 
 QUICK_MEASURE = {"warmup_steps": 3, "steps": 20, "repeats": 2, "trace_steps": 0}
 

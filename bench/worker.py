@@ -16,15 +16,18 @@ import time
 from pathlib import Path
 from typing import Any
 
-from bench import checks as checks_mod
-from bench import data as data_mod
-from bench import devices, loops, models, overhead, peak, precision, protocol, results, strategies
-from bench import flops as flops_mod
+from bench import protocol, results
+from bench.checks import verdicts as checks_mod
+from bench.data import sources as data_mod
 from bench.errors import DataUnavailable, VariantSkipped
+from bench.perf import overhead
 from bench.records import base_record, error_from_exception, extra_failed, finish
-from bench.scenario import Variant
+from bench.scenario.schema import Variant
 from bench.timing import Phases, round_up, steady_state_start, summarize, throughput
-from bench.tracing import TraceWindow
+from bench.training import devices, loops, models, precision, strategies
+from bench.training.tracing import TraceWindow
+from bench.utilization import flops as flops_mod
+from bench.utilization import peak
 
 
 def _emit_progress(done: int, total: int) -> None:

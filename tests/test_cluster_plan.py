@@ -10,7 +10,7 @@ import yaml
 
 from bench.errors import ScenarioError
 from bench.launch.cluster_plan import chief_of, cluster_spec, is_chief_config, plan_tasks, tf_config
-from bench.scenario import expand, parse_scenario
+from bench.scenario.schema import expand, parse_scenario
 from tests.conftest import bench
 
 DOC = {

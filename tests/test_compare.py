@@ -11,10 +11,10 @@ import numpy as np
 import pytest
 
 from bench import results
-from bench.compare import compare_records, compare_samples, mann_whitney_p
-from bench.compare_simulation import rates, synthetic_run
+from bench.compare.detector import compare_records, compare_samples, mann_whitney_p
+from bench.compare.simulation import rates, synthetic_run
 from bench.records import base_record, finish
-from bench.scenario import expand, parse_scenario
+from bench.scenario.schema import expand, parse_scenario
 from tests.conftest import bench
 
 DOC = {"scenario": {"name": "cmp"}, "batch": {"rule": "weak", "per_replica": 16},
@@ -125,13 +125,13 @@ def test_cli_exit_codes_and_reports(tmp_path: Path, variants) -> None:
 
 
 def test_compare_imports_no_tensorflow() -> None:
-    code = "import sys, bench.compare; print('tensorflow' in sys.modules)"
+    code = "import sys, bench.compare.detector; print('tensorflow' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
 
 
 def test_a_baseline_store_absorbs_run_to_run_drift() -> None:
-    from bench.compare_simulation import drift_rates
+    from bench.compare.simulation import drift_rates
 
     # whole runs drift by 10% CV, as on this shared machine
     rates_ = drift_rates(trials=30, shift=1.0, seed=0)
@@ -161,7 +161,7 @@ def test_a_store_compares_with_its_typical_run_not_a_burst(variants) -> None:
 
 
 def test_a_regression_must_hold_in_every_re_run(variants) -> None:
-    from bench.compare import confirm
+    from bench.compare.detector import confirm
 
     rng = np.random.default_rng(8)
     default, mirrored = variants[0], variants[1]
@@ -183,7 +183,7 @@ def test_a_regression_must_hold_in_every_re_run(variants) -> None:
 
 
 def test_nightly_gate_rates_under_bursts_of_interference() -> None:
-    from bench.compare_simulation import nightly_rates
+    from bench.compare.simulation import nightly_rates
 
     rates_ = nightly_rates(trials=30, shift=0.5, seed=1)
     assert rates_["aa_single"] > 0.15  # one run vs one run: bursts cry wolf
@@ -194,9 +194,9 @@ def test_nightly_gate_rates_under_bursts_of_interference() -> None:
 
 def test_input_pipeline_axes_tell_variants_apart() -> None:
     """input_bound.toml's variants differ only in map_parallelism / prefetch: four identities."""
-    from bench.compare import identity
+    from bench.compare.detector import identity
     from bench.scaling import group_key
-    from bench.scenario import load_variants
+    from bench.scenario.schema import load_variants
 
     _, variants = load_variants(Path(__file__).parent.parent / "scenarios/input_bound.toml")
     records = [{"variant": v.model_dump(mode="json", by_alias=True)} for v in variants]

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from bench.devices import plan_layout
 from bench.errors import VariantSkipped
-from bench.precision import check_supported as check_precision
-from bench.strategies import check_supported as check_strategy
+from bench.training.devices import plan_layout
+from bench.training.precision import check_supported as check_precision
+from bench.training.strategies import check_supported as check_strategy
 
 
 def test_no_gpu_means_logical_cpu_devices() -> None:

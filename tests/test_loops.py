@@ -21,8 +21,7 @@ def workload() -> dict[str, Any]:
     import numpy as np
     import tensorflow as tf
 
-    from bench import models
-
+    from bench.training import models
     rng = np.random.default_rng(0)
     x = rng.random((64, 4, 4, 1), dtype=np.float32)
     y = rng.integers(0, 3, 64)
@@ -40,8 +39,7 @@ def _no_progress(done: int, total: int) -> None:
 
 
 def test_fit_returns_keras_own_iterator_and_restores_train_function(workload: dict) -> None:
-    from bench import loops
-
+    from bench.training import loops
     model = workload["model"]()
     result = loops.run_fit(model, loops.make_optimizer("adam", 1e-3), workload["dataset"],
                            total_steps=STEPS, steps_per_execution=1, jit_compile=False,
@@ -55,8 +53,7 @@ def test_fit_returns_keras_own_iterator_and_restores_train_function(workload: di
 
 
 def test_custom_loop_returns_its_iterator(workload: dict) -> None:
-    from bench import loops
-
+    from bench.training import loops
     strategy = workload["strategy"]
     with strategy.scope():
         model = workload["model"]()

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from bench import overhead
+from bench.perf import overhead
 
 
 def record(vid: str, timed: list[list[float]], k: int = 1, harness_s: float = 0.0) -> dict:
@@ -79,7 +79,7 @@ def test_peak_rss_is_the_process_own_not_its_parents() -> None:
     import subprocess
     import sys
 
-    child = "from bench.overhead import peak_rss_mb; print(peak_rss_mb())"
+    child = "from bench.perf.overhead import peak_rss_mb; print(peak_rss_mb())"
     parent = ("import subprocess, sys\n"
               "block = bytearray(300 * 2**20)\n"
               "for i in range(0, len(block), 4096): block[i] = 1\n"

@@ -1,4 +1,4 @@
-"""bench.profiling against real xprof: broken logdirs (fast) and a real 2-replica trace (slow).
+"""bench.trace.analysis against real xprof: broken logdirs (fast) and a real 2-replica trace (slow).
 
 The slow group writes its own trace with tests/fixtures/profiling_make_trace.py (MirroredStrategy
 over 2 logical CPUs, 8 steps traced with bench's Trace markers), so it needs no earlier bench run.
@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from bench import profiling
+from bench.trace import analysis as profiling
 
 REPO = Path(__file__).resolve().parent.parent
 MAKE_TRACE = REPO / "tests" / "fixtures" / "profiling_make_trace.py"
@@ -29,8 +29,8 @@ SCHEMA = set(profiling.empty_result(Path(".")))
 
 
 def run_cli(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "bench.profiling", "analyze", *args], capture_output=True,
-                          text=True, timeout=300, cwd=REPO, stdin=subprocess.DEVNULL)
+    return subprocess.run([sys.executable, "-m", "bench.trace.analysis", "analyze", *args],
+                          capture_output=True, text=True, timeout=300, cwd=REPO, stdin=subprocess.DEVNULL)
 
 
 def cli_result(proc: subprocess.CompletedProcess[str]) -> dict[str, Any]:
@@ -250,7 +250,7 @@ def test_peak_memory_from_a_trace_with_allocator_events(tmp_path: Path) -> None:
 
 
 def test_a_corrupt_trace_is_a_recorded_error_not_a_crash(tmp_path: Path) -> None:
-    from bench.trace_analysis import attach_trace_analysis
+    from bench.trace.attach import attach_trace_analysis
 
     logdir = tmp_path / "traces" / "v"
     run = logdir / "plugins" / "profile" / "2026_01_01_00_00_00"

@@ -11,7 +11,7 @@ import pytest
 from bench import results
 from bench.records import base_record, finish
 from bench.scaling import add_scaling_efficiency
-from bench.scenario import expand, parse_scenario
+from bench.scenario.schema import expand, parse_scenario
 
 DOC = {
     "scenario": {"name": "r"},

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from bench.errors import ScenarioError
-from bench.scenario import expand, load_scenario, load_variants, parse_scenario
+from bench.scenario.schema import expand, load_scenario, load_variants, parse_scenario
 from tests.conftest import bench
 
 BASE = {

@@ -10,9 +10,9 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from bench.data import LoadedData, load, make_dataset
+from bench.data.sources import LoadedData, load, make_dataset
 from bench.errors import DataUnavailable
-from bench.scenario import DataConfig
+from bench.scenario.schema import DataConfig
 from tests.conftest import bench_run, write_scenario
 
 try:

@@ -1,4 +1,4 @@
-"""bench.tfrecord: real shard files written and read back with real TensorFlow."""
+"""bench.data.tfrecord: real shard files written and read back with real TensorFlow."""
 
 from __future__ import annotations
 
@@ -9,10 +9,10 @@ import pytest
 import tensorflow as tf
 from tensorflow.python.distribute import input_ops  # the rewrite MultiWorkerMirrored applies
 
-from bench.data import LoadedData, load, load_arrays, make_dataset
+from bench.data.sources import LoadedData, load, load_arrays, make_dataset
+from bench.data.tfrecord import FileData, load_files, write_dataset, write_shards
 from bench.errors import BenchError, DataUnavailable
-from bench.scenario import DataConfig
-from bench.tfrecord import FileData, load_files, write_dataset, write_shards
+from bench.scenario.schema import DataConfig
 from tests.conftest import bench
 
 N = 40  # examples: label i is example i's index, so every example can be traced to its file
@@ -189,8 +189,8 @@ def test_cli_rejects_what_it_cannot_write_in_one_line(tmp_path: Path) -> None:
 
 
 def test_a_cluster_needs_a_file_per_worker_for_file_sharding(tmp_path: Path, images) -> None:
-    from bench.data import load_for
-    from bench.scenario import expand, parse_scenario
+    from bench.data.sources import load_for
+    from bench.scenario.schema import expand, parse_scenario
 
     pattern = written(tmp_path, *images, shards=1)
     doc = {"scenario": {"name": "s"}, "batch": {"per_replica": 8}, "train": {"api": "ctl"},

@@ -8,7 +8,7 @@ from bench.launch.cluster import ClusterLauncher
 from bench.launch.forkserver import ForkServer
 from bench.launch.local import LocalLauncher
 from bench.launch.process import ProgressFn
-from bench.scenario import Variant
+from bench.scenario.schema import Variant
 
 
 class Launcher(Protocol):

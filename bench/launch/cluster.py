@@ -17,7 +17,7 @@ from bench.launch.local import run_worker_command
 from bench.launch.process import ProgressFn
 from bench.records import base_record, finish
 from bench.results import VARIANTS_FILE
-from bench.scenario import Variant
+from bench.scenario.schema import Variant
 
 SUPERVISOR_MARGIN_S = 20.0  # teardown of a TF cluster takes a few seconds
 

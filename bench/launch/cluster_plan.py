@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 
-from bench.scenario import Variant
+from bench.scenario.schema import Variant
 
 
 @dataclass(frozen=True)

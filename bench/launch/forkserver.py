@@ -40,7 +40,7 @@ from typing import Any
 from bench.launch.process import die_with_parent
 
 # What a child may run: each module has `main(argv) -> int`.
-RUNNABLE_MODULES = ("bench.worker", "bench.profiling")
+RUNNABLE_MODULES = ("bench.worker", "bench.trace.analysis")
 # Imported too when present: what the children would otherwise import first thing.
 OPTIONAL_PRELOADS = ("xprof.convert.raw_to_tool_data",)
 MAX_MESSAGE = 1 << 20

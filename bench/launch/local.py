@@ -16,7 +16,7 @@ from bench.launch.forkserver import ForkServer
 from bench.launch.process import Outcome, ProgressFn, WorkerProcess, last_error_line
 from bench.records import failed
 from bench.results import VARIANTS_FILE, read_json
-from bench.scenario import Variant
+from bench.scenario.schema import Variant
 
 
 def worker_env(extra: dict[str, str] | None = None) -> dict[str, str]:

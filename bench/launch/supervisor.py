@@ -18,13 +18,14 @@ import time
 from pathlib import Path
 from typing import Any
 
-from bench import overhead, protocol, results
+from bench import protocol, results
 from bench.launch.cluster_plan import Task, chief_of, cluster_spec, plan_tasks, tf_config
 from bench.launch.local import trace_dir, worker_command, worker_env
 from bench.launch.netns import bring_loopback_up, free_port
 from bench.launch.process import WorkerProcess, last_error_line
+from bench.perf import overhead
 from bench.records import base_record, finish
-from bench.scenario import Variant
+from bench.scenario.schema import Variant
 
 PORT_CONFLICT_MARKERS = ("Address already in use", "Could not start gRPC server")
 POLL_S = 0.05
@@ -122,7 +123,7 @@ class Cluster:
         for task in self.tasks:
             record_path = self.record_path(task)
             cmd = (worker_command(run_dir, variant, record_path) if task.trains
-                   else [sys.executable, "-m", "bench.server"])
+                   else [sys.executable, "-m", "bench.launch.ps_server"])
             env = worker_env({"TF_CONFIG": tf_config(self.spec, task),
                               "BENCH_TRACE_DIR": str(trace_dir(run_dir, variant, task.name)),
                               **_gpu_share(task, variant)})

@@ -22,7 +22,7 @@ from bench.axes import pipeline_axes
 from bench.report.history import Step
 from bench.report.runs import RunView
 from bench.scaling import group_key, replicas_of
-from bench.scenario import BASELINE_STRATEGIES
+from bench.scenario.schema import BASELINE_STRATEGIES
 from bench.timing import percentile
 
 Figure = dict[str, Any]

@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from bench.compare import Verdict, compare_records
+from bench.compare.detector import Verdict, compare_records
 from bench.report.runs import RunView
 
 MARKED = ("regression", "improvement")

@@ -8,11 +8,11 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from bench.checks import ACCURACY, LOSS_PARITY, CheckKind
+from bench.checks.verdicts import ACCURACY, LOSS_PARITY, CheckKind
 from bench.report.figures import precision_pairs
 from bench.report.runs import RunView
 from bench.scaling import replicas_of
-from bench.scenario import BASELINE_STRATEGIES
+from bench.scenario.schema import BASELINE_STRATEGIES
 
 INPUT_BOUND_PCT = 20.0  # xprof calls a step "highly input-bound" above 20% input time
 PARTLY_INPUT_BOUND_PCT = 5.0

@@ -15,7 +15,7 @@ from typing import Any
 from bench import results
 from bench.axes import pipeline_axes
 from bench.scaling import add_scaling_efficiency
-from bench.scenario import BASELINE_STRATEGIES
+from bench.scenario.schema import BASELINE_STRATEGIES
 
 
 @dataclass

@@ -12,10 +12,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from bench.checks import ACCURACY, LOSS_PARITY, CheckKind
+from bench.checks.verdicts import ACCURACY, LOSS_PARITY, CheckKind
 from bench.report.runs import RunView
 from bench.scaling import replicas_of
-from bench.scenario import BASELINE_STRATEGIES
+from bench.scenario.schema import BASELINE_STRATEGIES
 
 
 @dataclass(frozen=True)

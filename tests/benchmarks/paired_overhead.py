@@ -6,7 +6,7 @@ separate hand-written processes; on this shared machine bursts make single round
 the same process, alternating every ~1 s, so a burst hits both sides of a pair alike.
 
 - hand-written: `model.fit` with a timestamp only at the two window boundaries;
-- bench: `bench.loops.run_fit`, the code every bench `fit` variant runs (per-step callbacks,
+- bench: `bench.training.loops.run_fit`, the code every bench `fit` variant runs (per-step callbacks,
   the step timer, progress reports), timed by bench's own samples.
 Both figures are examples/s over the same number of steps after the same warmup. Prints one
 JSON line: {"hand": [...], "bench_mean_rate": [...], "bench_median": [...]}.
@@ -31,15 +31,14 @@ def main() -> None:
     import keras
     from handwritten_fit import seed_mlp  # this folder: the script runs as a file
 
-    from bench import loops
-
+    from bench.training import loops
     strategy, model, ds, global_batch = seed_mlp(replicas=2, per_replica=64)
     with strategy.scope():
         optimizer = keras.optimizers.Adam(1e-3)
     total = args.warmup + args.steps
     out: dict[str, list[float]] = {"hand": [], "bench_mean_rate": [], "bench_median": []}
     def bench_side() -> None:
-        with strategy.scope():  # as bench.loops.train runs it for a fit variant
+        with strategy.scope():  # as bench.training.loops.train runs it for a fit variant
             result = loops.run_fit(model, optimizer, ds, total_steps=total,
                                    steps_per_execution=1, jit_compile=False,
                                    progress=lambda done, of: None)

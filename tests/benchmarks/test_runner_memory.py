@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from bench.perf import TARGETS
+from bench.perf.self_benchmark import TARGETS
 from tests.conftest import REPO
 from tests.fixtures.report_runs import records_for, write_run
 

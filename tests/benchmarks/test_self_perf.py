@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from bench.perf import TARGETS, self_benchmark
+from bench.perf.self_benchmark import TARGETS, self_benchmark
 from tests.conftest import REPO
 
 pytestmark = pytest.mark.benchmark

@@ -1,4 +1,4 @@
-"""`python -m bench.server`: a standard tf.distribute.Server for the task TF_CONFIG names.
+"""`python -m bench.launch.ps_server`: a standard tf.distribute.Server for the task TF_CONFIG names.
 
 Parameter-server clusters need plain servers for their `ps` and `worker` tasks: the coordinator
 (chief) sends them work. The server runs until its process is killed; that is how TensorFlow's

@@ -12,9 +12,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from bench import precision as precision_policy
 from bench.timing import StepTimer
-from bench.tracing import TraceWindow
+from bench.training import precision as precision_policy
+from bench.training.tracing import TraceWindow
 
 ProgressFn = Callable[[int, int], None]  # (steps done, total steps)
 

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from bench import preprocess
-from bench.scenario import DataConfig
+from bench.data import preprocess
+from bench.scenario.schema import DataConfig
 
 if TYPE_CHECKING:
     import tensorflow as tf

@@ -20,8 +20,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from bench import overhead, results
+from bench import results
 from bench.errors import BenchError
+from bench.perf import overhead
 
 TARGETS = {"wall_s": 60.0, "fixed_cost_median_s": 6.0, "duty_cycle": 0.5, "cli_start_s": 1.0,
            "runner_peak_rss_mb": 300.0, "harness_share_max": 0.02}

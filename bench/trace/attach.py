@@ -1,6 +1,6 @@
 """Attach the offline trace analysis to a finished variant's record.
 
-The analysis runs `python -m bench.profiling analyze` in a child process with a time limit:
+The analysis runs `python -m bench.trace.analysis analyze` in a child process with a time limit:
 xprof's converter is native code, and a corrupt trace must cost a recorded error, never the run.
 With the run's fork server the child is forked (xprof already imported) instead of spawned.
 """
@@ -28,7 +28,7 @@ def analyze_in_subprocess(logdir: Path, bench_median_step_s: float | None, logs_
     as `<name>.analysis.json` / `.log`."""
     out, log = logs_dir / f"{name}.analysis.json", logs_dir / f"{name}.analysis.log"
     out.unlink(missing_ok=True)
-    cmd = [sys.executable, "-m", "bench.profiling", "analyze", str(logdir), "--out", str(out)]
+    cmd = [sys.executable, "-m", "bench.trace.analysis", "analyze", str(logdir), "--out", str(out)]
     if bench_median_step_s:
         cmd += ["--bench-median-step-s", repr(bench_median_step_s)]
     with WorkerProcess(cmd, worker_env({"TF_CPP_MIN_LOG_LEVEL": "3"}), log,

@@ -11,8 +11,8 @@ import inspect
 import socket
 from typing import Any
 
-from bench.devices import DeviceLayout
 from bench.errors import VariantSkipped
+from bench.training.devices import DeviceLayout
 
 STRATEGY_DESCRIPTIONS: dict[str, str] = {
     "default": "No explicit strategy (tf.distribute default strategy): the baseline",

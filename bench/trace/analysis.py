@@ -1,6 +1,6 @@
 """Offline analysis of one profiler trace logdir with xprof's converters: no server, no TensorFlow.
 
-bench captures `<logdir>/plugins/profile/<run>/<host>.xplane.pb` (see bench.tracing). This module
+bench captures `<logdir>/plugins/profile/<run>/<host>.xplane.pb` (see bench.training.tracing). This module
 turns the newest run into one JSON-serialisable dict: step time, a per-step breakdown (input,
 compute, collective, other), xprof's own input-bound verdict, the top ops by self time, peak
 memory, and a cross-check against bench's own timed median. `analyze` never raises: a missing
@@ -15,7 +15,7 @@ xprof facts this relies on (xprof 2.24, CPU-only traces):
 - The converters write caches next to their input files, so we hand them symlinks in a scratch
   directory: the logdir stays exactly as bench wrote it.
 
-`python -m bench.profiling analyze LOGDIR [--bench-median-step-s X]` prints the dict as one line.
+`python -m bench.trace.analysis analyze LOGDIR [--bench-median-step-s X]` prints the dict as one line.
 """
 
 from __future__ import annotations
@@ -464,7 +464,7 @@ def analyze(logdir: Path, bench_median_step_s: float | None = None) -> dict[str,
 
 def main(argv: list[str] | None = None) -> int:
     """CLI: one JSON line on stdout, exit 0 even when the analysis failed (the JSON says so)."""
-    parser = argparse.ArgumentParser(prog="python -m bench.profiling",
+    parser = argparse.ArgumentParser(prog="python -m bench.trace.analysis",
                                      description="Analyse a profiler trace logdir offline with xprof.")
     commands = parser.add_subparsers(dest="command", required=True)
     cmd = commands.add_parser("analyze", help="analyse the newest run under LOGDIR/plugins/profile/")

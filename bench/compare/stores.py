@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from bench import results
-from bench.compare import Comparison, to_markdown
+from bench.compare.detector import Comparison, to_markdown
 from bench.errors import BenchError
 
 

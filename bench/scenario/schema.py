@@ -79,7 +79,7 @@ class ModelConfig(_Strict):
 
     @model_validator(mode="after")
     def _known_model(self) -> ModelConfig:
-        from bench.models import validate_model_name
+        from bench.training.models import validate_model_name
 
         validate_model_name(self.name)
         return self
@@ -544,8 +544,8 @@ def input_shape(data: DataConfig) -> tuple[int, ...] | None:
 def pairing_problem(model: str, data: DataConfig, shape: tuple[int, ...]) -> tuple[str, str] | None:
     """(field, why) when the model cannot take what the pipeline yields from examples of `shape`:
     shared by the scenario check here and the worker's check once files have been read."""
-    from bench.models import input_problem
-    from bench.preprocess import output_shape, preprocess_problem
+    from bench.data.preprocess import output_shape, preprocess_problem
+    from bench.training.models import input_problem
 
     if problem := preprocess_problem(data, shape):
         return problem

@@ -12,7 +12,7 @@ from collections import Counter
 from typing import Any
 
 from bench.launch.cluster_plan import plan_tasks
-from bench.scenario import Variant
+from bench.scenario.schema import Variant
 
 _REPLICA_TYPE = {"chief": "Chief", "worker": "Worker", "ps": "PS"}
 

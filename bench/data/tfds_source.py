@@ -14,9 +14,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from bench import pipeline
+from bench.data import pipeline
 from bench.errors import DataUnavailable
-from bench.scenario import DataConfig
+from bench.scenario.schema import DataConfig
 
 if TYPE_CHECKING:
     import tensorflow as tf

@@ -2,9 +2,9 @@
 
 `load` resolves `[data]` to a `Data`: numpy arrays held in memory (synthetic, MNIST, Fashion-MNIST:
 `load_arrays`, numpy only, so the parent process and tests resolve and describe them instantly),
-TFRecord shards (`bench.tfrecord`) or a prepared tensorflow_datasets split (`bench.tfds_source`).
+TFRecord shards (`bench.data.tfrecord`) or a prepared tensorflow_datasets split (`bench.data.tfds_source`).
 Each kind only says how to read its examples; `make_dataset` hands them to the one shared tail
-in `bench.pipeline`. The source that was really used is always recorded in `Data.source`, and a
+in `bench.data.pipeline`. The source that was really used is always recorded in `Data.source`, and a
 synthetic substitute is only ever used when the scenario says `fallback = "synthetic"`, with
 `fallback_reason` saying why: a benchmark must never substitute data silently.
 """
@@ -25,9 +25,9 @@ from typing import TYPE_CHECKING, Protocol
 
 import numpy as np
 
-from bench import pipeline, preprocess
+from bench.data import pipeline, preprocess
 from bench.errors import DataUnavailable
-from bench.scenario import ARRAY_DATASETS, DataConfig, Variant, pairing_problem
+from bench.scenario.schema import ARRAY_DATASETS, DataConfig, Variant, pairing_problem
 
 if TYPE_CHECKING:
     import tensorflow as tf
@@ -117,9 +117,9 @@ def load(cfg: DataConfig, split: str = "train") -> Data:
     if cfg.name in ARRAY_DATASETS:
         return load_arrays(cfg, split)
     if cfg.name == "tfrecord":
-        from bench.tfrecord import load_files as load_source
+        from bench.data.tfrecord import load_files as load_source
     else:
-        from bench.tfds_source import load_split as load_source
+        from bench.data.tfds_source import load_split as load_source
     try:
         return load_source(cfg, split)
     except DataUnavailable as exc:
@@ -135,7 +135,7 @@ def load_for(variant: Variant) -> Data:
     if problem := pairing_problem(variant.model.name, variant.data, data.shape):
         field, message = problem
         raise DataUnavailable(f"{field}: {message}")
-    from bench.tfrecord import FileData
+    from bench.data.tfrecord import FileData
 
     if isinstance(data, FileData):
         data.check_pipelines(variant.data, variant.workers if variant.is_cluster else 1)
@@ -190,7 +190,7 @@ def make_dataset(data: Data, cfg: DataConfig, batch_size: int,
                  input_context: tf.distribute.InputContext | None = None, *,
                  train: bool = True) -> tf.data.Dataset:
     """A fresh pipeline over `data`: infinite and shuffled for training, one ordered pass for
-    evaluation (`train=False`); see `bench.pipeline.batched`.
+    evaluation (`train=False`); see `bench.data.pipeline.batched`.
 
     With `input_context` (distribute_datasets_from_function) `batch_size` is the GLOBAL batch:
     this pipeline reads only its shard and yields per-replica batches.

@@ -21,7 +21,7 @@ from typing import Any
 from bench import fingerprint, results
 from bench.errors import BenchError
 from bench.launch.cluster_plan import is_chief_config, plan_tasks
-from bench.scenario import Scenario, Variant, load_variants
+from bench.scenario.schema import Scenario, Variant, load_variants
 
 
 def find_variant(path: Path, variant_id: str) -> tuple[Scenario, Variant]:
@@ -87,8 +87,7 @@ def run_task(scenario_path: Path, variant_id: str, results_dir: Path, resolver: 
     config = cluster_config(variant, resolver, port_base)
     task_type = config["task"]["type"]
     if variant.strategy == "parameter_server" and task_type in ("ps", "worker"):
-        from bench import server
-
+        from bench.launch import ps_server as server
         return server.main()
     from bench.worker import run_variant
 

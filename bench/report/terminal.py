@@ -8,10 +8,10 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from bench.checks import KINDS
+from bench.checks.verdicts import KINDS
 
 if TYPE_CHECKING:
-    from bench.compare import Comparison
+    from bench.compare.detector import Comparison
 
 _STATUS_STYLE = {"ok": "green", "skipped": "yellow", "failed": "red"}
 

@@ -53,8 +53,7 @@ KINDS = (LOSS_PARITY, ACCURACY)
 
 def run(variant: Any, strategy: Any, data: Any) -> dict[str, Any]:
     """Every check the scenario asks for; one that cannot run is reported, never fatal."""
-    from bench import accuracy, parity
-
+    from bench.checks import accuracy, parity
     measures = {"loss_parity": parity.measure, "accuracy": accuracy.measure}
     results: dict[str, Any] = {}
     for key, measure in measures.items():
@@ -77,9 +76,8 @@ def train_copy(variant: Any, strategy: Any, data: Any, data_cfg: Any, *, batch: 
     through the variant's own API path; returns it with the dataset function it trained on."""
     import keras
 
-    from bench import data as data_mod
-    from bench import loops, models
-
+    from bench.data import sources as data_mod
+    from bench.training import loops, models
     keras.utils.set_random_seed(variant.data.seed)
     with strategy.scope():
         model = models.build_model(variant.model.name, data_mod.model_input_shape(data, data_cfg),

@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from bench.scenario import DataConfig
+from bench.scenario.schema import DataConfig
 
 if TYPE_CHECKING:
     import tensorflow as tf

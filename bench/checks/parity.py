@@ -12,13 +12,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from bench.scenario import BASELINE_STRATEGIES
+from bench.scenario.schema import BASELINE_STRATEGIES
 
 
 def measure(variant: Any, strategy: Any, data: Any) -> dict[str, Any]:
     """Train a seeded copy for `steps` steps through the variant's API; the loss afterwards."""
-    from bench import loops
-    from bench.checks import train_copy
+    from bench.checks.verdicts import train_copy
+    from bench.training import loops
 
     cfg = variant.check.loss_parity
     # Unshuffled, and augmented in one thread (seeded random ops then draw in a fixed order):

@@ -1,6 +1,6 @@
 """Simulated false-alarm and detection rates of the regression detector.
 
-`python -m bench.compare_simulation` runs two noise models, both with log-normal per-step jitter
+`python -m bench.compare.simulation` runs two noise models, both with log-normal per-step jitter
 (~15% CV, as seen on small steps here): `iid` only that, and `bursty` adding interference bursts
 that slow 10-30 consecutive steps by 20-100% about once per window, as on this shared machine.
 """
@@ -11,7 +11,7 @@ import argparse
 
 import numpy as np
 
-from bench.compare import compare_records, compare_samples, confirm
+from bench.compare.detector import compare_records, compare_samples, confirm
 
 
 def synthetic_run(rng: np.random.Generator, scale: float = 1.0, windows: int = 3,

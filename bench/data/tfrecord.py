@@ -10,7 +10,7 @@ Schema of one `tf.train.Example` (written by `write_shards`, read by `FileData`)
 Every example of a shard set has one shape and dtype; the reader learns them from the first
 record, so a scenario needs only the glob. Reading is `list_files` (sorted, then shuffled with
 the scenario's seed) → `interleave` of `TFRecordDataset`s → parse; the rest of the pipeline is
-the shared tail in `bench.pipeline`. Input pipelines share the files, never the examples: with an
+the shared tail in `bench.data.pipeline`. Input pipelines share the files, never the examples: with an
 input context each pipeline takes every n-th file, and a multi-worker strategy's FILE auto-shard
 policy does the same when it distributes the dataset.
 """
@@ -24,9 +24,9 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from bench import pipeline
+from bench.data import pipeline
 from bench.errors import BenchError, DataUnavailable
-from bench.scenario import DataConfig
+from bench.scenario.schema import DataConfig
 
 if TYPE_CHECKING:
     import tensorflow as tf
@@ -208,7 +208,7 @@ def write_dataset(cfg: DataConfig, out_dir: Path, shards: int, split: str = "tra
                   prefix: str | None = None) -> Written:
     """Write an in-memory dataset's `split` (whatever `load_arrays` resolves `cfg` to) as
     TFRecord shards in bench's schema."""
-    from bench.data import load_arrays
+    from bench.data.sources import load_arrays
 
     data = load_arrays(cfg, split)
     prefix = prefix or f"{cfg.name}-{split}"

@@ -1,4 +1,4 @@
-"""`python -m bench.probe`: print the devices TensorFlow sees here, as JSON.
+"""`python -m bench.training.probe`: print the devices TensorFlow sees here, as JSON.
 
 Run in a child process so that `bench list` and `bench env` never import TensorFlow themselves.
 """
@@ -29,7 +29,7 @@ def probe_in_subprocess(timeout_s: float = 120.0) -> dict[str, Any]:
     """Probe devices in a child; on failure return the reason instead of raising."""
     env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"}
     try:
-        out = subprocess.run([sys.executable, "-m", "bench.probe"], capture_output=True,
+        out = subprocess.run([sys.executable, "-m", "bench.training.probe"], capture_output=True,
                              text=True, timeout=timeout_s, env=env, stdin=subprocess.DEVNULL)
     except subprocess.TimeoutExpired:
         return {"error": f"device probe timed out after {timeout_s:g} s"}

@@ -50,7 +50,7 @@ def train_step_flops(model: Any, x: Any, y: Any) -> int:
     import tensorflow as tf
     from tensorflow.python.profiler import model_analyzer, option_builder
 
-    from bench.loops import make_loss
+    from bench.training.loops import make_loss
 
     loss_fn = make_loss()
 

@@ -1,0 +1,1 @@
+"""Scenario files: the schema, cross-field rules, matrix expansion into Variants, and loading."""

@@ -1,0 +1,1 @@
+"""Worker side: devices, strategies, precision, models, the training loops and trace capture."""
