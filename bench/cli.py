@@ -83,7 +83,7 @@ def run(
 def validate(scenarios: Annotated[list[Path], typer.Argument(help="Scenario TOML file(s).")]
              ) -> None:
     """Check scenario files and print the variants each expands to."""
-    from bench.scenario.schema import load_variants
+    from bench.scenario.loading import load_variants
 
     for path in scenarios:
         try:
@@ -107,8 +107,8 @@ def list_(devices: Annotated[bool, typer.Option(help="Probe devices (starts Tens
     """List strategies, models, datasets and the devices available on this machine."""
     from typing import get_args
 
+    from bench.scenario.catalogue import MODELS
     from bench.scenario.schema import ApiName, DataConfig, PrecisionName
-    from bench.training.models import REGISTRY
     from bench.training.strategies import STRATEGY_DESCRIPTIONS
 
     def section(title: str, rows: dict[str, str]) -> None:
@@ -120,7 +120,7 @@ def list_(devices: Annotated[bool, typer.Option(help="Probe devices (starts Tens
         console.print(table)
 
     section("strategies", STRATEGY_DESCRIPTIONS)
-    section("models", {**{n: m.description for n, m in REGISTRY.items()},
+    section("models", {**{n: m.description for n, m in MODELS.items()},
                        "package.module:function": "your builder(input_shape, num_classes)"})
     datasets = get_args(DataConfig.model_fields["name"].annotation)
     section("datasets", {name: "" for name in datasets})
@@ -208,7 +208,7 @@ def manifest(
     import yaml
 
     from bench.launch.tfjob import tfjob
-    from bench.scenario.schema import load_variants
+    from bench.scenario.loading import load_variants
 
     if format != "tfjob":
         raise _fail(BenchError(f"--format: only 'tfjob' is supported, got {format!r}"))
@@ -454,7 +454,7 @@ def perf(
     """Bench timing itself: wall time per phase and variant, duty cycle, command start-up and
     memory, as medians over repeated real runs of SCENARIO."""
     from bench.perf.self_benchmark import render, self_benchmark
-    from bench.scenario.schema import load_scenario
+    from bench.scenario.loading import load_scenario
 
     try:
         load_scenario(scenario)
@@ -495,7 +495,8 @@ def write_tfrecord(
     import os
 
     from bench.data.tfrecord import write_dataset
-    from bench.scenario.schema import ARRAY_DATASETS, DataConfig, load_scenario
+    from bench.scenario.loading import load_scenario
+    from bench.scenario.schema import ARRAY_DATASETS, DataConfig
 
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # TensorFlow's start-up chatter
 

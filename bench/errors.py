@@ -23,3 +23,10 @@ class VariantSkipped(BenchError):
 
 class DataUnavailable(BenchError):
     """No source for a requested dataset could be found and the scenario allows no fallback."""
+
+
+def one_line(what: object) -> str:
+    """Text (or an exception's message) squeezed onto one line, for messages that must stay one
+    line; an exception with no message is named by its type."""
+    text = " ".join(str(what).split())
+    return text or (type(what).__name__ if isinstance(what, BaseException) else "")

@@ -25,7 +25,9 @@ from bench.launch.local import data_cache_dir, worker_env
 from bench.perf import overhead
 from bench.report.terminal import render_outcome_line, render_summary
 from bench.scaling import add_scaling_efficiency
-from bench.scenario.schema import BASELINE_STRATEGIES, Scenario, Variant, expand, load_scenario
+from bench.scenario.loading import load_scenario
+from bench.scenario.matrix import expand
+from bench.scenario.schema import BASELINE_STRATEGIES, Scenario, Variant
 from bench.timing import round_up
 from bench.trace.attach import attach_trace_analysis
 

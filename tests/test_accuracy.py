@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from bench.data.sources import DEBIAN_FASHION_MNIST_DIR
+from bench.data.arrays import DEBIAN_FASHION_MNIST_DIR
 from tests.conftest import BenchRun, run_in_fresh_dir
 
 pytestmark = [pytest.mark.slow,

@@ -10,7 +10,8 @@ import yaml
 
 from bench.errors import ScenarioError
 from bench.launch.cluster_plan import chief_of, cluster_spec, is_chief_config, plan_tasks, tf_config
-from bench.scenario.schema import expand, parse_scenario
+from bench.scenario.loading import parse_scenario
+from bench.scenario.matrix import expand
 from tests.conftest import bench
 
 DOC = {

@@ -14,7 +14,8 @@ from bench import results
 from bench.compare.detector import compare_records, compare_samples, mann_whitney_p
 from bench.compare.simulation import rates, synthetic_run
 from bench.records import base_record, finish
-from bench.scenario.schema import expand, parse_scenario
+from bench.scenario.loading import parse_scenario
+from bench.scenario.matrix import expand
 from tests.conftest import bench
 
 DOC = {"scenario": {"name": "cmp"}, "batch": {"rule": "weak", "per_replica": 16},
@@ -196,7 +197,7 @@ def test_input_pipeline_axes_tell_variants_apart() -> None:
     """input_bound.toml's variants differ only in map_parallelism / prefetch: four identities."""
     from bench.compare.detector import identity
     from bench.scaling import group_key
-    from bench.scenario.schema import load_variants
+    from bench.scenario.loading import load_variants
 
     _, variants = load_variants(Path(__file__).parent.parent / "scenarios/input_bound.toml")
     records = [{"variant": v.model_dump(mode="json", by_alias=True)} for v in variants]

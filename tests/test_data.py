@@ -1,4 +1,4 @@
-"""bench.data.sources: every data source with real files, and the tf.data pipeline with real TensorFlow."""
+"""bench.data: every data source with real files, and the tf.data pipeline with real TensorFlow."""
 
 from __future__ import annotations
 
@@ -12,12 +12,8 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from bench.data.sources import (
-    DEBIAN_FASHION_MNIST_DIR,
-    LoadedData,
-    load_arrays,
-    make_dataset,
-)
+from bench.data.arrays import DEBIAN_FASHION_MNIST_DIR, LoadedData, load_arrays
+from bench.data.sources import make_dataset
 from bench.errors import DataUnavailable
 from bench.scenario.schema import DataConfig
 
@@ -115,7 +111,7 @@ def test_synthetic_labels_are_learnable() -> None:
 
 
 def test_load_arrays_does_not_import_tensorflow() -> None:
-    code = ("import sys; from bench.data.sources import load_arrays; "
+    code = ("import sys; from bench.data.arrays import load_arrays; "
             "from bench.scenario.schema import DataConfig;"
             "load_arrays(DataConfig(num_examples=8));"
             "assert 'tensorflow' not in sys.modules and 'keras' not in sys.modules")

@@ -11,7 +11,8 @@ import pytest
 from bench import results
 from bench.records import base_record, finish
 from bench.scaling import add_scaling_efficiency
-from bench.scenario.schema import expand, parse_scenario
+from bench.scenario.loading import parse_scenario
+from bench.scenario.matrix import expand
 
 DOC = {
     "scenario": {"name": "r"},

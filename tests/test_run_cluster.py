@@ -238,7 +238,7 @@ def test_worker_processes_never_listen_outside_their_namespace() -> None:
 
 def test_a_taken_port_is_picked_again(tmp_path: Path) -> None:
     from bench import results
-    from bench.scenario.schema import load_variants
+    from bench.scenario.loading import load_variants
 
     scenario = write_scenario(tmp_path, EXTERNAL.replace('api = "ctl"', 'api = "ctl"\n'),
                               name="ports")

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from bench.data.sources import DEBIAN_FASHION_MNIST_DIR
+from bench.data.arrays import DEBIAN_FASHION_MNIST_DIR
 from tests.conftest import BenchRun, bench_run, run_in_fresh_dir, write_scenario
 
 pytestmark = pytest.mark.slow

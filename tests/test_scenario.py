@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 
 from bench.errors import ScenarioError
-from bench.scenario.schema import expand, load_scenario, load_variants, parse_scenario
+from bench.scenario.loading import load_scenario, load_variants, parse_scenario
+from bench.scenario.matrix import expand
 from tests.conftest import bench
 
 BASE = {

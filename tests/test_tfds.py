@@ -10,7 +10,8 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from bench.data.sources import LoadedData, load, make_dataset
+from bench.data.arrays import LoadedData
+from bench.data.sources import load, make_dataset
 from bench.errors import DataUnavailable
 from bench.scenario.schema import DataConfig
 from tests.conftest import bench_run, write_scenario

@@ -9,7 +9,8 @@ import pytest
 import tensorflow as tf
 from tensorflow.python.distribute import input_ops  # the rewrite MultiWorkerMirrored applies
 
-from bench.data.sources import LoadedData, load, load_arrays, make_dataset
+from bench.data.arrays import LoadedData, load_arrays
+from bench.data.sources import load, make_dataset
 from bench.data.tfrecord import FileData, load_files, write_dataset, write_shards
 from bench.errors import BenchError, DataUnavailable
 from bench.scenario.schema import DataConfig
@@ -190,7 +191,8 @@ def test_cli_rejects_what_it_cannot_write_in_one_line(tmp_path: Path) -> None:
 
 def test_a_cluster_needs_a_file_per_worker_for_file_sharding(tmp_path: Path, images) -> None:
     from bench.data.sources import load_for
-    from bench.scenario.schema import expand, parse_scenario
+    from bench.scenario.loading import parse_scenario
+    from bench.scenario.matrix import expand
 
     pattern = written(tmp_path, *images, shards=1)
     doc = {"scenario": {"name": "s"}, "batch": {"per_replica": 8}, "train": {"api": "ctl"},

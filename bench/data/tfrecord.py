@@ -208,7 +208,7 @@ def write_dataset(cfg: DataConfig, out_dir: Path, shards: int, split: str = "tra
                   prefix: str | None = None) -> Written:
     """Write an in-memory dataset's `split` (whatever `load_arrays` resolves `cfg` to) as
     TFRecord shards in bench's schema."""
-    from bench.data.sources import load_arrays
+    from bench.data.arrays import load_arrays
 
     data = load_arrays(cfg, split)
     prefix = prefix or f"{cfg.name}-{split}"

@@ -21,7 +21,8 @@ from typing import Any
 from bench import fingerprint, results
 from bench.errors import BenchError
 from bench.launch.cluster_plan import is_chief_config, plan_tasks
-from bench.scenario.schema import Scenario, Variant, load_variants
+from bench.scenario.loading import load_variants
+from bench.scenario.schema import Scenario, Variant
 
 
 def find_variant(path: Path, variant_id: str) -> tuple[Scenario, Variant]:

@@ -1,18 +1,13 @@
-"""Scenario files: TOML → validated pydantic models → a matrix of concrete Variants.
+"""The scenario schema: pydantic models of every section, and the Variant a matrix point becomes.
 
-pydantic gives us strict typing, unknown-key rejection and precise error locations for free; the
-only thing we add is turning its errors into one line that names the file and the field.
-Nothing here imports TensorFlow: validating and expanding must be instant.
+pydantic gives strict typing, unknown-key rejection and precise error locations; `loading` turns
+its errors into one line naming the file and the field. Nothing here imports TensorFlow: the
+parent and the worker share these models, and validating must be instant.
 """
 
 from __future__ import annotations
 
-import difflib
 import hashlib
-import itertools
-import math
-import tomllib
-from pathlib import Path
 from typing import Annotated, Any, Literal, TypeVar
 
 from pydantic import (
@@ -20,12 +15,10 @@ from pydantic import (
     BeforeValidator,
     ConfigDict,
     Field,
-    ValidationError,
     model_validator,
 )
 
-from bench.axes import DATA_AXES
-from bench.errors import ScenarioError
+from bench.scenario.catalogue import validate_model_name
 
 T = TypeVar("T")
 
@@ -79,8 +72,6 @@ class ModelConfig(_Strict):
 
     @model_validator(mode="after")
     def _known_model(self) -> ModelConfig:
-        from bench.training.models import validate_model_name
-
         validate_model_name(self.name)
         return self
 
@@ -104,6 +95,7 @@ PipelineAxis = Annotated[T | list[T], BeforeValidator(_not_empty)]
 
 ARRAY_DATASETS = ("synthetic", "mnist", "fashion_mnist")  # held in memory as numpy arrays
 FILE_DATASETS = ("tfrecord", "tfds")  # read from files by tf.data
+MNIST_SHAPE = (28, 28, 1)  # one example of the MNIST family (mnist, fashion_mnist), as stored
 
 
 class DataConfig(_Strict):
@@ -125,7 +117,7 @@ class DataConfig(_Strict):
     fallback: Literal["none", "synthetic"] = "none"
     num_examples: PositiveInt = 10_000  # synthetic data (also a fallback's size)
     # synthetic data; also what a fallback to synthetic data substitutes for tfrecord and tfds
-    shape: list[PositiveInt] = [28, 28, 1]
+    shape: list[PositiveInt] = list(MNIST_SHAPE)
     # synthetic [timesteps, features] only: each series is cut to a random length in
     # [timesteps / 4, timesteps] and zero-padded (the LSTM masks the padding)
     variable_length: bool = False
@@ -150,11 +142,6 @@ class DataConfig(_Strict):
         return list(value) if isinstance(value, list) else [value]
 
 
-# Fields that only mean something for some sources: set elsewhere, they are an error.
-_DATA_FIELDS_FOR = {
-    "files": ("tfrecord",), "eval_files": ("tfrecord",), "interleave_cycle_length": ("tfrecord",),
-    "interleave_parallelism": ("tfrecord",), "tfds_name": ("tfds",), "data_dir": ("tfds",),
-}
 class BatchConfig(_Strict):
     """weak: per-replica batch fixed; strong: global batch fixed and split across replicas."""
 
@@ -353,266 +340,3 @@ class Variant(_Strict):
             "map_parallelism": self.data.map_parallelism,
             "prefetch": self.data.prefetch,
         }
-
-
-def _scaled_lr(batch: BatchConfig, global_batch: int, reference_batch: int) -> float:
-    factor = global_batch / reference_batch
-    if batch.lr_scaling == "linear":
-        return batch.learning_rate * factor
-    if batch.lr_scaling == "sqrt":
-        return batch.learning_rate * math.sqrt(factor)
-    return batch.learning_rate
-
-
-def _variant_id(strategy: str, shape: str, devices: str, options: tuple[str, ...], api: str,
-                dd: str | None, precision: str, global_batch: int) -> str:
-    parts = [strategy, shape]
-    if devices != "auto":
-        parts.append(devices)
-    parts += [o for o in options if o not in ("auto", "none")]
-    parts.append(api)
-    if dd == "distribute_datasets_from_function":
-        parts.append("dsfn")
-    parts += [precision, f"gb{global_batch}"]
-    return "-".join(parts)
-
-
-def _shapes(strat: StrategyConfig) -> list[dict[str, Any]]:
-    """The process/device shapes one strategy entry expands to, with the id label of each."""
-    base = {"cross_device_ops": "auto", "collective": "auto", "workers": 1,
-            "devices_per_worker": 1, "ps": 0}
-    if strat.name == "multi_worker_mirrored":
-        return [{**base, "workers": w, "devices_per_worker": d, "collective": c,
-                 "replicas": w * d, "label": f"w{w}x{d}"}
-                for w, d, c in itertools.product(strat.workers, strat.devices_per_worker,
-                                                 strat.collective)]
-    if strat.name == "parameter_server":
-        # Each scheduled step runs one whole batch on one worker: 1 replica in sync.
-        return [{**base, "workers": w, "ps": p, "replicas": 1, "label": f"ps{p}w{w}"}
-                for p, w in itertools.product(strat.ps, strat.workers)]
-    return [{**base, "cross_device_ops": c, "replicas": r, "label": f"r{r}"}
-            for r, c in itertools.product(strat.replicas, strat.cross_device_ops)]
-
-
-def _data_points(data: DataConfig) -> list[tuple[DataConfig, str]]:
-    """The input-pipeline axes (map_parallelism x prefetch): one DataConfig each, with the id
-    suffix that tells them apart ("-map1-pf0"); an axis of one value adds nothing to ids."""
-    labels = {"map_parallelism": "map", "prefetch": "pf"}
-    axes = [data.axis_values(field) for field in DATA_AXES]
-    points = []
-    for values in itertools.product(*axes):
-        label = "".join(f"-{labels[field]}{'auto' if value == 'autotune' else value}"
-                        for field, value, axis in zip(DATA_AXES, values, axes, strict=True)
-                        if len(axis) > 1)
-        points.append((data.model_copy(update=dict(zip(DATA_AXES, values, strict=True))), label))
-    return points
-
-
-def expand(scenario: Scenario, source: str = "<scenario>") -> list[Variant]:
-    """Expand every list-valued axis into the cross product of concrete variants, in file order."""
-    batch = scenario.batch
-    train = scenario.train
-    variants: list[Variant] = []
-    seen: set[str] = set()
-    for s_index, strat in enumerate(scenario.strategies):
-        batch_values = batch.per_replica if batch.rule == "weak" else batch.global_batch
-        assert batch_values is not None  # guaranteed by BatchConfig validation
-        for shape, batch_value, precision, api in itertools.product(
-            _shapes(strat), batch_values, strat.precision or train.precision, train.api
-        ):
-            replicas = shape["replicas"]
-            if batch.rule == "weak":
-                per_replica, global_batch = batch_value, batch_value * replicas
-                reference = batch.lr_reference_batch or batch_value
-            else:
-                if batch_value % replicas:
-                    raise ScenarioError(
-                        source, "batch.global",
-                        f"{batch_value} does not split evenly over {replicas} replicas "
-                        f"(strategies[{s_index}])",
-                    )
-                per_replica, global_batch = batch_value // replicas, batch_value
-                reference = batch.lr_reference_batch or batch_value
-            dd_values: list[str | None] = list(train.distribute_dataset) if api == "ctl" else [None]
-            for dd, (data, data_label) in itertools.product(dd_values, _data_points(scenario.data)):
-                options = (shape["cross_device_ops"], shape["collective"], strat.partitioner)
-                vid = _variant_id(strat.name, shape["label"], strat.devices, options, api, dd,
-                                  precision, global_batch) + data_label
-                if vid in seen:
-                    raise ScenarioError(source, f"strategies[{s_index}]",
-                                        f"variant '{vid}' is declared twice")
-                seen.add(vid)
-                variants.append(Variant(
-                    id=vid, index=len(variants), scenario_name=scenario.name,
-                    scenario_digest=scenario.digest(), strategy=strat.name, replicas=replicas,
-                    devices=strat.devices, cross_device_ops=shape["cross_device_ops"],
-                    workers=shape["workers"], devices_per_worker=shape["devices_per_worker"],
-                    ps=shape["ps"], collective=shape["collective"], partitioner=strat.partitioner,
-                    tpu=strat.tpu, network=scenario.cluster.network,
-                    min_effect=strat.min_effect if strat.min_effect is not None
-                    else scenario.compare.min_effect,
-                    api=api, precision=precision,
-                    distribute_dataset=dd, batch_rule=batch.rule, per_replica_batch=per_replica,
-                    global_batch=global_batch,
-                    learning_rate=_scaled_lr(batch, global_batch, reference),
-                    lr_scaling=batch.lr_scaling, model=scenario.model, data=data,
-                    train=train, measure=scenario.measure, check=scenario.check,
-                ))
-    parity = scenario.check.loss_parity
-    for v in variants:
-        if parity and not v.is_cluster and parity.batch % v.replicas:
-            raise ScenarioError(source, "check.loss_parity.batch",
-                                f"{parity.batch} does not split over the {v.replicas} replicas "
-                                f"of {v.id}")
-    k = train.steps_per_execution
-    if k > 1:
-        m = scenario.measure
-        for field, value in (("warmup_steps", m.warmup_steps), ("steps", m.steps)):
-            if value % k:
-                raise ScenarioError(source, f"measure.{field}",
-                                    f"{value} is not a multiple of train.steps_per_execution={k}")
-    return variants
-
-
-def _field_path(loc: tuple[Any, ...]) -> str:
-    out = ""
-    for part in loc:
-        if isinstance(part, int):
-            out += f"[{part}]"
-        elif str(part).startswith(("function-", "literal[", "int", "list[")):
-            continue  # pydantic's internal validator tags, meaningless to a user
-        else:
-            out += f".{part}" if out else str(part)
-    return out
-
-
-_MODELS_BY_SECTION: dict[str, type[BaseModel]] = {
-    "": Scenario, "scenario": ScenarioMeta, "model": ModelConfig, "data": DataConfig,
-    "batch": BatchConfig, "train": TrainConfig, "measure": MeasureConfig,
-    "cluster": ClusterConfig, "compare": CompareConfig, "strategies": StrategyConfig,
-    "check": CheckConfig,
-}
-
-
-def _allowed_keys(section: str) -> list[str]:
-    model = _MODELS_BY_SECTION.get(section.split("[")[0], Scenario)
-    return sorted((f.alias or name) for name, f in model.model_fields.items())
-
-
-def _describe(error: dict[str, Any]) -> tuple[str, str]:
-    loc = tuple(error["loc"])
-    field = _field_path(loc)
-    if error["type"] == "extra_forbidden":
-        parent = field.rsplit(".", 1)[0] if "." in field else ""
-        key = str(loc[-1])
-        allowed = _allowed_keys(parent)
-        hint = difflib.get_close_matches(key, allowed, n=1)
-        suggestion = f"; did you mean '{hint[0]}'?" if hint else f" (allowed: {', '.join(allowed)})"
-        return field, f"unknown key{suggestion}"
-    if error["type"] == "missing":
-        return field, "required key is missing"
-    message = str(error["msg"]).removeprefix("Value error, ")
-    value = error.get("input")
-    if error["type"] not in ("value_error", "model_type") and not isinstance(value, dict):
-        message += f" (got {value!r})"
-    return field, message
-
-
-def parse_scenario(data: dict[str, Any], source: str = "<scenario>") -> Scenario:
-    """Validate a decoded TOML document; raise ScenarioError naming the first bad field."""
-    try:
-        scenario = Scenario.model_validate(data)
-    except ValidationError as exc:
-        errors = exc.errors()
-        field, message = _describe(errors[0])
-        if len(errors) > 1:
-            message += f" (and {len(errors) - 1} more problem{'s' if len(errors) > 2 else ''})"
-        raise ScenarioError(source, field or None, message) from None
-    _check_data_fields(scenario, source)
-    check_pairing(scenario, source)
-    return scenario
-
-
-def input_shape(data: DataConfig) -> tuple[int, ...] | None:
-    """The shape of one example as stored (MNIST-like sets are 28 x 28 x 1); None when only the
-    files can tell (tfrecord, tfds): then the worker checks the pairing once it has read them."""
-    if data.name in FILE_DATASETS:
-        return None
-    return tuple(data.shape) if data.name == "synthetic" else (28, 28, 1)
-
-
-def pairing_problem(model: str, data: DataConfig, shape: tuple[int, ...]) -> tuple[str, str] | None:
-    """(field, why) when the model cannot take what the pipeline yields from examples of `shape`:
-    shared by the scenario check here and the worker's check once files have been read."""
-    from bench.data.preprocess import output_shape, preprocess_problem
-    from bench.training.models import input_problem
-
-    if problem := preprocess_problem(data, shape):
-        return problem
-    fed = output_shape(data, shape)
-    if problem := input_problem(model, fed):
-        return "model.name", (f"'{model}' {problem}; data '{data.name}' gives examples of shape "
-                              f"{list(fed)}")
-    return None
-
-
-def _check_data_fields(scenario: Scenario, source: str) -> None:
-    """Fields that need or exclude each other, named one at a time."""
-    data = scenario.data
-    for field, names in _DATA_FIELDS_FOR.items():
-        if field in data.model_fields_set and data.name not in names:
-            raise ScenarioError(source, f"data.{field}", "applies to data.name = "
-                                f"{' / '.join(map(repr, names))} only, not '{data.name}'")
-    required = {"tfrecord": ("files", "a glob of TFRecord shards, e.g. "
-                                      "\"data/train-*.tfrecord\" (bench data write-tfrecord)"),
-                "tfds": ("tfds_name", "the tensorflow_datasets name, e.g. \"mnist\"")}
-    if data.name in required and getattr(data, required[data.name][0]) is None:
-        field, what = required[data.name]
-        raise ScenarioError(source, f"data.{field}", f"required for data.name = '{data.name}': "
-                            f"{what}")
-    if data.auto_shard == "file" and data.name not in FILE_DATASETS:
-        raise ScenarioError(source, "data.auto_shard", f"'file' shards by input file; data "
-                            f"'{data.name}' is held in memory (use 'data' or 'auto')")
-    accuracy = scenario.check.accuracy
-    if accuracy is None:
-        return
-    split = accuracy.eval_split
-    if data.name in ARRAY_DATASETS + ("tfrecord",) and split not in ("test", "train"):
-        raise ScenarioError(source, "check.accuracy.eval_split", f"'{split}': data "
-                            f"'{data.name}' has the splits 'train' and 'test'")
-    if data.name == "tfrecord" and split == "test" and data.eval_files is None:
-        raise ScenarioError(source, "data.eval_files", "required by check.accuracy (eval_split "
-                            "= 'test'): a glob of the held-out TFRecord shards")
-
-
-def check_pairing(scenario: Scenario, source: str) -> None:
-    """Model and data must fit each other: caught at load, not minutes into a run."""
-    shape = input_shape(scenario.data)
-    if shape is not None and (problem := pairing_problem(scenario.model.name, scenario.data,
-                                                          shape)):
-        raise ScenarioError(source, *problem)
-    if scenario.data.variable_length and (scenario.data.name != "synthetic" or
-                                          shape is None or len(shape) != 2):
-        raise ScenarioError(source, "data.variable_length", "applies to synthetic series "
-                            f"[timesteps, features] only; shape is {list(shape or [])}")
-
-
-def load_scenario(path: str | Path) -> Scenario:
-    """Read and validate a scenario file; every failure is a one-line ScenarioError."""
-    path = Path(path)
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise ScenarioError(str(path), None, "file not found") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ScenarioError(str(path), None, f"cannot read: {exc}") from None
-    try:
-        data = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as exc:
-        raise ScenarioError(str(path), None, f"invalid TOML: {exc}") from None
-    return parse_scenario(data, str(path))
-
-
-def load_variants(path: str | Path) -> tuple[Scenario, list[Variant]]:
-    scenario = load_scenario(path)
-    return scenario, expand(scenario, str(path))

@@ -1,48 +1,15 @@
-"""Model registry: the seeds' workloads by name, or a user's builder as "package.module:function".
+"""Model builders: the seeds' workloads by name, or a user's builder as "package.module:function".
 
 Builders take `(input_shape, num_classes)` and return an uncompiled Keras model whose last layer
-emits float32 logits, so that mixed-precision policies keep a numerically safe loss.
-Name validation is pure (no TensorFlow import) so `bench validate` stays instant.
+emits float32 logits, so that mixed-precision policies keep a numerically safe loss. The names,
+descriptions and input rules a scenario is checked against live in `bench.scenario.catalogue`.
 """
 
 from __future__ import annotations
 
 import importlib
-import re
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
-
-_IMPORT_PATH = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$")
-
-
-@dataclass(frozen=True)
-class ModelInfo:
-    name: str
-    description: str
-    build: Callable[[tuple[int, ...], int], Any]
-    # What input the model needs, checked at scenario load: None, or why `shape` does not fit.
-    input_problem: Callable[[tuple[int, ...]], str | None] = lambda shape: None
-
-
-def _needs_images(channels: int | None = None, min_side: int = 1
-                  ) -> Callable[[tuple[int, ...]], str | None]:
-    def problem(shape: tuple[int, ...]) -> str | None:
-        ok = (len(shape) == 3 and min(shape[:2]) >= min_side
-              and (channels is None or shape[2] == channels))
-        if ok:
-            return None
-        side = f"H, W >= {min_side}" if min_side > 1 else "H, W"
-        return f"needs images [{side}, {channels if channels else 'C'}]"
-    return problem
-
-
-def _needs_sequences(shape: tuple[int, ...]) -> str | None:
-    return None if len(shape) == 2 else "needs series [timesteps, features]"
-
-
-def _needs_tokens(shape: tuple[int, ...]) -> str | None:
-    return None if len(shape) in (2, 3) else "needs series [timesteps, features] or images"
 
 
 def _mlp(input_shape: tuple[int, ...], num_classes: int) -> Any:
@@ -123,40 +90,15 @@ def _transformer(input_shape: tuple[int, ...], num_classes: int) -> Any:
                        name="transformer")
 
 
-REGISTRY: dict[str, ModelInfo] = {
-    info.name: info
-    for info in (
-        ModelInfo("mlp", "Seed MLP: flatten, Dense 256-128-10 (784-256-128-10 on MNIST)", _mlp),
-        ModelInfo("cnn", "Seed CNN: 2x (Conv 3x3 + MaxPool), Dense 64, Dense 10", _cnn,
-                  _needs_images(min_side=10)),
-        ModelInfo("lstm", "Seed LSTM: masking, 2x LSTM 64, Dense; variable-length series "
-                  "[timesteps, features]", _lstm, _needs_sequences),
-        ModelInfo("resnet50", "ResNet50 from keras.applications, weights=None (no download); "
-                  "images [H, W, 3], H, W >= 32", _resnet50, _needs_images(3, 32)),
-        ModelInfo("transformer", "One Transformer encoder block (4 heads, d_model 64, FFN 128) "
-                  "over a sequence, or an image's rows as tokens", _transformer, _needs_tokens),
-    )
+BUILDERS: dict[str, Callable[[tuple[int, ...], int], Any]] = {
+    "mlp": _mlp, "cnn": _cnn, "lstm": _lstm, "resnet50": _resnet50, "transformer": _transformer,
 }
-
-
-def input_problem(name: str, shape: tuple[int, ...]) -> str | None:
-    """Why a registered model cannot take inputs of `shape` (None: it can, or it is a user's)."""
-    info = REGISTRY.get(name)
-    return info.input_problem(tuple(shape)) if info else None
-
-
-def validate_model_name(name: str) -> None:
-    """Accept a registered name or a well-formed import path; the import itself happens later."""
-    if name in REGISTRY or _IMPORT_PATH.match(name):
-        return
-    known = ", ".join(sorted(REGISTRY))
-    raise ValueError(f"unknown model '{name}' (known: {known}; or 'package.module:function')")
 
 
 def resolve_builder(name: str) -> Callable[[tuple[int, ...], int], Any]:
     """Return the builder for a registered name or import a user's `package.module:function`."""
-    if name in REGISTRY:
-        return REGISTRY[name].build
+    if name in BUILDERS:
+        return BUILDERS[name]
     module_name, _, attr = name.partition(":")
     try:
         module = importlib.import_module(module_name)

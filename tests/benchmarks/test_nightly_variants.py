@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from bench.nightly import NIGHTLY_SCENARIOS
-from bench.scenario.schema import load_variants
+from bench.scenario.loading import load_variants
 from tests.conftest import REPO, bench_run
 
 pytestmark = pytest.mark.benchmark

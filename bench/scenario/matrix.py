@@ -1,0 +1,134 @@
+"""Matrix expansion: a validated Scenario becomes its list of concrete Variants, in file order.
+
+Every list-valued field is an axis; the cross product of the axes is the matrix. A variant's id
+names the values that tell it apart from its siblings.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from typing import Any
+
+from bench.axes import DATA_AXES
+from bench.errors import ScenarioError
+from bench.scenario.schema import BatchConfig, DataConfig, Scenario, StrategyConfig, Variant
+
+
+def _scaled_lr(batch: BatchConfig, global_batch: int, reference_batch: int) -> float:
+    factor = global_batch / reference_batch
+    if batch.lr_scaling == "linear":
+        return batch.learning_rate * factor
+    if batch.lr_scaling == "sqrt":
+        return batch.learning_rate * math.sqrt(factor)
+    return batch.learning_rate
+
+
+def _variant_id(strategy: str, shape: str, devices: str, options: tuple[str, ...], api: str,
+                dd: str | None, precision: str, global_batch: int) -> str:
+    parts = [strategy, shape]
+    if devices != "auto":
+        parts.append(devices)
+    parts += [o for o in options if o not in ("auto", "none")]
+    parts.append(api)
+    if dd == "distribute_datasets_from_function":
+        parts.append("dsfn")
+    parts += [precision, f"gb{global_batch}"]
+    return "-".join(parts)
+
+
+def _shapes(strat: StrategyConfig) -> list[dict[str, Any]]:
+    """The process/device shapes one strategy entry expands to, with the id label of each."""
+    base = {"cross_device_ops": "auto", "collective": "auto", "workers": 1,
+            "devices_per_worker": 1, "ps": 0}
+    if strat.name == "multi_worker_mirrored":
+        return [{**base, "workers": w, "devices_per_worker": d, "collective": c,
+                 "replicas": w * d, "label": f"w{w}x{d}"}
+                for w, d, c in itertools.product(strat.workers, strat.devices_per_worker,
+                                                 strat.collective)]
+    if strat.name == "parameter_server":
+        # Each scheduled step runs one whole batch on one worker: 1 replica in sync.
+        return [{**base, "workers": w, "ps": p, "replicas": 1, "label": f"ps{p}w{w}"}
+                for p, w in itertools.product(strat.ps, strat.workers)]
+    return [{**base, "cross_device_ops": c, "replicas": r, "label": f"r{r}"}
+            for r, c in itertools.product(strat.replicas, strat.cross_device_ops)]
+
+
+def _data_points(data: DataConfig) -> list[tuple[DataConfig, str]]:
+    """The input-pipeline axes (map_parallelism x prefetch): one DataConfig each, with the id
+    suffix that tells them apart ("-map1-pf0"); an axis of one value adds nothing to ids."""
+    labels = {"map_parallelism": "map", "prefetch": "pf"}
+    axes = [data.axis_values(field) for field in DATA_AXES]
+    points = []
+    for values in itertools.product(*axes):
+        label = "".join(f"-{labels[field]}{'auto' if value == 'autotune' else value}"
+                        for field, value, axis in zip(DATA_AXES, values, axes, strict=True)
+                        if len(axis) > 1)
+        points.append((data.model_copy(update=dict(zip(DATA_AXES, values, strict=True))), label))
+    return points
+
+
+def expand(scenario: Scenario, source: str = "<scenario>") -> list[Variant]:
+    """Expand every list-valued axis into the cross product of concrete variants, in file order."""
+    batch = scenario.batch
+    train = scenario.train
+    variants: list[Variant] = []
+    seen: set[str] = set()
+    for s_index, strat in enumerate(scenario.strategies):
+        batch_values = batch.per_replica if batch.rule == "weak" else batch.global_batch
+        assert batch_values is not None  # guaranteed by BatchConfig validation
+        for shape, batch_value, precision, api in itertools.product(
+            _shapes(strat), batch_values, strat.precision or train.precision, train.api
+        ):
+            replicas = shape["replicas"]
+            if batch.rule == "weak":
+                per_replica, global_batch = batch_value, batch_value * replicas
+                reference = batch.lr_reference_batch or batch_value
+            else:
+                if batch_value % replicas:
+                    raise ScenarioError(
+                        source, "batch.global",
+                        f"{batch_value} does not split evenly over {replicas} replicas "
+                        f"(strategies[{s_index}])",
+                    )
+                per_replica, global_batch = batch_value // replicas, batch_value
+                reference = batch.lr_reference_batch or batch_value
+            dd_values: list[str | None] = list(train.distribute_dataset) if api == "ctl" else [None]
+            for dd, (data, data_label) in itertools.product(dd_values, _data_points(scenario.data)):
+                options = (shape["cross_device_ops"], shape["collective"], strat.partitioner)
+                vid = _variant_id(strat.name, shape["label"], strat.devices, options, api, dd,
+                                  precision, global_batch) + data_label
+                if vid in seen:
+                    raise ScenarioError(source, f"strategies[{s_index}]",
+                                        f"variant '{vid}' is declared twice")
+                seen.add(vid)
+                variants.append(Variant(
+                    id=vid, index=len(variants), scenario_name=scenario.name,
+                    scenario_digest=scenario.digest(), strategy=strat.name, replicas=replicas,
+                    devices=strat.devices, cross_device_ops=shape["cross_device_ops"],
+                    workers=shape["workers"], devices_per_worker=shape["devices_per_worker"],
+                    ps=shape["ps"], collective=shape["collective"], partitioner=strat.partitioner,
+                    tpu=strat.tpu, network=scenario.cluster.network,
+                    min_effect=strat.min_effect if strat.min_effect is not None
+                    else scenario.compare.min_effect,
+                    api=api, precision=precision,
+                    distribute_dataset=dd, batch_rule=batch.rule, per_replica_batch=per_replica,
+                    global_batch=global_batch,
+                    learning_rate=_scaled_lr(batch, global_batch, reference),
+                    lr_scaling=batch.lr_scaling, model=scenario.model, data=data,
+                    train=train, measure=scenario.measure, check=scenario.check,
+                ))
+    parity = scenario.check.loss_parity
+    for v in variants:
+        if parity and not v.is_cluster and parity.batch % v.replicas:
+            raise ScenarioError(source, "check.loss_parity.batch",
+                                f"{parity.batch} does not split over the {v.replicas} replicas "
+                                f"of {v.id}")
+    k = train.steps_per_execution
+    if k > 1:
+        m = scenario.measure
+        for field, value in (("warmup_steps", m.warmup_steps), ("steps", m.steps)):
+            if value % k:
+                raise ScenarioError(source, f"measure.{field}",
+                                    f"{value} is not a multiple of train.steps_per_execution={k}")
+    return variants

@@ -1,0 +1,108 @@
+"""Cross-field rules a scenario must meet before anything runs.
+
+Fields that need or exclude each other, and the shape rules: what a data source's examples look
+like, what host-side preprocessing makes of them, and whether the model can take the result.
+The worker applies the same shape rules once it has read files whose shape only they can tell.
+"""
+
+from __future__ import annotations
+
+from bench.errors import ScenarioError
+from bench.scenario.catalogue import input_problem
+from bench.scenario.schema import ARRAY_DATASETS, FILE_DATASETS, MNIST_SHAPE, DataConfig, Scenario
+
+IMAGE_OPTIONS = ("resize", "random_crop", "random_flip", "random_brightness")
+
+# Fields that only mean something for some sources: set elsewhere, they are an error.
+_DATA_FIELDS_FOR = {
+    "files": ("tfrecord",), "eval_files": ("tfrecord",), "interleave_cycle_length": ("tfrecord",),
+    "interleave_parallelism": ("tfrecord",), "tfds_name": ("tfds",), "data_dir": ("tfds",),
+}
+
+
+def requested_image_options(cfg: DataConfig) -> list[str]:
+    return [name for name in IMAGE_OPTIONS if getattr(cfg, name)]
+
+
+def output_shape(cfg: DataConfig, shape: tuple[int, ...]) -> tuple[int, ...]:
+    """The shape of one example after preprocessing (what the model is built for)."""
+    size = cfg.random_crop or cfg.resize
+    return (*size, shape[-1]) if size else tuple(shape)
+
+
+def preprocess_problem(cfg: DataConfig, shape: tuple[int, ...]) -> tuple[str, str] | None:
+    """(field, why) when the preprocessing options do not fit examples of `shape`."""
+    requested = requested_image_options(cfg)
+    if requested and len(shape) != 3:
+        return f"data.{requested[0]}", (f"applies to images [H, W, C]; data '{cfg.name}' gives "
+                                        f"examples of shape {list(shape)}")
+    if requested and None in shape[:2] and not cfg.resize:
+        return "data.resize", (f"data '{cfg.name}' has images of varying size {list(shape)}: "
+                               "set data.resize so batches have one shape")
+    if cfg.random_crop:
+        image = cfg.resize or list(shape[:2])
+        if any(c > s for c, s in zip(cfg.random_crop, image, strict=True)):
+            after = " after data.resize" if cfg.resize else ""
+            return "data.random_crop", f"{cfg.random_crop} is larger than the image {image}{after}"
+    return None
+
+
+def input_shape(data: DataConfig) -> tuple[int, ...] | None:
+    """The shape of one example as stored (MNIST-like sets are 28 x 28 x 1); None when only the
+    files can tell (tfrecord, tfds): then the worker checks the pairing once it has read them."""
+    if data.name in FILE_DATASETS:
+        return None
+    return tuple(data.shape) if data.name == "synthetic" else MNIST_SHAPE
+
+
+def pairing_problem(model: str, data: DataConfig, shape: tuple[int, ...]) -> tuple[str, str] | None:
+    """(field, why) when the model cannot take what the pipeline yields from examples of `shape`:
+    shared by the scenario check here and the worker's check once files have been read."""
+    if problem := preprocess_problem(data, shape):
+        return problem
+    fed = output_shape(data, shape)
+    if problem := input_problem(model, fed):
+        return "model.name", (f"'{model}' {problem}; data '{data.name}' gives examples of shape "
+                              f"{list(fed)}")
+    return None
+
+
+def check_data_fields(scenario: Scenario, source: str) -> None:
+    """Fields that need or exclude each other, named one at a time."""
+    data = scenario.data
+    for field, names in _DATA_FIELDS_FOR.items():
+        if field in data.model_fields_set and data.name not in names:
+            raise ScenarioError(source, f"data.{field}", "applies to data.name = "
+                                f"{' / '.join(map(repr, names))} only, not '{data.name}'")
+    required = {"tfrecord": ("files", "a glob of TFRecord shards, e.g. "
+                                      "\"data/train-*.tfrecord\" (bench data write-tfrecord)"),
+                "tfds": ("tfds_name", "the tensorflow_datasets name, e.g. \"mnist\"")}
+    if data.name in required and getattr(data, required[data.name][0]) is None:
+        field, what = required[data.name]
+        raise ScenarioError(source, f"data.{field}", f"required for data.name = '{data.name}': "
+                            f"{what}")
+    if data.auto_shard == "file" and data.name not in FILE_DATASETS:
+        raise ScenarioError(source, "data.auto_shard", f"'file' shards by input file; data "
+                            f"'{data.name}' is held in memory (use 'data' or 'auto')")
+    accuracy = scenario.check.accuracy
+    if accuracy is None:
+        return
+    split = accuracy.eval_split
+    if data.name in ARRAY_DATASETS + ("tfrecord",) and split not in ("test", "train"):
+        raise ScenarioError(source, "check.accuracy.eval_split", f"'{split}': data "
+                            f"'{data.name}' has the splits 'train' and 'test'")
+    if data.name == "tfrecord" and split == "test" and data.eval_files is None:
+        raise ScenarioError(source, "data.eval_files", "required by check.accuracy (eval_split "
+                            "= 'test'): a glob of the held-out TFRecord shards")
+
+
+def check_pairing(scenario: Scenario, source: str) -> None:
+    """Model and data must fit each other: caught at load, not minutes into a run."""
+    shape = input_shape(scenario.data)
+    if shape is not None and (problem := pairing_problem(scenario.model.name, scenario.data,
+                                                          shape)):
+        raise ScenarioError(source, *problem)
+    if scenario.data.variable_length and (scenario.data.name != "synthetic" or
+                                          shape is None or len(shape) != 2):
+        raise ScenarioError(source, "data.variable_length", "applies to synthetic series "
+                            f"[timesteps, features] only; shape is {list(shape or [])}")
