@@ -320,7 +320,7 @@ def report(
     file:// with no network. Re-rendering into an earlier report folder updates it; any other
     non-empty folder is refused. Exit code: 0, or 2 on bad input.
     """
-    from bench.report import default_out_dir, render_site
+    from bench.report.site import default_out_dir, render_site
 
     target = out or default_out_dir(runs)
     try:

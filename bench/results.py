@@ -185,7 +185,7 @@ _DTYPES = {
 }
 
 
-def load_runs(*paths: str | Path) -> pd.DataFrame:
+def load_records_frame(*paths: str | Path) -> pd.DataFrame:
     """One row per variant record across one or many run directories (or folders of them)."""
     import pandas as pd
 

@@ -187,7 +187,7 @@ def _run_variants(variants: list[Variant], run_dir: Path, outcome: RunOutcome,
 
 def render_report(run_dir: Path, out_dir: Path, console: Console) -> Path | None:
     """The run's HTML report; a report that cannot be written never costs the measured records."""
-    from bench.report import render_site
+    from bench.report.site import render_site
 
     try:
         index = render_site([run_dir], out_dir)

@@ -13,10 +13,10 @@ from pathlib import Path
 import pytest
 
 from bench.errors import BenchError
-from bench.report import render_site
 from bench.report.figures import html_safe_json, run_charts, trend_chart
 from bench.report.narrative import summarize_run
 from bench.report.runs import load_run
+from bench.report.site import render_site
 from tests.conftest import bench
 from tests.fixtures.report_runs import (
     ENVIRONMENT,

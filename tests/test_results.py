@@ -74,7 +74,7 @@ def test_no_efficiency_without_a_successful_single_replica_run(variants) -> None
     assert all(r["scaling_efficiency"] is None for r in records)
 
 
-def test_load_runs_reads_many_run_dirs(tmp_path: Path, variants) -> None:
+def test_load_records_frame_reads_many_run_dirs(tmp_path: Path, variants) -> None:
     for throughput_scale in (1.0, 2.0):
         run_dir = results.create_run_dir(tmp_path, "r")
         results.init_run(run_dir, _scenario_file(tmp_path), [v.model_dump(mode="json")
@@ -83,7 +83,7 @@ def test_load_runs_reads_many_run_dirs(tmp_path: Path, variants) -> None:
         for v, thr in zip(variants, (500.0, 400.0, 600.0, 800.0), strict=True):
             results.append_record(run_dir, ok_record(v, thr * throughput_scale))
         results.append_record(run_dir, finish(base_record(variants[0]), "skipped", reason="why"))
-    frame = results.load_runs(tmp_path)  # a folder of run directories
+    frame = results.load_records_frame(tmp_path)  # a folder of run directories
     assert len(frame) == 10
     assert frame["run"].nunique() == 2
     assert set(frame["status"]) == {"ok", "skipped"}
@@ -94,9 +94,9 @@ def test_load_runs_reads_many_run_dirs(tmp_path: Path, variants) -> None:
     assert frame.loc[frame.status == "skipped", "reason"].tolist() == ["why", "why"]
 
 
-def test_load_runs_rejects_something_else(tmp_path: Path) -> None:
+def test_load_records_frame_rejects_something_else(tmp_path: Path) -> None:
     with pytest.raises(FileNotFoundError, match="not a bench run directory"):
-        results.load_runs(tmp_path / "missing")
+        results.load_records_frame(tmp_path / "missing")
 
 
 def _scenario_file(tmp_path: Path) -> Path:

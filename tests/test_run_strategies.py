@@ -101,9 +101,9 @@ def test_run_directory_layout(matrix_run: BenchRun) -> None:
         f"{r['variant_id']}.log" for r in matrix_run.records} | {"forkserver.log"}
     assert not (run_dir / "cache").exists()
     assert not list((run_dir / "logs").glob("*.record.json"))  # moved into records.jsonl
-    from bench.results import load_runs
+    from bench.results import load_records_frame
 
-    frame = load_runs(run_dir)
+    frame = load_records_frame(run_dir)
     assert len(frame) == len(matrix_run.records)
     m2 = frame[(frame.strategy == "mirrored") & (frame.replicas == 2)]
     assert m2["scaling_efficiency"].notna().all()

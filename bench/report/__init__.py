@@ -1,5 +1,3 @@
-"""The HTML report: run directories in, a static offline site out (see `site.py`)."""
-
-from bench.report.site import default_out_dir, render_site
-
-__all__ = ["default_out_dir", "render_site"]
+"""The HTML report (run directories in, a static offline site out: `site`) and the terminal
+rendering of records (`terminal`). Nothing is re-exported here, so printing a summary does not
+load jinja2 or plotly."""

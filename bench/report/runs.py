@@ -127,7 +127,7 @@ def load_run(run_dir: Path) -> RunView:
     return view
 
 
-def load_runs(paths: list[Path]) -> list[RunView]:
+def load_run_views(paths: list[Path]) -> list[RunView]:
     """Every run under the given paths, oldest first (run directory names sort by start time)."""
     runs = [load_run(p) for p in results.find_run_dirs(paths)]
     return sorted(runs, key=lambda r: (r.started_at, r.name))

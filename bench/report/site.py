@@ -23,7 +23,7 @@ import bench
 from bench.errors import BenchError
 from bench.report import figures, narrative, tables
 from bench.report.history import Step, detect_steps
-from bench.report.runs import RunView, load_runs
+from bench.report.runs import RunView, load_run_views
 from bench.results import slug, write_text_atomic
 
 MARKER = ".bench-report"
@@ -122,7 +122,7 @@ def template_environment() -> jinja2.Environment:
 def render_site(paths: list[Path], out_dir: Path) -> Path:
     """Render every run under `paths` into `out_dir`; return the path of index.html."""
     try:
-        runs = load_runs(paths)
+        runs = load_run_views(paths)
     except FileNotFoundError as exc:
         raise BenchError(str(exc)) from None
     if not runs:

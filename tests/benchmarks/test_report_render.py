@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from bench.report import render_site
+from bench.report.site import render_site
 from tests.fixtures.report_runs import ENVIRONMENT, records_for, write_run
 
 pytestmark = pytest.mark.benchmark
