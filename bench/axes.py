@@ -1,19 +1,47 @@
-"""What tells a variant record from its siblings, beyond strategy, replicas, API and precision.
+"""Variant identity: the axes that tell one variant of a matrix from another, defined once.
 
-Pure and light (no pydantic): `bench compare`, scaling efficiency and the report key records by
-it, and `bench compare` must start instantly.
+`bench compare` matches records across runs by them, scaling efficiency groups by all of them but
+the replica count, the report pairs precisions and finds baselines by them, export writes them as
+parameters, and `Variant.axes()` lists them. Pure and light (no pydantic): `bench compare` must
+start instantly, and it reads plain record dicts.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any
 
-# Input-pipeline settings that a scenario may sweep as matrix axes.
+# Input-pipeline settings that a scenario may sweep as matrix axes (under the record's "data").
 DATA_AXES = ("map_parallelism", "prefetch")
 
+# Every axis, in display order, with the value a record from before that axis existed means
+# (None: the axis was always recorded). "model" is the model's name; DATA_AXES come last.
+VARIANT_AXES: dict[str, Any] = {
+    "strategy": None, "replicas": None, "workers": 1, "ps": 0, "devices_per_worker": 1,
+    "cross_device_ops": None, "collective": "auto", "api": None, "distribute_dataset": None,
+    "precision": None, "batch_rule": None, "per_replica_batch": None, "global_batch": None,
+    "model": None, **{axis: "autotune" for axis in DATA_AXES},
+}
 
-def pipeline_axes(variant: dict[str, Any]) -> tuple[Any, ...]:
-    """A variant record's input-pipeline axis values: part of what tells it from its siblings
-    (records from before these axes existed hold the defaults)."""
-    data = variant.get("data") or {}
-    return tuple(data.get(field, "autotune") for field in DATA_AXES)
+
+def axis_value(variant: dict[str, Any], axis: str) -> Any:
+    """One axis of a variant record (`record["variant"]`), old records read with the defaults."""
+    if axis == "model":
+        return (variant.get("model") or {}).get("name")
+    where = (variant.get("data") or {}) if axis in DATA_AXES else variant
+    return where.get(axis, VARIANT_AXES[axis])
+
+
+def variant_axes(variant: dict[str, Any], without: Iterable[str] = ()) -> dict[str, Any]:
+    """The variant's axes by name, leaving out `without` (the axes a comparison varies)."""
+    skip = set(without)
+    unknown = skip - set(VARIANT_AXES)
+    if unknown:
+        raise KeyError(f"not a variant axis: {', '.join(sorted(unknown))}")
+    return {axis: axis_value(variant, axis) for axis in VARIANT_AXES if axis not in skip}
+
+
+def variant_key(variant: dict[str, Any], without: Iterable[str] = ()) -> tuple[Any, ...]:
+    """A hashable key over the variant's axes but `without`: equal keys, the same variant as far
+    as a comparison that varies only `without` is concerned."""
+    return tuple(variant_axes(variant, without).values())

@@ -9,10 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from bench.axes import pipeline_axes
-
-_SAME_EXCEPT_REPLICAS = ("strategy", "cross_device_ops", "collective", "ps", "api",
-                         "distribute_dataset", "precision", "batch_rule")
+from bench.axes import variant_key
 
 
 def replicas_of(rec: dict[str, Any]) -> int:
@@ -22,11 +19,8 @@ def replicas_of(rec: dict[str, Any]) -> int:
 
 def group_key(variant: dict[str, Any]) -> tuple[Any, ...]:
     """Variants that differ only in replica count share a key: one scaling curve."""
-    batch_key = (variant["per_replica_batch"] if variant["batch_rule"] == "weak"
-                 else variant["global_batch"])
-    model = (variant.get("model") or {}).get("name")
-    return (*(variant.get(k) for k in _SAME_EXCEPT_REPLICAS), batch_key, model,
-            *pipeline_axes(variant))
+    scaled_batch = "global_batch" if variant["batch_rule"] == "weak" else "per_replica_batch"
+    return variant_key(variant, without=("replicas", "workers", "devices_per_worker", scaled_batch))
 
 
 def add_scaling_efficiency(records: list[dict[str, Any]]) -> list[dict[str, Any]]:

@@ -16,27 +16,18 @@ from typing import Any
 
 import numpy as np
 
-from bench.axes import pipeline_axes
+from bench.axes import variant_key
 
 DEFAULT_MIN_EFFECT = 0.05
 DEFAULT_ALPHA = 0.01
 BOOTSTRAP_ROUNDS = 2000
-IDENTITY_KEYS = ("scenario_name", "strategy", "replicas", "workers", "ps", "devices_per_worker",
-                 "cross_device_ops", "collective", "api", "distribute_dataset", "precision",
-                 "batch_rule", "global_batch")
-
-
-# Fields added to the record schema later: older records mean these values.
-_IDENTITY_DEFAULTS = {"workers": 1, "ps": 0, "devices_per_worker": 1, "collective": "auto"}
 
 
 def identity(record: dict[str, Any]) -> tuple[Any, ...]:
     """What makes two records the same variant: its axes and model (device kind and data source
     are checked run-wide: comparing across them is refused)."""
     v = record.get("variant") or {}
-    model = (v.get("model") or {}).get("name")
-    return (*(v.get(k, _IDENTITY_DEFAULTS.get(k)) for k in IDENTITY_KEYS), model,
-            *pipeline_axes(v))
+    return (v.get("scenario_name"), *variant_key(v))
 
 
 def timed_windows(record: dict[str, Any]) -> list[np.ndarray]:

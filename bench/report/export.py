@@ -14,10 +14,8 @@ from pathlib import Path
 from typing import Any
 
 from bench import results
+from bench.axes import variant_axes
 from bench.errors import BenchError
-
-PARAM_KEYS = ("strategy", "replicas", "workers", "ps", "cross_device_ops", "collective", "api",
-              "precision", "batch_rule", "per_replica_batch", "global_batch")
 
 
 def _machine_info(env: dict[str, Any]) -> dict[str, Any]:
@@ -50,7 +48,7 @@ def benchmark_entry(record: dict[str, Any], run_name: str) -> dict[str, Any] | N
         "group": variant.get("scenario_name"),
         "name": record["variant_id"],
         "fullname": f"{variant.get('scenario_name')}::{record['variant_id']}",
-        "params": {k: variant.get(k) for k in PARAM_KEYS},
+        "params": variant_axes(variant),
         "param": record["variant_id"],
         "extra_info": {"examples_per_sec": thr.get("median"),
                        "examples_per_sec_mean_rate": thr.get("mean_rate"),

@@ -18,7 +18,7 @@ from typing import Any
 import plotly.io as pio
 from plotly.io.json import to_json_plotly
 
-from bench.axes import pipeline_axes
+from bench.axes import variant_key
 from bench.report.history import Step
 from bench.report.runs import RunView
 from bench.scaling import group_key, replicas_of
@@ -322,14 +322,10 @@ def timeline_chart(run: RunView) -> Chart:
     return chart
 
 
-_PAIR_AXES = ("strategy", "replicas", "workers", "ps", "cross_device_ops", "collective", "api",
-              "distribute_dataset", "batch_rule", "per_replica_batch")
-
-
 def precision_pairs(records: Sequence[dict[str, Any]]) -> list[tuple[dict[str, Any], dict[str, Any]]]:
     """(float32 record, mixed-precision record) pairs that differ in nothing but the policy."""
     def key(rec: dict[str, Any]) -> tuple[Any, ...]:
-        return (*(rec["variant"].get(a) for a in _PAIR_AXES), *pipeline_axes(rec["variant"]))
+        return variant_key(rec["variant"], without=("precision",))
 
     f32 = {key(r): r for r in records if r.get("status") == "ok"
            and r["variant"].get("precision") == "float32"}

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from bench import results
-from bench.axes import pipeline_axes
+from bench.axes import variant_key
 from bench.scaling import add_scaling_efficiency
 from bench.scenario.schema import BASELINE_STRATEGIES
 
@@ -91,10 +91,14 @@ def _scenario_meta(run_dir: Path, variants: list[dict[str, Any]]) -> tuple[str, 
     return name, description
 
 
+# How a variant's strategy is laid out: what it may differ from its baseline in.
+_STRATEGY_SHAPE = ("strategy", "replicas", "workers", "ps", "devices_per_worker", "cross_device_ops",
+                   "collective", "distribute_dataset", "batch_rule", "global_batch")
+
+
 def baseline_key(variant: dict[str, Any]) -> tuple[Any, ...]:
     """Which baseline a variant is compared with: the single-device run of the same API/precision."""
-    return (variant.get("api"), variant.get("precision"), variant.get("per_replica_batch"),
-            *pipeline_axes(variant))
+    return variant_key(variant, without=_STRATEGY_SHAPE)
 
 
 def find_baselines(records: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:

@@ -18,6 +18,7 @@ from pydantic import (
     model_validator,
 )
 
+from bench.axes import variant_axes
 from bench.scenario.catalogue import validate_model_name
 
 T = TypeVar("T")
@@ -324,19 +325,5 @@ class Variant(_Strict):
         return self.strategy in CLUSTER_STRATEGIES
 
     def axes(self) -> dict[str, Any]:
-        """The values that distinguish this variant from its siblings, for tables and matching."""
-        return {
-            "strategy": self.strategy,
-            "replicas": self.replicas,
-            "workers": self.workers,
-            "ps": self.ps,
-            "cross_device_ops": self.cross_device_ops,
-            "collective": self.collective,
-            "api": self.api,
-            "distribute_dataset": self.distribute_dataset,
-            "precision": self.precision,
-            "batch_rule": self.batch_rule,
-            "global_batch": self.global_batch,
-            "map_parallelism": self.data.map_parallelism,
-            "prefetch": self.data.prefetch,
-        }
+        """The values that distinguish this variant from its siblings (`bench.axes`)."""
+        return variant_axes(self.model_dump(mode="json"))
