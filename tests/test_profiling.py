@@ -17,6 +17,8 @@ from typing import Any
 import pytest
 
 from bench.trace import analysis as profiling
+from bench.trace import metrics
+from bench.trace.xprof_tools import find_xplanes
 
 REPO = Path(__file__).resolve().parent.parent
 MAKE_TRACE = REPO / "tests" / "fixtures" / "profiling_make_trace.py"
@@ -64,8 +66,8 @@ def test_find_xplanes_takes_the_newest_run_with_files(tmp_path: Path) -> None:
         (newest / name).write_bytes(b"")
     run_dir(tmp_path, "2026_01_03_00_00_00")  # started, never written: not a run to analyse
 
-    assert profiling.find_xplanes(tmp_path) == [newest / "a.xplane.pb", newest / "b.xplane.pb"]
-    assert profiling.find_xplanes(tmp_path / "absent") == []
+    assert find_xplanes(tmp_path) == [newest / "a.xplane.pb", newest / "b.xplane.pb"]
+    assert find_xplanes(tmp_path / "absent") == []
 
 
 def test_missing_logdir_is_an_error_naming_it(tmp_path: Path) -> None:
@@ -119,23 +121,23 @@ def test_collective_time_is_taken_out_of_compute() -> None:
     """On CPU xprof counts collective ops as host compute; the breakdown must not count them twice."""
     rows = [{"stepTimeMs": 10.0, "infeedTimeMs": 0.5, "hostComputeTimeMs": 8.0, "deviceComputeTimeMs": 0.0,
              "deviceCollectivesTimeMs": 0.0}] * 4
-    breakdown, method = profiling.step_breakdown(rows, {}, collective_total_ms=12.0, traced_steps=6)
+    breakdown, method = metrics.step_breakdown(rows, {}, collective_total_ms=12.0, traced_steps=6)
     assert breakdown == {"input": 0.5, "compute": 6.0, "collective": 2.0, "other": 1.5}
     assert any("framework_op_stats" in m for m in method)
-    two_hosts, _ = profiling.step_breakdown(rows, {}, collective_total_ms=24.0, traced_steps=6, hosts=2)
+    two_hosts, _ = metrics.step_breakdown(rows, {}, collective_total_ms=24.0, traced_steps=6, hosts=2)
     assert two_hosts == breakdown  # xprof sums op stats over hosts but merges their steps
 
-    unknown, _ = profiling.step_breakdown(rows, {}, collective_total_ms=None, traced_steps=None)
+    unknown, _ = metrics.step_breakdown(rows, {}, collective_total_ms=None, traced_steps=None)
     assert unknown["collective"] is None and unknown["compute"] == 8.0 and unknown["other"] == 1.5
 
 
 def test_cross_check_reports_disagreement_without_failing() -> None:
     step = {"mean": 20.0, "median": 19.0}
-    check = profiling.cross_check(step, 0.008)
+    check = metrics.cross_check(step, 0.008)
     assert check == {"trace_mean_step_ms": 20.0, "trace_median_step_ms": 19.0, "bench_median_step_ms": 8.0,
                      "ratio": 2.5, "agrees": False}
     with pytest.raises(ValueError):
-        profiling.cross_check(step, 0.0)
+        metrics.cross_check(step, 0.0)
 
 
 # --------------------------------------------------------------------------------------------
@@ -204,7 +206,7 @@ class TestRealTrace:
 
     def test_top_ops(self, analysis: dict[str, Any]) -> None:
         ops = analysis["top_ops"]
-        assert 0 < len(ops) <= profiling.TOP_OPS
+        assert 0 < len(ops) <= metrics.TOP_OPS
         assert analysis["top_ops_side"] == "host"  # CPU-only: there is no device side
         times = [op["self_time_ms_total"] for op in ops]
         assert times == sorted(times, reverse=True) and times[0] > 0
@@ -215,7 +217,7 @@ class TestRealTrace:
     def test_peak_memory_unavailable_says_why(self, analysis: dict[str, Any]) -> None:
         assert analysis["peak_memory_mb"] is None
         assert analysis["peak_memory_mb_by_allocator"] == {}
-        assert analysis["peak_memory_unavailable"] == profiling.NO_ALLOCATOR_EVENTS
+        assert analysis["peak_memory_unavailable"] == metrics.NO_ALLOCATOR_EVENTS
         assert "peak_memory_mb" not in analysis["method"]
 
     def test_cross_check(self, analysis: dict[str, Any], trace: tuple[Path, float]) -> None:

@@ -8,10 +8,10 @@ With the run's fork server the child is forked (xprof already imported) instead 
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from bench import entrypoints
 from bench.launch.local import worker_env
 from bench.launch.process import WorkerProcess, last_error_line
 
@@ -28,7 +28,7 @@ def analyze_in_subprocess(logdir: Path, bench_median_step_s: float | None, logs_
     as `<name>.analysis.json` / `.log`."""
     out, log = logs_dir / f"{name}.analysis.json", logs_dir / f"{name}.analysis.log"
     out.unlink(missing_ok=True)
-    cmd = [sys.executable, "-m", "bench.trace.analysis", "analyze", str(logdir), "--out", str(out)]
+    cmd = entrypoints.command(entrypoints.TRACE_ANALYSIS, "analyze", str(logdir), "--out", str(out))
     if bench_median_step_s:
         cmd += ["--bench-median-step-s", repr(bench_median_step_s)]
     with WorkerProcess(cmd, worker_env({"TF_CPP_MIN_LOG_LEVEL": "3"}), log,

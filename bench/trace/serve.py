@@ -32,19 +32,15 @@ from types import ModuleType
 from typing import Any
 
 from bench.errors import BenchError
+from bench.trace.xprof_tools import XPLANE_SUFFIX, xplane_files
 
 TRACES_DIR = "traces"
-XPLANE_SUFFIX = ".xplane.pb"
 CHROME_SUFFIX = ".trace.json.gz"
 HOST = "127.0.0.1"
 # Host names a browser may send for this server; anything else (DNS rebinding) is refused.
 _LOCAL_HOST_NAMES = frozenset({"127.0.0.1", "localhost", "[::1]"})
 # xprof's "capture profile" route makes this process connect to an address given in the request.
 _BLOCKED_PATHS = frozenset({"/data/plugin/profile/capture_profile"})
-
-
-def _xplanes(logdir: Path) -> list[Path]:
-    return sorted(logdir.glob(f"plugins/profile/*/*{XPLANE_SUFFIX}"))
 
 
 def _variant_ids(run_dir: Path) -> list[str]:
@@ -62,11 +58,11 @@ def _variant_ids(run_dir: Path) -> list[str]:
 def _variant_logdirs(traces: Path, variant: str) -> dict[str, Path]:
     vdir = traces / variant
     found: dict[str, Path] = {}
-    if _xplanes(vdir):
+    if xplane_files(vdir):
         found[variant] = vdir
     if vdir.is_dir():
         for task in sorted(p for p in vdir.iterdir() if p.is_dir() and p.name != "plugins"):
-            if _xplanes(task):
+            if xplane_files(task):
                 found[f"{variant}/{task.name}"] = task
     return found
 
@@ -178,7 +174,7 @@ def export_chrome_traces(run_dir: str | os.PathLike[str], variant: str | None = 
     logdirs = trace_logdirs(run_dir, variant)
     written: list[Path] = []
     for logdir in logdirs.values():
-        for xplane in _xplanes(logdir):
+        for xplane in xplane_files(logdir):
             out = chrome_trace_path(xplane)
             try:
                 if not (out.is_file() and out.stat().st_mtime >= xplane.stat().st_mtime):
@@ -290,11 +286,6 @@ class TraceServer:
 
     def runs(self) -> list[str]:
         return profile_runs(self.logdir)
-
-    def data_url(self, run: str, tool: str = "overview_page", host: str = "") -> str:
-        from urllib.parse import urlencode
-
-        return f"{self.url}data/plugin/profile/data?{urlencode({'run': run, 'tag': tool, 'host': host})}"
 
     @property
     def alive(self) -> bool:
