@@ -6,6 +6,7 @@ live TensorFlow can tell (devices, the versions it really imported) to its own r
 
 from __future__ import annotations
 
+import json
 import os
 import platform
 import socket
@@ -14,6 +15,8 @@ from datetime import UTC, datetime
 from importlib import metadata
 from pathlib import Path
 from typing import Any
+
+from bench import entrypoints
 
 _PACKAGES = ("tensorflow", "tensorflow-cpu", "tf-keras", "keras", "numpy", "pandas", "bench")
 
@@ -62,3 +65,17 @@ def environment(scenario_digest: str | None = None) -> dict[str, Any]:
         "git_commit": git_commit(Path(__file__).resolve().parent),
         "scenario_digest": scenario_digest,
     }
+
+
+def probe_in_subprocess(timeout_s: float = 120.0) -> dict[str, Any]:
+    """Probe devices in a child; on failure return the reason instead of raising."""
+    env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"}
+    try:
+        out = subprocess.run(entrypoints.command(entrypoints.DEVICE_PROBE), capture_output=True,
+                             text=True, timeout=timeout_s, env=env, stdin=subprocess.DEVNULL)
+    except subprocess.TimeoutExpired:
+        return {"error": f"device probe timed out after {timeout_s:g} s"}
+    if out.returncode != 0:
+        tail = (out.stderr.strip().splitlines() or ["no output"])[-1]
+        return {"error": f"device probe failed: {tail}"}
+    return json.loads(out.stdout.strip().splitlines()[-1])

@@ -6,6 +6,11 @@ must be live, uses the pipe.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
+# Where progress goes, on both sides of the pipe: (steps done, total steps).
+ProgressFn = Callable[[int, int], None]
+
 PROGRESS_PREFIX = "@@bench-progress "
 
 

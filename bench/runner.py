@@ -17,7 +17,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from bench import fingerprint, results
-from bench.checks.parity import ParityJudge
+from bench.checks.verdicts import ParityJudge
 from bench.errors import BenchError
 from bench.launch import launcher_for
 from bench.launch.forkserver import ForkServer

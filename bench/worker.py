@@ -17,10 +17,11 @@ from pathlib import Path
 from typing import Any
 
 from bench import protocol, results
-from bench.checks import verdicts as checks_mod
+from bench.checks import suite as checks_suite
 from bench.data import sources as data_mod
 from bench.errors import DataUnavailable, VariantSkipped
 from bench.perf import overhead
+from bench.protocol import ProgressFn
 from bench.records import base_record, error_from_exception, extra_failed, finish
 from bench.scenario.schema import Variant
 from bench.timing import Phases, round_up, steady_state_start, summarize, throughput
@@ -157,7 +158,7 @@ def start_state() -> dict[str, Any]:
 _KEPT_UNTIL_EXIT: list[Any] = []
 
 
-def measure(variant: Variant, spawn_time: float, progress: loops.ProgressFn) -> dict[str, Any]:
+def measure(variant: Variant, spawn_time: float, progress: ProgressFn) -> dict[str, Any]:
     """Build everything the variant names, run warmup + timed windows, return the measurements."""
     phases = Phases()
     phases.seconds["start"] = max(0.0, time.time() - spawn_time)  # spawn (or fork) → here
@@ -212,7 +213,7 @@ def measure(variant: Variant, spawn_time: float, progress: loops.ProgressFn) -> 
         utilised = utilization(variant, layout, probe_batch, step_stats.median)
     with phases("checks"):
         # after the measurement, so the checks cannot disturb it
-        checked = checks_mod.run(variant, strategy, loaded)
+        checked = checks_suite.run(variant, strategy, loaded)
     return {
         "task": _task_identity(),
         "effective": effective,
@@ -249,7 +250,7 @@ def measure(variant: Variant, spawn_time: float, progress: loops.ProgressFn) -> 
 
 
 def run_variant(variant: Variant, spawn_time: float,
-                progress: loops.ProgressFn = _emit_progress) -> dict[str, Any]:
+                progress: ProgressFn = _emit_progress) -> dict[str, Any]:
     record = base_record(variant)
     try:
         record.update(measure(variant, spawn_time, progress))

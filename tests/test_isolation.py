@@ -91,7 +91,7 @@ def test_spawn_start_method_runs_a_new_interpreter(tmp_path: Path) -> None:
 
 
 def test_server_refuses_to_fork_from_a_touched_process() -> None:
-    code = ("import keras; from bench.launch.forkserver import pristine_problem;"
+    code = ("import keras; from bench.launch.forkserver_main import pristine_problem;"
             "print(pristine_problem());"
             "keras.mixed_precision.set_global_policy('mixed_bfloat16'); print(pristine_problem())")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO,

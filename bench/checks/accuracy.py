@@ -16,7 +16,7 @@ from typing import Any
 
 def measure(variant: Any, strategy: Any, data: Any) -> dict[str, Any]:
     """Train `steps` steps, evaluate on `eval_split`, compare with the bound."""
-    from bench.checks.verdicts import train_copy
+    from bench.checks.train_copy import train_copy
     from bench.data import sources as data_mod
 
     cfg = variant.check.accuracy

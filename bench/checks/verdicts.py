@@ -1,10 +1,9 @@
-"""Correctness checks next to the measurement: loss parity and the accuracy bound.
+"""Check verdicts, parent side: what each verdict means for display, and the loss-parity judge.
 
-Both train a fresh copy of the model from the scenario's seed through the variant's own
-strategy and API path (`train_copy`), after the timed steps so they cannot disturb them. What
-each verdict means for display (terminal line, report table and summary) is described once here,
-in `KINDS`, so every view marks a failing check the same way. Importing this module does not
-import TensorFlow: the parent process renders verdicts.
+The checks themselves (`suite`, `parity`, `accuracy`) run in the worker. What each verdict means
+for display (terminal line, report table and summary) is described once here, in `KINDS`, so
+every view marks a failing check the same way; `ParityJudge` compares each record's parity loss
+with its baseline's as records arrive. No TensorFlow: the parent process renders verdicts.
 """
 
 from __future__ import annotations
@@ -13,7 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from bench.records import extra_failed
+from bench.scenario.schema import BASELINE_STRATEGIES
 
 
 @dataclass(frozen=True)
@@ -51,43 +50,30 @@ ACCURACY = CheckKind("accuracy", "accuracy", "ok", "below", lambda c: c["accurac
 KINDS = (LOSS_PARITY, ACCURACY)
 
 
-def run(variant: Any, strategy: Any, data: Any) -> dict[str, Any]:
-    """Every check the scenario asks for; one that cannot run is reported, never fatal."""
-    from bench.checks import accuracy, parity
-    measures = {"loss_parity": parity.measure, "accuracy": accuracy.measure}
-    results: dict[str, Any] = {}
-    for key, measure in measures.items():
-        if getattr(variant.check, key) is None:
-            continue
-        if variant.is_cluster:
-            results[key] = {"status": "skipped", "reason": f"{key.replace('_', ' ')} is checked "
-                            "for single-process strategies only"}
-            continue
-        try:
-            results[key] = measure(variant, strategy, data)
-        except Exception as exc:  # a check that cannot run is reported, not fatal
-            results[key] = extra_failed(exc)
-    return results
+class ParityJudge:
+    """Compares each record's parity loss with the first baseline of the same precision."""
 
+    def __init__(self) -> None:
+        self.baselines: dict[str, dict[str, Any]] = {}
 
-def train_copy(variant: Any, strategy: Any, data: Any, data_cfg: Any, *, batch: int,
-               learning_rate: float, steps: int) -> tuple[Any, Callable[..., Any]]:
-    """A fresh model from the scenario's seed, trained `steps` steps of global batch `batch`
-    through the variant's own API path; returns it with the dataset function it trained on."""
-    import keras
-
-    from bench.data import sources as data_mod
-    from bench.training import loops, models
-    keras.utils.set_random_seed(variant.data.seed)
-    with strategy.scope():
-        model = models.build_model(variant.model.name, data_mod.model_input_shape(data, data_cfg),
-                                   data.num_classes, variant.model.extra_matmul)
-        optimizer = loops.make_optimizer(variant.train.optimizer, learning_rate)
-
-    def dataset(input_context: Any = None) -> Any:
-        return data_mod.make_dataset(data, data_cfg, batch, input_context)
-
-    loops.train(variant, strategy, model, optimizer, dataset, global_batch=batch,
-                total_steps=steps, steps_per_execution=1, jit_compile=False,
-                progress=lambda done, total: None)
-    return model, dataset
+    def judge(self, record: dict[str, Any]) -> dict[str, Any]:
+        parity = (record.get("checks") or {}).get("loss_parity")
+        if not parity or parity.get("status") != "measured":
+            return record
+        variant = record["variant"]
+        precision = variant["precision"]
+        tolerance = variant["check"]["loss_parity"]["tolerance"]
+        if variant["strategy"] in BASELINE_STRATEGIES and precision not in self.baselines:
+            self.baselines[precision] = record
+            parity.update(status="baseline")
+            return record
+        base = self.baselines.get(precision)
+        if base is None:
+            parity.update(status="no-baseline", reason=f"no {precision} baseline ran first")
+            return record
+        reference = base["checks"]["loss_parity"]["loss"]
+        difference = abs(parity["loss"] - reference) / max(abs(reference), 1e-12)
+        parity.update(status="ok" if difference <= tolerance else "diverged",
+                      baseline=base["variant_id"], baseline_loss=reference,
+                      relative_difference=difference, tolerance=tolerance)
+        return record

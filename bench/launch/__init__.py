@@ -7,7 +7,7 @@ from typing import Any, Protocol
 from bench.launch.cluster import ClusterLauncher
 from bench.launch.forkserver import ForkServer
 from bench.launch.local import LocalLauncher
-from bench.launch.process import ProgressFn
+from bench.protocol import ProgressFn
 from bench.scenario.schema import Variant
 
 

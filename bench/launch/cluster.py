@@ -8,13 +8,13 @@ kill of the whole process group is the backstop.
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 from typing import Any
 
+from bench import entrypoints
 from bench.launch import netns
 from bench.launch.local import run_worker_command
-from bench.launch.process import ProgressFn
+from bench.protocol import ProgressFn
 from bench.records import base_record, finish
 from bench.results import VARIANTS_FILE
 from bench.scenario.schema import Variant
@@ -26,9 +26,9 @@ class ClusterLauncher:
     def run(self, variant: Variant, run_dir: Path, progress: ProgressFn | None = None
             ) -> dict[str, Any]:
         record_path = run_dir / "logs" / f"{variant.id}.record.json"
-        cmd = [sys.executable, "-m", "bench.launch.supervisor",
-               "--variants", str(run_dir / VARIANTS_FILE), "--id", variant.id,
-               "--record", str(record_path), "--network", variant.network]
+        cmd = entrypoints.command(entrypoints.CLUSTER_SUPERVISOR,
+                                  "--variants", str(run_dir / VARIANTS_FILE), "--id", variant.id,
+                                  "--record", str(record_path), "--network", variant.network)
         if variant.network == "isolated":
             problem = netns.isolation_problem()
             if problem:

@@ -1,18 +1,9 @@
-"""A fork server: import TensorFlow once, then fork a fresh process for every variant.
+"""The parent's handle on a fork server (`bench.launch.forkserver_main`), which imports
+TensorFlow once and then forks a fresh process for every variant.
 
-`import tensorflow` costs 3–5 s here, more than a small variant's whole timed window. The server
-(`python -m bench.launch.forkserver FD`) imports TensorFlow, Keras and bench's worker modules,
-checks that nothing process-wide has been set yet (no eager context, so no device layout; the
-float32 precision policy), and then only forks. Each child is a new process started from that
-pristine state: it configures its own logical devices, precision policy and strategy, exactly as a
-freshly spawned interpreter would, and none of it can leak into the next variant, which is forked
-from the untouched server, not from the previous child.
-
-The server never runs TensorFlow ops and starts no threads of its own, which is what makes fork
-safe here (numpy's BLAS pool registers its own fork handlers). It runs nothing while a variant is
-measured: it sleeps in `select` until asked to fork.
-
-Usage: `python -m bench.launch.forkserver FD [LABEL]`, started by `ForkServer`.
+`import tensorflow` costs 3–5 s here, more than a small variant's whole timed window; forking
+from a pristine server saves it for every variant without letting one variant's state reach
+another (see `forkserver_main` for why that holds). This side never imports TensorFlow.
 
 Protocol over an AF_UNIX SOCK_SEQPACKET pair (one JSON message per packet):
   parent → server  {"module", "args", "env", "cwd"} with the child's stdout and stderr as
@@ -23,163 +14,19 @@ Protocol over an AF_UNIX SOCK_SEQPACKET pair (one JSON message per packet):
 
 from __future__ import annotations
 
-import importlib
 import json
 import os
-import select
 import signal
 import socket
 import subprocess
-import sys
 import threading
 import time
-import traceback
 from pathlib import Path
 from typing import Any
 
-from bench.launch.process import die_with_parent
+from bench import entrypoints
 
-# What a child may run: each module has `main(argv) -> int`.
-RUNNABLE_MODULES = ("bench.worker", "bench.trace.analysis")
-# Imported too when present: what the children would otherwise import first thing.
-OPTIONAL_PRELOADS = ("xprof.convert.raw_to_tool_data",)
 MAX_MESSAGE = 1 << 20
-REAP_INTERVAL_S = 0.02
-
-
-# ---------------------------------------------------------------------------------------------
-# Server side (inside `python -m bench.launch.forkserver`)
-
-
-def _preload() -> None:
-    """Everything a worker imports, so a forked child starts with it already loaded."""
-    import keras  # noqa: F401
-    import tensorflow  # noqa: F401
-
-    for module in RUNNABLE_MODULES:
-        importlib.import_module(module)
-    for module in OPTIONAL_PRELOADS:
-        try:
-            importlib.import_module(module)
-        except ImportError:  # the child will report it, as it would without a server
-            pass
-
-
-def pristine_problem() -> str | None:
-    """Why forking from this process could leak state into a child, or None when it cannot.
-
-    It reads the same `start_state` that every worker records, so the check before forking and
-    the record after it cannot disagree on what "pristine" means.
-    """
-    from bench.worker import start_state
-
-    state = start_state()
-    if state["tf_context_initialized"]:  # device layout, thread pools: fixed at initialisation
-        return "the TensorFlow context is already initialised"
-    if state["precision_policy"] != "float32":
-        return f"the global precision policy is {state['precision_policy']}"
-    if threading.active_count() != 1:
-        return f"{threading.active_count()} Python threads are running"
-    return None
-
-
-def _send(sock: socket.socket, message: dict[str, Any]) -> None:
-    sock.send(json.dumps(message).encode())
-
-
-def _run_child(request: dict[str, Any], fds: list[int], sock: socket.socket) -> None:
-    """In the forked child: become the requested process, run its main, never return."""
-    code = 1
-    try:
-        sock.close()
-        os.setsid()  # its own process group, killed as a whole by the parent
-        # The handlers a new interpreter starts with (the server ignores SIGINT).
-        signal.signal(signal.SIGINT, signal.default_int_handler)
-        signal.signal(signal.SIGTERM, signal.SIG_DFL)
-        signal.signal(signal.SIGCHLD, signal.SIG_DFL)
-        devnull = os.open(os.devnull, os.O_RDONLY)
-        for target, fd in ((0, devnull), (1, fds[0]), (2, fds[1])):
-            os.dup2(fd, target)
-        for fd in {devnull, *fds}:
-            os.close(fd)
-        os.environ.clear()
-        os.environ.update(request["env"])
-        os.chdir(request["cwd"])
-        sys.argv = [request["module"], *request["args"]]
-        code = importlib.import_module(request["module"]).main(request["args"])
-    except SystemExit as exc:
-        code = exc.code if isinstance(exc.code, int) else 1
-    except BaseException:  # noqa: BLE001 -- the child must end here whatever happened
-        traceback.print_exc()
-    finally:
-        for stream in (sys.stdout, sys.stderr):
-            try:
-                stream.flush()
-            except Exception:  # noqa: BLE001
-                pass
-        os._exit(code)  # skip TensorFlow's slow teardown: the record is already written
-
-
-def _reap(sock: socket.socket) -> None:
-    while True:
-        try:
-            pid, status = os.waitpid(-1, os.WNOHANG)
-        except ChildProcessError:
-            return
-        if pid == 0:
-            return
-        _send(sock, {"exited": pid, "returncode": os.waitstatus_to_exitcode(status)})
-
-
-def serve(sock: socket.socket) -> int:
-    die_with_parent()
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle
-    _preload()
-    if problem := pristine_problem():
-        print(f"fork server: refusing to fork: {problem}", file=sys.stderr, flush=True)
-        return 1
-    _send(sock, {"ready": os.getpid()})
-    while True:
-        readable, _, _ = select.select([sock], [], [], REAP_INTERVAL_S)
-        _reap(sock)
-        if not readable:
-            continue
-        raw, fds, _, _ = socket.recv_fds(sock, MAX_MESSAGE, 2)
-        if not raw:  # the parent closed its end: we are done
-            return 0
-        request = json.loads(raw)
-        if request.get("module") not in RUNNABLE_MODULES or len(fds) != 2:
-            for fd in fds:
-                os.close(fd)
-            _send(sock, {"error": f"cannot run {request.get('module')!r}"})
-            continue
-        sys.stdout.flush()
-        sys.stderr.flush()
-        pid = os.fork()
-        if pid == 0:
-            _run_child(request, fds, sock)
-        for fd in fds:
-            os.close(fd)
-        _send(sock, {"spawned": pid})
-
-
-def main(argv: list[str] | None = None) -> int:
-    args = sys.argv[1:] if argv is None else argv
-    sock = socket.socket(fileno=int(args[0]))  # args[1], if any, is only a label for `ps`
-    try:
-        code = serve(sock)
-    finally:
-        sock.close()
-    # Nothing here needs finalizing (the server never ran an op), and an interpreter holding
-    # TensorFlow takes about a second to shut down, which the parent would wait for at the
-    # end of every run.
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os._exit(code)
-
-
-# ---------------------------------------------------------------------------------------------
-# Parent side
 
 
 class ForkServerError(RuntimeError):
@@ -246,8 +93,7 @@ class ForkServer:
         self._log_path.parent.mkdir(parents=True, exist_ok=True)
         with open(self._log_path, "ab") as log:
             self._proc = subprocess.Popen(
-                [sys.executable, "-m", "bench.launch.forkserver", str(theirs.fileno()),
-                 self._label],
+                entrypoints.command(entrypoints.FORK_SERVER, str(theirs.fileno()), self._label),
                 pass_fds=[theirs.fileno()], env=self._env, stdin=subprocess.DEVNULL,
                 stdout=log, stderr=log, start_new_session=True)
         theirs.close()
@@ -346,6 +192,3 @@ class ForkServer:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-
-if __name__ == "__main__":
-    sys.exit(main())

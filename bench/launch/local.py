@@ -7,13 +7,14 @@ TF_CONFIG through a cluster launcher implementing the same `run` signature.
 from __future__ import annotations
 
 import os
-import sys
 import time
 from pathlib import Path
 from typing import Any
 
+from bench import entrypoints
 from bench.launch.forkserver import ForkServer
-from bench.launch.process import Outcome, ProgressFn, WorkerProcess, last_error_line
+from bench.launch.process import Outcome, WorkerProcess, last_error_line
+from bench.protocol import ProgressFn
 from bench.records import failed
 from bench.results import VARIANTS_FILE, read_json
 from bench.scenario.schema import Variant
@@ -73,8 +74,8 @@ def _collect(variant: Variant, record_path: Path, log_path: Path, outcome: Outco
 
 
 def worker_command(run_dir: Path, variant: Variant, record_path: Path) -> list[str]:
-    return [sys.executable, "-m", "bench.worker", "--variants", str(run_dir / VARIANTS_FILE),
-            "--id", variant.id, "--record", str(record_path)]
+    return entrypoints.command(entrypoints.WORKER, "--variants", str(run_dir / VARIANTS_FILE),
+                               "--id", variant.id, "--record", str(record_path))
 
 
 class LocalLauncher:

@@ -9,57 +9,26 @@ grandchild survives the variant.
 from __future__ import annotations
 
 import os
-import signal
 import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
-from bench.protocol import parse_progress
+from bench.launch.groups import die_with_parent, kill_group
+from bench.protocol import ProgressFn, parse_progress
 
 if TYPE_CHECKING:
     from bench.launch.forkserver import ForkServer
-
-ProgressFn = Callable[[int, int], None]
-
 
 @dataclass(frozen=True)
 class Outcome:
     returncode: int | None
     timed_out: bool
     duration_s: float
-
-
-def kill_group(pid: int, grace_s: float = 3.0) -> None:
-    """SIGTERM the process group, then SIGKILL whatever is left after `grace_s`."""
-    try:
-        os.killpg(pid, signal.SIGTERM)
-    except ProcessLookupError:
-        return
-    deadline = time.monotonic() + grace_s
-    while time.monotonic() < deadline:
-        try:
-            os.killpg(pid, 0)
-        except ProcessLookupError:
-            return
-        time.sleep(0.05)
-    try:
-        os.killpg(pid, signal.SIGKILL)
-    except ProcessLookupError:
-        pass
-
-
-def die_with_parent() -> None:
-    """In the child: get SIGKILL when the parent dies, so no task outlives its supervisor."""
-    import ctypes
-
-    pr_set_pdeathsig = 1
-    ctypes.CDLL(None, use_errno=True).prctl(pr_set_pdeathsig, signal.SIGKILL)
 
 
 class WorkerProcess:

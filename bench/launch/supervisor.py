@@ -18,7 +18,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from bench import protocol, results
+from bench import entrypoints, protocol, results
 from bench.launch.cluster_plan import Task, chief_of, cluster_spec, plan_tasks, tf_config
 from bench.launch.local import trace_dir, worker_command, worker_env
 from bench.launch.netns import bring_loopback_up, free_port
@@ -123,7 +123,7 @@ class Cluster:
         for task in self.tasks:
             record_path = self.record_path(task)
             cmd = (worker_command(run_dir, variant, record_path) if task.trains
-                   else [sys.executable, "-m", "bench.launch.ps_server"])
+                   else entrypoints.command(entrypoints.PS_SERVER))
             env = worker_env({"TF_CONFIG": tf_config(self.spec, task),
                               "BENCH_TRACE_DIR": str(trace_dir(run_dir, variant, task.name)),
                               **_gpu_share(task, variant)})

@@ -12,11 +12,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from bench.protocol import ProgressFn
 from bench.timing import StepTimer
 from bench.training import precision as precision_policy
 from bench.training.tracing import TraceWindow
-
-ProgressFn = Callable[[int, int], None]  # (steps done, total steps)
 
 
 @dataclass

@@ -6,9 +6,6 @@ Run in a child process so that `bench list` and `bench env` never import TensorF
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from typing import Any
 
 
@@ -25,19 +22,10 @@ def probe() -> dict[str, Any]:
     }
 
 
-def probe_in_subprocess(timeout_s: float = 120.0) -> dict[str, Any]:
-    """Probe devices in a child; on failure return the reason instead of raising."""
-    env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"}
-    try:
-        out = subprocess.run([sys.executable, "-m", "bench.training.probe"], capture_output=True,
-                             text=True, timeout=timeout_s, env=env, stdin=subprocess.DEVNULL)
-    except subprocess.TimeoutExpired:
-        return {"error": f"device probe timed out after {timeout_s:g} s"}
-    if out.returncode != 0:
-        tail = (out.stderr.strip().splitlines() or ["no output"])[-1]
-        return {"error": f"device probe failed: {tail}"}
-    return json.loads(out.stdout.strip().splitlines()[-1])
+def main(argv: list[str] | None = None) -> int:
+    print(json.dumps(probe()))
+    return 0
 
 
 if __name__ == "__main__":
-    print(json.dumps(probe()))
+    raise SystemExit(main())

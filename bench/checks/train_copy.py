@@ -1,0 +1,31 @@
+"""A fresh copy of the variant's model, trained from the scenario's seed through the variant's own
+strategy and API path: what loss parity and the accuracy bound measure."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+
+def train_copy(variant: Any, strategy: Any, data: Any, data_cfg: Any, *, batch: int,
+               learning_rate: float, steps: int) -> tuple[Any, Callable[..., Any]]:
+    """A fresh model from the scenario's seed, trained `steps` steps of global batch `batch`
+    through the variant's own API path; returns it with the dataset function it trained on."""
+    import keras
+
+    from bench.data import sources as data_mod
+    from bench.training import loops, models
+
+    keras.utils.set_random_seed(variant.data.seed)
+    with strategy.scope():
+        model = models.build_model(variant.model.name, data_mod.model_input_shape(data, data_cfg),
+                                   data.num_classes, variant.model.extra_matmul)
+        optimizer = loops.make_optimizer(variant.train.optimizer, learning_rate)
+
+    def dataset(input_context: Any = None) -> Any:
+        return data_mod.make_dataset(data, data_cfg, batch, input_context)
+
+    loops.train(variant, strategy, model, optimizer, dataset, global_batch=batch,
+                total_steps=steps, steps_per_execution=1, jit_compile=False,
+                progress=lambda done, total: None)
+    return model, dataset
