@@ -1,4 +1,5 @@
-"""The models a scenario can name, with what input each needs: pure, so validation is instant.
+"""The models and strategies a scenario can name, with what each needs: pure, so validation and
+`bench list` are instant.
 
 The builders live in `bench.training.models` (worker side); this is the part the parent checks a
 scenario against. A name not listed here is a user's builder, "package.module:function".
@@ -70,3 +71,16 @@ def validate_model_name(name: str) -> None:
         return
     known = ", ".join(sorted(MODELS))
     raise ValueError(f"unknown model '{name}' (known: {known}; or 'package.module:function')")
+
+
+# What `bench list` says of each strategy a scenario can name (schema.StrategyName).
+STRATEGY_DESCRIPTIONS: dict[str, str] = {
+    "default": "No explicit strategy (tf.distribute default strategy): the baseline",
+    "one_device": "OneDeviceStrategy on the first device",
+    "mirrored": "MirroredStrategy: synchronous data parallelism over local devices",
+    "central_storage": "CentralStorageStrategy: variables on one device, compute mirrored",
+    "multi_worker_mirrored": "MultiWorkerMirroredStrategy: worker processes with TF_CONFIG, "
+                             "collective all-reduce",
+    "parameter_server": "ParameterServerStrategy: ps + worker processes, ClusterCoordinator loop",
+    "tpu": "TPUStrategy: where a TPU is attached or named; skipped with the resolver's reason",
+}

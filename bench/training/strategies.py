@@ -14,17 +14,6 @@ from typing import Any
 from bench.errors import VariantSkipped
 from bench.training.devices import DeviceLayout
 
-STRATEGY_DESCRIPTIONS: dict[str, str] = {
-    "default": "No explicit strategy (tf.distribute default strategy): the baseline",
-    "one_device": "OneDeviceStrategy on the first device",
-    "mirrored": "MirroredStrategy: synchronous data parallelism over local devices",
-    "central_storage": "CentralStorageStrategy: variables on one device, compute mirrored",
-    "multi_worker_mirrored": "MultiWorkerMirroredStrategy: worker processes with TF_CONFIG, "
-                             "collective all-reduce",
-    "parameter_server": "ParameterServerStrategy: ps + worker processes, ClusterCoordinator loop",
-    "tpu": "TPUStrategy: where a TPU is attached or named; skipped with the resolver's reason",
-}
-
 # Keras 3 fit() under MultiWorkerMirroredStrategy: reduce_per_replica() reduces the per-replica
 # scalar metrics with `strategy.reduce("MEAN", v, axis=0)`, which fails on a scalar
 # ("Invalid reduction dimension 0"). Upstream: keras-team/keras#20585, tensorflow/tensorflow#72388.
