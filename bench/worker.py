@@ -22,13 +22,12 @@ from bench.data import sources as data_mod
 from bench.errors import DataUnavailable, VariantSkipped
 from bench.perf import overhead
 from bench.protocol import ProgressFn
-from bench.records import base_record, error_from_exception, extra_failed, finish
+from bench.records import base_record, error_from_exception, finish
 from bench.scenario.schema import Variant
 from bench.timing import Phases, round_up, steady_state_start, summarize, throughput
 from bench.training import devices, loops, models, precision, strategies
 from bench.training.tracing import TraceWindow
-from bench.utilization import flops as flops_mod
-from bench.utilization import peak
+from bench.utilization import mfu
 
 
 def _emit_progress(done: int, total: int) -> None:
@@ -117,29 +116,6 @@ def _effective_batch(variant: Variant, replicas: int) -> dict[str, Any]:
             "notes": notes}
 
 
-def utilization(variant: Variant, layout: devices.DeviceLayout, batch: tuple[Any, Any],
-                median_step_s: float) -> dict[str, Any]:
-    """Achieved FLOP/s and MFU against the measured peak; never fails the variant."""
-    if variant.is_cluster or layout.kind == "tpu":
-        return {"status": "skipped", "reason": f"MFU is not computed for {variant.strategy} "
-                "(tasks share a host, or the peak benchmark does not run there)"}
-    try:
-        # A plain copy of the model (outside the strategy) gives the graph to count.
-        plain = models.build_model(variant.model.name, tuple(batch[0].shape[1:]),
-                                   int(variant.data.num_classes), variant.model.extra_matmul)
-        flops, source = flops_mod.count(plain, *batch)
-        device_peak = peak.peak_flops(layout.devices[0], layout.kind, variant.precision)
-    except Exception as exc:  # a utilisation figure is a bonus, not the measurement
-        return extra_failed(exc)
-    # Logical CPU devices share the same cores: the machine's peak does not grow with them.
-    counted = len(layout.devices) if layout.kind == "gpu" else 1
-    achieved = flops / median_step_s
-    total_peak = device_peak["flops_per_s"] * counted
-    return {"status": "ok", "flops_per_step": flops, "flops_source": source,
-            "achieved_flops_per_s": achieved, "peak_flops_per_s": total_peak,
-            "peak_devices": counted, "peak": device_peak, "mfu": achieved / total_peak}
-
-
 def start_state() -> dict[str, Any]:
     """What this process had already set before the variant touched anything.
 
@@ -210,7 +186,7 @@ def measure(variant: Variant, spawn_time: float, progress: ProgressFn) -> dict[s
     notes = list(result.notes) + effective.pop("notes")
     step_stats = summarize(timed)
     with phases("utilization"):
-        utilised = utilization(variant, layout, probe_batch, step_stats.median)
+        utilised = mfu.utilization(variant, layout, probe_batch, step_stats.median)
     with phases("checks"):
         # after the measurement, so the checks cannot disturb it
         checked = checks_suite.run(variant, strategy, loaded)

@@ -1,0 +1,39 @@
+"""Model FLOPs utilisation: the FLOPs a step needs, per second of the median step, against the
+machine's measured peak for the device kind and precision.
+
+A figure beside the measurement, never part of it: any failure becomes the record's
+`utilization` error, and the variant stays ok.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from bench.records import extra_failed
+from bench.scenario.schema import Variant
+from bench.training import models
+from bench.training.devices import DeviceLayout
+from bench.utilization import flops, peak
+
+
+def utilization(variant: Variant, layout: DeviceLayout, batch: tuple[Any, Any],
+                median_step_s: float) -> dict[str, Any]:
+    """Achieved FLOP/s and MFU against the measured peak; never fails the variant."""
+    if variant.is_cluster or layout.kind == "tpu":
+        return {"status": "skipped", "reason": f"MFU is not computed for {variant.strategy} "
+                "(tasks share a host, or the peak benchmark does not run there)"}
+    try:
+        # A plain copy of the model (outside the strategy) gives the graph to count.
+        plain = models.build_model(variant.model.name, tuple(batch[0].shape[1:]),
+                                   int(variant.data.num_classes), variant.model.extra_matmul)
+        step_flops, source = flops.count(plain, *batch)
+        device_peak = peak.peak_flops(layout.devices[0], layout.kind, variant.precision)
+    except Exception as exc:  # a utilisation figure is a bonus, not the measurement
+        return extra_failed(exc)
+    # Logical CPU devices share the same cores: the machine's peak does not grow with them.
+    counted = len(layout.devices) if layout.kind == "gpu" else 1
+    achieved = step_flops / median_step_s
+    total_peak = device_peak["flops_per_s"] * counted
+    return {"status": "ok", "flops_per_step": step_flops, "flops_source": source,
+            "achieved_flops_per_s": achieved, "peak_flops_per_s": total_peak,
+            "peak_devices": counted, "peak": device_peak, "mfu": achieved / total_peak}
