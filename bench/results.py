@@ -31,7 +31,6 @@ VARIANTS_FILE = "variants.json"
 TIMING_FILE = "timing.json"  # where the run's wall time went (bench.perf.overhead)
 ENVIRONMENT_FILE = "environment.json"
 SCENARIO_FILE = "scenario.toml"
-SCHEMA_VERSION = 1
 
 
 def slug(name: str) -> str:

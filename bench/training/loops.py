@@ -28,9 +28,9 @@ class LoopResult:
     # the harness's overhead on the measured step time, measured rather than argued.
     harness_s: float = 0.0
     # The loop's input iterator (Keras fit's own, or the custom loop's), kept alive on purpose:
-    # destroying a tf.data iterator waits for its background threads (0.3-7 s measured here,
-    # distributed iterators the worst). Workers end with os._exit, so it is never destroyed and
-    # never costs the run that wait.
+    # destroying a tf.data iterator waits for its background threads (0.3-3 s per variant
+    # inside a run of the default scenario). Workers end with os._exit, so it is never
+    # destroyed and never costs the run that wait.
     iterator: Any = None
 
 
@@ -107,8 +107,8 @@ def run_fit(model: Any, optimizer: Any, dataset: Any, *, total_steps: int,
         iterator: Any = None
 
         def on_train_begin(self, logs: Any = None) -> None:
-            # Keras makes the iterator inside fit and destroys it when fit returns, which waits
-            # for tf.data's background threads (1-3 s per variant inside a run here). Keras hands
+            # Keras makes the iterator inside fit and destroys it when fit returns, paying the
+            # wait that LoopResult.iterator describes. Keras hands
             # that iterator to `train_function` at every step: a one-shot wrapper keeps it for
             # LoopResult.iterator and puts the original back, so only the untimed first step
             # goes through the wrapper.
