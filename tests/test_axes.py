@@ -9,7 +9,7 @@ import pytest
 
 from bench.axes import DATA_AXES, VARIANT_AXES, axis_value, variant_axes, variant_key
 from bench.compare.detector import identity
-from bench.report.figures import precision_pairs
+from bench.report.records import precision_pairs
 from bench.scaling import group_key
 from bench.scenario.loading import load_variants
 

@@ -13,9 +13,11 @@ from pathlib import Path
 import pytest
 
 from bench.errors import BenchError
-from bench.report.figures import html_safe_json, run_charts, trend_chart
+from bench.report.chart import html_safe_json
 from bench.report.narrative import summarize_run
+from bench.report.run_charts import run_charts
 from bench.report.runs import load_run
+from bench.report.scenario_charts import trend_chart
 from bench.report.site import render_site
 from tests.conftest import bench
 from tests.fixtures.report_runs import (

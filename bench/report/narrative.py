@@ -9,7 +9,7 @@ from collections.abc import Callable
 from typing import Any
 
 from bench.checks.verdicts import ACCURACY, LOSS_PARITY, CheckKind
-from bench.report.figures import precision_pairs
+from bench.report.records import precision_pairs
 from bench.report.runs import RunView
 from bench.scaling import replicas_of
 from bench.scenario.schema import BASELINE_STRATEGIES

@@ -21,9 +21,12 @@ import jinja2
 
 import bench
 from bench.errors import BenchError
-from bench.report import figures, narrative, tables
+from bench.report import narrative, tables
+from bench.report.chart import Chart, template_script
 from bench.report.history import Step, detect_steps
+from bench.report.run_charts import run_charts
 from bench.report.runs import RunView, load_run_views
+from bench.report.scenario_charts import trend_chart
 from bench.results import slug, write_text_atomic
 
 MARKER = ".bench-report"
@@ -36,7 +39,7 @@ class RunPage:
     """Everything the comparison part of a page shows for one run, computed once."""
 
     run: RunView
-    charts: list[figures.Chart]
+    charts: list[Chart]
     summary: list[str]
     rows: list[list[tables.Cell]]
     problems: list[tables.ProblemRow]
@@ -53,13 +56,13 @@ class ScenarioGroup:
     description: str
     page: str
     runs: list[RunView] = field(default_factory=list)
-    trend: figures.Chart | None = None
+    trend: Chart | None = None
     steps: list[Step] = field(default_factory=list)
 
 
 def build_run_page(run: RunView, out_dir: Path) -> RunPage:
     return RunPage(
-        run=run, charts=figures.run_charts(run), summary=narrative.summarize_run(run),
+        run=run, charts=run_charts(run), summary=narrative.summarize_run(run),
         rows=[tables.figures_row(run, rec) for rec in run.records],
         problems=tables.problem_rows(run, out_dir), traces=tables.trace_rows(run, out_dir),
         environment=tables.flatten(run.environment), devices=tables.device_rows(run))
@@ -106,7 +109,7 @@ def copy_assets(out_dir: Path) -> None:
     with resources.as_file(plotly_js) as source:
         if not target.exists() or target.stat().st_size != source.stat().st_size:
             shutil.copyfile(source, target)
-    write_text_atomic(assets / "plotly-template.js", figures.template_script())
+    write_text_atomic(assets / "plotly-template.js", template_script())
     for name in _STATIC:
         write_text_atomic(assets / name,
                           (resources.files("bench.report") / "static" / name).read_text("utf-8"))
@@ -143,7 +146,7 @@ def render_site(paths: list[Path], out_dir: Path) -> Path:
         write(run.page, "run.html.j2", view=pages[run.name], has_charts=True)
     for group in scenarios:
         group.steps = detect_steps(group.runs)
-        group.trend = figures.trend_chart(group.runs, group.steps)
+        group.trend = trend_chart(group.runs, group.steps)
         write(group.page, "scenario.html.j2", scenario=group, view=pages[group.runs[-1].name],
               has_charts=True)
     write("index.html", "index.html.j2", runs=runs, scenarios=scenarios, has_charts=False)

@@ -1,115 +1,23 @@
-"""Plotly figures of one run (and of a scenario's history), as JSON for the static pages.
-
-Each builder returns a `Chart`: the figure when the run has the data for it, and otherwise a note
-saying what is missing and how to get it, so a page degrades instead of showing an empty frame.
-
-Figures are plain plotly JSON dicts: plotly's graph objects validate every property on every
-assignment, which made a 100-run site take 20 s; the tests validate each builder's output with
-`plotly.graph_objects.Figure` instead. The page loads the shared `assets/plotly.min.js` and the
-template once (`assets/plotly-template.js`) and draws them.
-"""
+"""The charts of one run's page: throughput, scaling, the profiler's step breakdown, step-time
+distribution and timeline, and mixed precision against float32, in the order the page shows them."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Any
 
-import plotly.io as pio
-from plotly.io.json import to_json_plotly
-
-from bench.axes import variant_key
-from bench.report.history import Step
+from bench.report.chart import Chart, categories_axis, colour, layout, line_shape
+from bench.report.records import iqr_whiskers, ok_with_throughput, precision_pairs, timed_samples
 from bench.report.runs import RunView
 from bench.scaling import group_key, replicas_of
 from bench.scenario.schema import BASELINE_STRATEGIES
-from bench.timing import percentile
 
-Figure = dict[str, Any]
-
-STRATEGY_COLOURS = {
-    "default": "#4c566a", "one_device": "#7b8494", "mirrored": "#1f77b4",
-    "central_storage": "#2ca02c", "multi_worker_mirrored": "#9467bd",
-    "parameter_server": "#d62728", "tpu": "#ff7f0e",
-}
 BREAKDOWN_COLOURS = {"input": "#e45756", "compute": "#4c78a8", "collective": "#f58518",
                      "other": "#bab0ac"}
-TEMPLATE = "plotly_white"  # shipped once per site, not copied into every figure
 ROW_PX = 28  # height per variant in horizontal charts
-
-
-@dataclass
-class Chart:
-    id: str
-    title: str
-    how_to_read: str
-    figure: Figure | None = None
-    note: str = ""  # what is missing or partial, in words
-
-    @property
-    def rendered(self) -> bool:
-        return self.figure is not None
-
-    @property
-    def figure_json(self) -> str:
-        return html_safe_json(to_json_plotly(self.figure))
-
-
-def html_safe_json(text: str) -> str:
-    """JSON that cannot close a <script> element or open a comment: user text (variant ids,
-    error messages) stays data whatever it contains."""
-    return text.replace("&", "\\u0026").replace("<", "\\u003c").replace(">", "\\u003e")
-
-
-def template_script() -> str:
-    """JavaScript that defines the shared plotly template every figure on the site uses."""
-    template = to_json_plotly(pio.templates[TEMPLATE].to_plotly_json())
-    return f"window.BENCH_PLOTLY_TEMPLATE = {html_safe_json(template)};\n"
-
-
-def layout(height: int, **extra: Any) -> dict[str, Any]:
-    return {"height": height, "margin": {"l": 10, "r": 10, "t": 40, "b": 40},
-            "font": {"family": "system-ui, sans-serif", "size": 12},
-            "hoverlabel": {"namelength": -1}, **extra}
-
-
-def categories_axis() -> dict[str, Any]:
-    """A y axis of variant ids, first at the top, as wide as the longest id needs."""
-    return {"autorange": "reversed", "automargin": True, "type": "category"}
-
-
-def line_shape(xref: str, yref: str, x0: float, x1: float, y0: float, y1: float,
-               dash: str = "dash", colour_: str = "#555555") -> dict[str, Any]:
-    return {"type": "line", "xref": xref, "yref": yref, "x0": x0, "x1": x1, "y0": y0, "y1": y1,
-            "line": {"color": colour_, "dash": dash, "width": 1}}
-
-
-def colour(rec: dict[str, Any]) -> str:
-    return STRATEGY_COLOURS.get(rec["variant"].get("strategy"), "#888888")
-
-
-def timed_samples(rec: dict[str, Any]) -> list[float]:
-    """Per-step times (seconds) of all timed windows, in order."""
-    windows = (rec.get("samples") or {}).get("timed") or []
-    return [s for window in windows for s in window]
 
 
 def _height(n: int) -> int:
     return max(260, 110 + ROW_PX * n)
-
-
-def _ok_with_throughput(run: RunView) -> list[dict[str, Any]]:
-    return [r for r in run.ok if (r.get("throughput") or {}).get("median")]
-
-
-def iqr_whiskers(rec: dict[str, Any]) -> tuple[float, float]:
-    """Below/above the median examples/s: the interquartile range of per-step throughput."""
-    gb = (rec.get("effective") or rec["variant"])["global_batch"]
-    median = rec["throughput"]["median"]
-    steps = sorted(timed_samples(rec))
-    if not steps:
-        return 0.0, 0.0
-    return median - gb / percentile(steps, 75), gb / percentile(steps, 25) - median
 
 
 def throughput_chart(run: RunView) -> Chart:
@@ -117,7 +25,7 @@ def throughput_chart(run: RunView) -> Chart:
                   "Bars: median examples/s (global batch ÷ median step time). Whiskers: "
                   "interquartile range over the timed steps. Dots: each repeat's rate. Outlined "
                   "bars are the single-device baselines; hover for the ratio to the baseline.")
-    recs = _ok_with_throughput(run)
+    recs = ok_with_throughput(run)
     if not recs:
         chart.note = "No variant finished ok, so there is no throughput to show."
         return chart
@@ -164,7 +72,7 @@ def scaling_chart(run: RunView) -> Chart:
                   "ideal scaling (n × the 1-replica figure). Right: scaling efficiency = "
                   "examples/s(n) ÷ (n × examples/s(1)); 1.0 is ideal.")
     groups: dict[tuple[Any, ...], list[dict[str, Any]]] = {}
-    for rec in _ok_with_throughput(run):
+    for rec in ok_with_throughput(run):
         groups.setdefault(group_key(rec["variant"]), []).append(rec)
     curves = [sorted(g, key=replicas_of) for g in groups.values()
               if len({replicas_of(r) for r in g}) > 1 and any(replicas_of(r) == 1 for r in g)]
@@ -322,17 +230,6 @@ def timeline_chart(run: RunView) -> Chart:
     return chart
 
 
-def precision_pairs(records: Sequence[dict[str, Any]]) -> list[tuple[dict[str, Any], dict[str, Any]]]:
-    """(float32 record, mixed-precision record) pairs that differ in nothing but the policy."""
-    def key(rec: dict[str, Any]) -> tuple[Any, ...]:
-        return variant_key(rec["variant"], without=("precision",))
-
-    f32 = {key(r): r for r in records if r.get("status") == "ok"
-           and r["variant"].get("precision") == "float32"}
-    return [(f32[key(r)], r) for r in records if r.get("status") == "ok"
-            and r["variant"].get("precision") != "float32" and key(r) in f32]
-
-
 def precision_chart(run: RunView) -> Chart:
     chart = Chart("precision", "Mixed precision against float32",
                   "Speed-up = examples/s with the mixed policy ÷ examples/s with float32, for "
@@ -362,49 +259,7 @@ def precision_chart(run: RunView) -> Chart:
     return chart
 
 
-def trend_chart(runs: Sequence[RunView], steps: Sequence[Step] = ()) -> Chart:
-    """Throughput per variant across runs of one scenario, oldest to newest, steps marked."""
-    chart = Chart("trend", "Throughput over runs",
-                  "Median examples/s of each variant in each run of this scenario, oldest on the "
-                  "left; whiskers: interquartile range over steps. The axis shows start time and "
-                  "commit. ▲ marks a run whose steps got slower than the previous run's and ▼ one "
-                  "that got faster, judged as `bench compare` judges them.")
-    if len(runs) < 2:
-        chart.note = "Only one run of this scenario so far; the trend appears from the second."
-        return chart
-    xs = {r.name: f"{r.started_at[:16].replace('T', ' ')}<br>{r.commit}" for r in runs}
-    series: dict[str, list[tuple[str, float, tuple[float, float]]]] = {}
-    for run in runs:
-        for rec in _ok_with_throughput(run):
-            series.setdefault(rec["variant_id"], []).append(
-                (xs[run.name], rec["throughput"]["median"], iqr_whiskers(rec)))
-    data: list[dict[str, Any]] = [
-        {"type": "scatter", "mode": "lines+markers", "name": vid, "legendgroup": vid,
-         "x": [p[0] for p in points], "y": [p[1] for p in points],
-         "error_y": {"type": "data", "symmetric": False, "thickness": 1,
-                     "array": [p[2][1] for p in points], "arrayminus": [p[2][0] for p in points]},
-         "hovertemplate": "%{y:,.0f} examples/s<extra>%{fullData.name}</extra>"}
-        for vid, points in series.items()]
-    at = {(x, vid): y for vid, points in series.items() for x, y, _ in points}
-    for status, symbol, col in (("regression", "triangle-up", "#cf222e"),
-                                ("improvement", "triangle-down", "#1a7f37")):
-        marked = [s for s in steps if s.verdict.status == status
-                  and (xs.get(s.run), s.variant_id) in at]
-        if marked:
-            data.append({"type": "scatter", "mode": "markers", "name": f"{status}s",
-                         "x": [xs[s.run] for s in marked],
-                         "y": [at[(xs[s.run], s.variant_id)] for s in marked],
-                         "text": [f"{s.variant_id}<br>{s.text}" for s in marked],
-                         "hovertemplate": "%{text}<extra></extra>",
-                         "marker": {"symbol": symbol, "size": 14, "color": col,
-                                    "line": {"color": "#ffffff", "width": 1}}})
-    chart.figure = {"data": data, "layout": layout(
-        440, yaxis={"title": {"text": "examples/s"}, "rangemode": "tozero"},
-        xaxis={"type": "category", "categoryorder": "array", "categoryarray": list(xs.values())},
-        legend={"font": {"size": 10}})}
-    return chart
-
-
 def run_charts(run: RunView) -> list[Chart]:
+    """Every chart of a run's page, in the order the page shows them."""
     return [throughput_chart(run), scaling_chart(run), breakdown_chart(run),
             distribution_chart(run), timeline_chart(run), precision_chart(run)]

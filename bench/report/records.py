@@ -1,0 +1,47 @@
+"""What the charts and the page's words read out of result records: per-step samples, the spread
+of throughput, and float32 / mixed-precision twins.
+
+Plain functions over record dicts, with no plotly, so the narrative can quote the same pairs and
+figures the charts draw without loading the plotting code.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from bench.axes import variant_key
+from bench.report.runs import RunView
+from bench.timing import percentile
+
+
+def ok_with_throughput(run: RunView) -> list[dict[str, Any]]:
+    """Ok records that measured a throughput: the ones a throughput figure can place."""
+    return [r for r in run.ok if (r.get("throughput") or {}).get("median")]
+
+
+def timed_samples(rec: dict[str, Any]) -> list[float]:
+    """Per-step times (seconds) of all timed windows, in order."""
+    windows = (rec.get("samples") or {}).get("timed") or []
+    return [s for window in windows for s in window]
+
+
+def iqr_whiskers(rec: dict[str, Any]) -> tuple[float, float]:
+    """Below/above the median examples/s: the interquartile range of per-step throughput."""
+    gb = (rec.get("effective") or rec["variant"])["global_batch"]
+    median = rec["throughput"]["median"]
+    steps = sorted(timed_samples(rec))
+    if not steps:
+        return 0.0, 0.0
+    return median - gb / percentile(steps, 75), gb / percentile(steps, 25) - median
+
+
+def precision_pairs(records: Sequence[dict[str, Any]]) -> list[tuple[dict[str, Any], dict[str, Any]]]:
+    """(float32 record, mixed-precision record) pairs that differ in nothing but the policy."""
+    def key(rec: dict[str, Any]) -> tuple[Any, ...]:
+        return variant_key(rec["variant"], without=("precision",))
+
+    f32 = {key(r): r for r in records if r.get("status") == "ok"
+           and r["variant"].get("precision") == "float32"}
+    return [(f32[key(r)], r) for r in records if r.get("status") == "ok"
+            and r["variant"].get("precision") != "float32" and key(r) in f32]
