@@ -55,3 +55,40 @@ def test_the_parent_process_never_imports_tensorflow() -> None:
             "print('tensorflow' in sys.modules or 'keras' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
+
+
+def test_every_command_goes_through_the_one_error_path() -> None:
+    """A BenchError from any command becomes `error: <message>` on stderr and exit code 2, in one
+    place (bench.cli.one_line_errors), so no command catches it itself."""
+    import typer
+    from typer.testing import CliRunner
+
+    from bench.cli import app, one_line_errors
+    from bench.errors import BenchError
+
+    groups = [app] + [group.typer_instance for group in app.registered_groups]
+    commands = [command for group in groups for command in group.registered_commands]
+    assert len(commands) == 13
+    wrapper_code = one_line_errors(lambda: None).__code__  # every wrapper runs this code
+    for command in commands:
+        assert command.callback.__code__ is wrapper_code, command.callback.__name__
+
+    def broken() -> None:
+        raise BenchError("scenario.toml: model.name: [not markup]")
+
+    tiny = typer.Typer()
+    tiny.command()(one_line_errors(broken))
+    result = CliRunner().invoke(tiny, [])
+    assert result.exit_code == 2
+    assert result.stderr == "error: scenario.toml: model.name: [not markup]\n"
+
+
+def test_choice_options_list_their_choices_and_typer_rejects_others(tmp_path) -> None:
+    for command, option, choices, args in (
+            ("export", "--format", "pytest-benchmark", (str(tmp_path),)),
+            ("worker", "--resolver", "tf_config|slurm", ("s.toml", "--variant", "v"))):
+        assert choices in bench(command, "--help").stdout
+        proc = bench(command, *args, option, "csv")
+        assert proc.returncode == 2
+        assert f"Invalid value for '{option}'" in proc.stderr
+        assert "Traceback" not in proc.stderr

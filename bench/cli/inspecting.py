@@ -1,0 +1,81 @@
+"""Commands that look without running: `bench validate`, `bench list` and `bench env`."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.markup import escape
+from rich.table import Table
+
+from bench.cli.common import console
+
+
+def validate(scenarios: Annotated[list[Path], typer.Argument(help="Scenario TOML file(s).")]
+             ) -> None:
+    """Check scenario files and print the variants each expands to."""
+    from bench.scenario.loading import load_variants
+
+    for path in scenarios:
+        scenario, variants = load_variants(path)
+        table = Table(title=f"{escape(str(path))}: {escape(scenario.name)} → "
+                            f"{len(variants)} variant(s)")
+        table.add_column("variant id", no_wrap=True)
+        for column in ("per-replica batch", "global batch", "learning rate"):
+            table.add_column(column, justify="right")
+        for v in variants:
+            table.add_row(v.id, str(v.per_replica_batch), str(v.global_batch),
+                          f"{v.learning_rate:g}")
+        console.print(table)
+
+
+def list_(devices: Annotated[bool, typer.Option(help="Probe devices (starts TensorFlow in a "
+                                                     "child process).")] = True) -> None:
+    """List strategies, models, datasets and the devices available on this machine."""
+    from typing import get_args
+
+    from bench.scenario.catalogue import MODELS, STRATEGY_DESCRIPTIONS
+    from bench.scenario.schema import ApiName, DataConfig, PrecisionName
+
+    def section(title: str, rows: dict[str, str]) -> None:
+        table = Table(title=title, show_header=False, title_justify="left")
+        table.add_column(style="bold")
+        table.add_column()
+        for key, text in rows.items():
+            table.add_row(escape(key), escape(text))
+        console.print(table)
+
+    section("strategies", STRATEGY_DESCRIPTIONS)
+    section("models", {**{n: m.description for n, m in MODELS.items()},
+                       "package.module:function": "your builder(input_shape, num_classes)"})
+    datasets = get_args(DataConfig.model_fields["name"].annotation)
+    section("datasets", {name: "" for name in datasets})
+    section("apis", {a: "" for a in get_args(ApiName)})
+    section("precisions", {p: "" for p in get_args(PrecisionName)})
+    if devices:
+        from bench.fingerprint import probe_in_subprocess
+
+        found = probe_in_subprocess()
+        if "error" in found:
+            section("devices", {"error": found["error"]})
+        else:
+            rows = {d: "" for d in found["physical"]}
+            if not found["gpus"] and not found["tpus"]:
+                rows["note"] = ("no GPU/TPU: replicas run on simulated logical CPU devices, "
+                                "which share the same cores")
+            section("devices", rows)
+
+
+def env(devices: Annotated[bool, typer.Option(help="Probe devices in a child process.")] = True
+        ) -> None:
+    """Print the environment fingerprint that every run records."""
+    from bench.fingerprint import environment
+
+    info = environment()
+    if devices:
+        from bench.fingerprint import probe_in_subprocess
+
+        info["devices"] = probe_in_subprocess()
+    console.print_json(json.dumps(info, default=str))

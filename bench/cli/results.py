@@ -1,0 +1,108 @@
+"""Commands that read finished runs: `bench report`, `bench compare` and `bench export`."""
+
+from __future__ import annotations
+
+import enum
+import json
+import sys
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+from rich.markup import escape
+
+from bench.cli.common import console
+from bench.errors import BenchError
+
+
+class ExportFormat(enum.StrEnum):
+    pytest_benchmark = "pytest-benchmark"
+
+
+def report(
+    runs: Annotated[list[Path], typer.Argument(help="Run directories, or folders of them "
+                                                    "(e.g. results/).", show_default=False)],
+    out: Annotated[Optional[Path], typer.Option("--out", "-o", help="Site folder (default: "
+                                                "reports/<run name>, or reports/report-<time> "
+                                                "for several).")] = None,
+) -> None:
+    """Render runs as a static HTML site: index, one page per scenario and per run.
+
+    Offline: plotly.min.js is written once into the site's assets/, so the pages open from
+    file:// with no network. Re-rendering into an earlier report folder updates it; any other
+    non-empty folder is refused. Exit code: 0, or 2 on bad input.
+    """
+    from bench.report.site import default_out_dir, render_site
+
+    target = out or default_out_dir(runs)
+    index = render_site(runs, target)
+    console.print(f"report: {escape(str(index))}", soft_wrap=True, highlight=False)
+    console.print(f"open: {escape(index.resolve().as_uri())}", soft_wrap=True, highlight=False)
+
+
+def export(
+    run_dir: Annotated[Path, typer.Argument(help="Run directory.", show_default=False)],
+    format: Annotated[ExportFormat, typer.Option("--format", help="Output format.")
+                      ] = ExportFormat.pytest_benchmark,
+    out: Annotated[Optional[Path], typer.Option("--out", "-o", help="Write here (refuses to "
+                                                "overwrite) instead of stdout.")] = None,
+) -> None:
+    """Write a run in another tool's format.
+
+    pytest-benchmark: one benchmark per ok variant, its rounds the timed steps (seconds per
+    step), examples/s in extra_info; `pytest-benchmark compare` reads it. Exit code 0, or 2.
+    """
+    from bench.report.export import to_pytest_benchmark
+
+    if out is not None and out.exists():
+        raise BenchError(f"{out}: exists; not overwriting")
+    # ExportFormat has one member, and typer has refused any other value.
+    document = to_pytest_benchmark(run_dir)
+    text = json.dumps(document, indent=2)
+    if out is None:
+        sys.stdout.write(text + "\n")
+        return
+    out.write_text(text)
+    console.print(f"wrote {len(document['benchmarks'])} benchmark(s) to {escape(str(out))}")
+
+
+def compare(
+    baseline: Annotated[Path, typer.Argument(help="Baseline run directory, or a folder of runs "
+                                                  "(the newest run of the candidate's scenario "
+                                                  "is used).", show_default=False)],
+    candidate: Annotated[Path, typer.Argument(help="Candidate run directory.",
+                                              show_default=False)],
+    min_effect: Annotated[Optional[float], typer.Option(
+        min=0, max=0.99, help="Smallest slowdown that counts (default: the scenario's "
+                              "compare.min_effect, 0.05).")] = None,
+    alpha: Annotated[float, typer.Option(min=1e-6, max=0.5, help="Significance level.")] = 0.01,
+    force: Annotated[bool, typer.Option(help="Compare even across device kinds or data sources."
+                                        )] = False,
+    markdown: Annotated[Optional[Path], typer.Option(help="Write a Markdown report here.")] = None,
+    json_out: Annotated[Optional[Path], typer.Option("--json", help="Write JSON here.")] = None,
+) -> None:
+    """Flag statistically real slowdowns of CANDIDATE against BASELINE.
+
+    A variant regresses only when Mann-Whitney U rejects equality, the bootstrap CI of the
+    median step-time ratio lies above 1, and the slowdown exceeds the minimum effect. Exit code:
+    1 on regression (or a variant that vanished or now fails), 0 otherwise, 2 on unusable input.
+    """
+    from bench.compare.detector import compare_records
+    from bench.compare.stores import candidate as candidate_run
+    from bench.compare.stores import load_store, write_reports
+    from bench.report.terminal import render_comparison
+
+    try:
+        cand_records, scenario = candidate_run(candidate)
+        store = load_store(baseline, scenario, exclude=candidate)
+    except (FileNotFoundError, ValueError) as exc:  # unreadable runs are bad input too
+        raise BenchError(str(exc)) from None
+    if store is None:
+        raise BenchError(f"{baseline}: no run of scenario '{scenario}' to compare against")
+    result = compare_records(store.history[-1], cand_records, min_effect=min_effect,
+                             alpha=alpha, force=force, history=store.history)
+    write_reports(result, store, candidate, markdown, json_out)
+    if result.refused:
+        raise BenchError(result.refused)
+    render_comparison(console, result, store.label, candidate.name, alpha)
+    raise typer.Exit(code=1 if result.regressed else 0)

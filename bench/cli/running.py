@@ -1,0 +1,111 @@
+"""Commands that run benchmarks: `bench run`, `bench nightly` and `bench perf`."""
+
+from __future__ import annotations
+
+import enum
+import json
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+
+from bench.cli.common import ScenarioArg, console
+
+
+class StartMethod(enum.StrEnum):
+    forkserver = "forkserver"
+    spawn = "spawn"
+
+
+def run(
+    scenario: ScenarioArg,
+    results_dir: Annotated[Path, typer.Option("--results-dir", "-o",
+                                              help="Where run directories are created.")
+                           ] = Path("results"),
+    quick: Annotated[bool, typer.Option(help="Smoke test: at most 3 warmup, 20 timed steps, "
+                                             "2 repeats, no trace.")] = False,
+    warmup: Annotated[Optional[int], typer.Option(min=0, help="Override measure.warmup_steps."
+                                                  )] = None,
+    steps: Annotated[Optional[int], typer.Option(min=1, help="Override measure.steps.")] = None,
+    repeats: Annotated[Optional[int], typer.Option(min=1, help="Override measure.repeats.")
+                       ] = None,
+    timeout: Annotated[Optional[float], typer.Option(min=1, help="Override measure.timeout_s "
+                                                     "(wall-clock budget per variant).")] = None,
+    only: Annotated[Optional[list[str]], typer.Option(help="Run only variants whose id matches "
+                                                      "this glob (repeatable).")] = None,
+    report: Annotated[bool, typer.Option(help="Render the HTML report into "
+                                              "REPORTS_DIR/<run name>/ at the end.")] = True,
+    reports_dir: Annotated[Path, typer.Option(help="Where --report writes.")] = Path("reports"),
+    start_method: Annotated[StartMethod, typer.Option(
+        help="forkserver: fork each variant's process from a server that imported TensorFlow "
+             "once (fast); spawn: a new interpreter per variant.")] = StartMethod.forkserver,
+) -> None:
+    """Run every variant of SCENARIO, each in its own process, and write a run directory.
+
+    Exit code: 0 when every variant is ok or skipped, 1 when any failed, 2 on bad input,
+    130 when interrupted (finished records are kept).
+    """
+    from bench.runner import RunOptions
+    from bench.runner import run as run_scenario
+
+    opts = RunOptions(results_dir=results_dir, quick=quick, warmup_steps=warmup, steps=steps,
+                      repeats=repeats, timeout_s=timeout, only=only or [], report=report,
+                      reports_dir=reports_dir, start_method=start_method.value)
+    outcome = run_scenario(scenario, opts, console)
+    raise typer.Exit(code=outcome.exit_code)
+
+
+def nightly(
+    scenarios: Annotated[Optional[list[Path]], typer.Argument(
+        help="Scenario files (default: the nightly set, scenarios/mnist_mirrored.toml).",
+        show_default=False)] = None,
+    store: Annotated[Path, typer.Option(help="Baseline store: every nightly run is kept here.")
+                     ] = Path("results/nightly"),
+    reports_dir: Annotated[Path, typer.Option(help="The store's HTML site and each night's "
+                                                   "comparison (Markdown, JSON).")
+                           ] = Path("reports/nightly"),
+    quick: Annotated[bool, typer.Option(help="Few steps (smoke test of the job itself).")] = False,
+    confirm: Annotated[int, typer.Option(min=0, help="Re-runs of each suspected regression; it "
+                                                     "counts only if every re-run regresses.")
+                       ] = 2,
+) -> None:
+    """Run SCENARIOS into the store, gate each new run against the store, render the report.
+
+    Exit code: 1 when a run regressed against the store (statistically real slowdown beyond the
+    minimum effect and outside run-to-run variation, or a variant that vanished or now fails),
+    0 otherwise (also on the first night, which starts the store), 2 on bad input, 130 when
+    interrupted.
+    """
+    from bench.nightly import NIGHTLY_SCENARIOS
+    from bench.nightly import nightly as run_nightly
+    from bench.runner import RunOptions
+
+    outcome = run_nightly(scenarios or list(NIGHTLY_SCENARIOS), store, reports_dir,
+                          RunOptions(quick=quick), console, confirm_runs=confirm)
+    raise typer.Exit(code=outcome.exit_code)
+
+
+def perf(
+    scenario: Annotated[Path, typer.Argument(help="Scenario to time (default: the main job).")
+                        ] = Path("scenarios/mnist_mirrored.toml"),
+    runs: Annotated[int, typer.Option(min=1, help="bench run repeats per start method (the "
+                                                  "command timings need two runs in all).")] = 3,
+    start_method: Annotated[Optional[list[StartMethod]], typer.Option(
+        help="Start method(s) to time (repeatable; default forkserver).")] = None,
+    cli_repeats: Annotated[int, typer.Option(min=1, help="Repeats per quick command.")] = 5,
+    json_out: Annotated[Optional[Path], typer.Option("--json", help="Also write the figures "
+                                                     "here as JSON.")] = None,
+) -> None:
+    """Bench timing itself: wall time per phase and variant, duty cycle, command start-up and
+    memory, as medians over repeated real runs of SCENARIO."""
+    from bench.perf.self_benchmark import render, self_benchmark
+    from bench.scenario.loading import load_scenario
+
+    load_scenario(scenario)  # bad input fails here, before the status spinner
+    methods = [m.value for m in start_method or [StartMethod.forkserver]]
+    with console.status(f"timing {len(methods) * runs} run(s) of {scenario}..."):
+        result = self_benchmark(scenario, runs, methods, cli_repeats)
+    render(console, result)
+    if json_out:
+        json_out.write_text(json.dumps(result, indent=1))
+        console.print(f"figures: {json_out}")
