@@ -39,7 +39,7 @@ def test_export_refuses_to_overwrite_and_rejects_bad_input(tmp_path: Path) -> No
     existing.write_text("mine")
     for args, message in (
             ((str(run), "-o", str(existing)), f"error: {existing}: exists; not overwriting"),
-            ((str(run), "--format", "csv"), "Usage: python -m bench export"),  # typer's choice check
+            ((str(run), "--format", "csv"), "Invalid value for '--format'"),  # typer's choice check
             ((str(tmp_path / "nope"),), f"error: {tmp_path / 'nope'}: not a bench run directory")):
         proc = bench("export", *args)
         assert proc.returncode == 2
