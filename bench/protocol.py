@@ -1,7 +1,9 @@
-"""The tiny line protocol a worker uses on stdout to report progress to the parent.
+"""The tiny line protocol between a worker and the parent.
 
-Records travel as files (robust to TensorFlow's own chatter on stdout/stderr); only progress, which
-must be live, uses the pipe.
+Records travel as files (robust to TensorFlow's own chatter on stdout/stderr); only what must be
+live uses the pipe: progress, and the gate. At a gate the worker prints which segment it is
+about to run and blocks until the parent writes `go` into the FIFO named by BENCH_GATE; that is
+how the runner interleaves the timed windows of many live variants, one at a time.
 """
 
 from __future__ import annotations
@@ -12,6 +14,17 @@ from collections.abc import Callable
 ProgressFn = Callable[[int, int], None]
 
 PROGRESS_PREFIX = "@@bench-progress "
+GATE_PREFIX = "@@bench-gate "
+GATE_ENV = "BENCH_GATE"  # path of the FIFO the parent writes GO into, one line per release
+# How long a worker may wait at its gate before it decides the parent is gone (set by the parent:
+# the budgets of every variant that may run before this one is released).
+GATE_TIMEOUT_ENV = "BENCH_GATE_TIMEOUT"
+GO = b"go\n"
+
+# The segments a worker waits at a gate before, in its order: timed windows (one per round),
+# the traced window, the unobserved block, then the rest of the variant (checks, the record).
+WINDOW, TRACE, UNOBSERVED, FINISH = "window", "trace", "unobserved", "finish"
+SEGMENTS = (WINDOW, TRACE, UNOBSERVED, FINISH)
 
 
 def format_progress(done: int, total: int) -> str:
@@ -24,5 +37,20 @@ def parse_progress(line: str) -> tuple[int, int] | None:
     try:
         done, total = line[len(PROGRESS_PREFIX):].split()
         return int(done), int(total)
+    except ValueError:
+        return None
+
+
+def format_gate(segment: str, index: int = 0) -> str:
+    return f"{GATE_PREFIX}{segment} {index}"
+
+
+def parse_gate(line: str) -> tuple[str, int] | None:
+    """(segment, index) from a gate line, None for any other line."""
+    if not line.startswith(GATE_PREFIX):
+        return None
+    try:
+        segment, index = line[len(GATE_PREFIX):].split()
+        return (segment, int(index)) if segment in SEGMENTS else None
     except ValueError:
         return None

@@ -82,3 +82,14 @@ def extra_failed(exc: Exception) -> dict[str, Any]:
 
 def failed(variant: Variant, reason: str, **error: Any) -> dict[str, Any]:
     return finish(base_record(variant), "failed", reason=reason, error=error or None)
+
+
+def is_twin(record: dict[str, Any]) -> bool:
+    """The control twin is kept in the run but is never a variant of comparisons or scaling."""
+    return (record.get("variant") or {}).get("control") == "twin"
+
+
+def headline(record: dict[str, Any]) -> float:
+    """examples/s over the timed windows' wall clock (older records: the median-step rate)."""
+    throughput = record["throughput"]
+    return float(throughput.get("headline") or throughput["median"])

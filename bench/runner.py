@@ -19,10 +19,11 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from bench import fingerprint, results
 from bench.checks.verdicts import ParityJudge
 from bench.errors import BenchError
-from bench.launch import launcher_for
+from bench.launch import launcher_for, rounds
 from bench.launch.forkserver import ForkServer
 from bench.launch.local import data_cache_dir, worker_env
 from bench.perf import overhead
+from bench.protocol import ProgressFn
 from bench.report.terminal import render_outcome_line, render_summary
 from bench.scaling import add_scaling_efficiency
 from bench.scenario.loading import load_scenario
@@ -48,6 +49,8 @@ class RunOptions:
     # forkserver: fork each single-process variant from a server that imported TensorFlow once;
     # spawn: a new interpreter per variant (slower, for comparison or when fork is unwanted)
     start_method: str = "forkserver"
+    interleave: bool | None = None  # None: the scenario's measure.interleave
+    control: bool | None = None  # None: the scenario's measure.control
 
 
 @dataclass
@@ -97,7 +100,24 @@ def prepare(path: Path, opts: RunOptions) -> tuple[Scenario, list[Variant]]:
     variants = select(expand(scenario, str(path)), opts.only, str(path))
     if scenario.check.loss_parity:  # baselines first: every other variant is judged against one
         variants.sort(key=lambda v: v.strategy not in BASELINE_STRATEGIES)
+    if opts.control if opts.control is not None else scenario.measure.control:
+        variants = with_control_twin(variants)
     return scenario, variants
+
+
+def with_control_twin(variants: list[Variant]) -> list[Variant]:
+    """The run's baseline (its first single-process default/one_device variant) and a twin of
+    it, marked as the A/A control, first; the rest after them. Unchanged without a baseline."""
+    baseline = next((v for v in variants if v.strategy in BASELINE_STRATEGIES), None)
+    if baseline is None:
+        return variants
+    base = baseline.model_copy(update={"control": "baseline"})
+    twin = baseline.model_copy(update={"id": f"{baseline.id}-control", "control": "twin"})
+    rest = [v for v in variants if v is not baseline]
+    return [
+        v.model_copy(update={"index": i})
+        for i, v in enumerate([base, twin, *rest])
+    ]
 
 
 def _progress_display(console: Console) -> Progress:
@@ -114,8 +134,10 @@ def run(path: Path, opts: RunOptions, console: Console) -> RunOutcome:
     console.print(f"[bold]{scenario.name}[/]: {len(variants)} variant(s) → {run_dir}")
     outcome = RunOutcome(run_dir, [])
     forkserver = _start_forkserver(opts, variants, run_dir)
+    interleave = opts.interleave if opts.interleave is not None else scenario.measure.interleave
     try:
-        _run_variants(variants, run_dir, outcome, forkserver, console)
+        _run_variants(variants, run_dir, outcome, forkserver, console, interleave,
+                      scenario.measure.max_live)
     except KeyboardInterrupt:
         outcome.interrupted = True
         console.print(f"[yellow]interrupted: kept {len(outcome.records)} finished record(s) in "
@@ -156,33 +178,61 @@ def _start_forkserver(opts: RunOptions, variants: list[Variant], run_dir: Path
 
 
 def _run_variants(variants: list[Variant], run_dir: Path, outcome: RunOutcome,
-                  forkserver: ForkServer | None, console: Console) -> None:
+                  forkserver: ForkServer | None, console: Console, interleave: bool,
+                  max_live: int | str) -> None:
+    """Single-process variants in interleaved rounds (batches of at most `max_live` alive at
+    once), or one after another; cluster variants one after another (their tasks do not wait at
+    a gate yet). Each record is analysed, judged, appended and printed as it arrives."""
     parity = ParityJudge()
+    singles = [v for v in variants if not v.is_cluster]
+    clusters = [v for v in variants if v.is_cluster]
     with _progress_display(console) as progress:
         overall = progress.add_task("variants", total=len(variants))
-        for n, variant in enumerate(variants, 1):
-            progress.update(overall, description=f"variant {n}/{len(variants)}")
+
+        def progress_for(variant: Variant) -> ProgressFn:
             steps = progress.add_task(f"  {variant.id}: starting", total=None)
+            tasks[variant.id] = steps
 
-            def on_progress(done: int, total: int, task: Any = steps, vid: str = variant.id
-                            ) -> None:
-                progress.update(task, completed=done, total=total, description=f"  {vid}")
+            def on_progress(done: int, total: int) -> None:
+                progress.update(steps, completed=done, total=total, description=f"  {variant.id}")
+            return on_progress
 
-            variant_started = time.perf_counter()
-            record = launcher_for(variant, forkserver).run(variant, run_dir, on_progress)
+        tasks: dict[str, Any] = {}
+
+        def take(record: dict[str, Any], started: float) -> None:
             analysis_started = time.perf_counter()
             if (record.get("trace") or {}).get("status") == "captured":
-                progress.update(steps, description=f"  {variant.id}: analysing trace")
                 record = attach_trace_analysis(record, run_dir / "logs", forkserver)
             record = parity.judge(record)
-            record.setdefault("timing", {})["parent"] = {
-                "analysis_s": time.perf_counter() - analysis_started,
-                "total_s": time.perf_counter() - variant_started}
+            analysis_s = time.perf_counter() - analysis_started
+            # interleaved: its own running time (the batch's wall time is every variant's)
+            total_s = (record.get("wall_s", 0.0) + analysis_s if record.get("interleave")
+                       else time.perf_counter() - started)
+            record.setdefault("timing", {})["parent"] = {"analysis_s": analysis_s,
+                                                         "total_s": total_s}
             results.append_record(run_dir, record)
             outcome.records.append(record)
-            progress.remove_task(steps)
+            if (task := tasks.pop(record["variant_id"], None)) is not None:
+                progress.remove_task(task)
             progress.advance(overall)
             console.print(render_outcome_line(record))
+
+        if interleave and singles:
+            live = rounds.max_live_for(len(singles)) if max_live == "auto" else int(max_live)
+            for batch in rounds.batches(singles, live):
+                started = time.perf_counter()
+                progress.update(overall, description=f"{len(batch)} variants, interleaved")
+                for record in rounds.play(batch, run_dir, forkserver, progress_for):
+                    take(record, started)
+            sequential = clusters
+        else:
+            sequential = singles + clusters
+        for variant in sequential:
+            progress.update(overall, description=f"variant {len(outcome.records) + 1}/"
+                                                 f"{len(variants)}")
+            started = time.perf_counter()
+            record = launcher_for(variant, forkserver).run(variant, run_dir, progress_for(variant))
+            take(record, started)
 
 
 def render_report(run_dir: Path, out_dir: Path, console: Console) -> Path | None:

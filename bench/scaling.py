@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from bench.axes import variant_key
+from bench.records import headline, is_twin
 
 
 def replicas_of(rec: dict[str, Any]) -> int:
@@ -29,11 +30,11 @@ def add_scaling_efficiency(records: list[dict[str, Any]]) -> list[dict[str, Any]
     replica_counts: dict[tuple[Any, ...], set[int]] = {}
     for rec in records:
         variant = rec.get("variant") or {}
-        if rec.get("status") != "ok":
+        if rec.get("status") != "ok" or is_twin(rec):
             continue
         replica_counts.setdefault(group_key(variant), set()).add(replicas_of(rec))
         if replicas_of(rec) == 1:
-            reference[group_key(variant)] = rec["throughput"]["median"]
+            reference[group_key(variant)] = headline(rec)
     # Efficiency needs a sweep: a group measured at one replica count has nothing to compare.
     reference = {k: v for k, v in reference.items() if len(replica_counts[k]) > 1}
     out = []
@@ -41,9 +42,9 @@ def add_scaling_efficiency(records: list[dict[str, Any]]) -> list[dict[str, Any]
         rec = dict(rec)
         variant = rec.get("variant") or {}
         base = reference.get(group_key(variant)) if variant else None
-        if rec.get("status") == "ok" and base:
+        if rec.get("status") == "ok" and base and not is_twin(rec):
             n = replicas_of(rec)
-            rec["scaling_efficiency"] = rec["throughput"]["median"] / (n * base)
+            rec["scaling_efficiency"] = headline(rec) / (n * base)
             rec["scaling_kind"] = variant["batch_rule"]
         else:
             rec["scaling_efficiency"] = None

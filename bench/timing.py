@@ -142,10 +142,17 @@ def steady_state_start(samples: Sequence[float], window: int = 10, tolerance: fl
 
 @dataclass(frozen=True)
 class Throughput:
-    """Examples per second derived from the global batch and the timed steps."""
+    """Examples per second of the timed windows, two ways.
 
-    median: float  # global_batch / median step time
-    mean_rate: float  # all examples / all timed wall time
+    `headline` is what tf_cnn_benchmarks, tf-models' TimeHistory and Keras' benchmark callback
+    report: every example of the timed windows ÷ the windows' wall-clock time, taken by a clock
+    around each window. `median` is the typical step (global batch ÷ median step time): robust
+    to a stray slow step, and higher than what a user's training gets whenever steps vary.
+    """
+
+    headline: float  # examples / wall-clock seconds of the timed windows
+    median: float  # global_batch / median step time: the typical step
+    mean_rate: float  # examples / the sum of the per-step laps (agrees with headline)
     spread_pct: float  # robust CV of step time, in percent
     per_repeat: list[float]  # examples / wall time of each timed window
 
@@ -153,12 +160,20 @@ class Throughput:
         return asdict(self)
 
 
-def throughput(repeats: Sequence[Sequence[float]], global_batch: int) -> Throughput:
+def throughput(repeats: Sequence[Sequence[float]], global_batch: int,
+               window_s: Sequence[float] | None = None) -> Throughput:
+    """From the per-step samples of each window and, when the loop kept them, the wall-clock
+    seconds of each window (else the sum of its samples stands in)."""
     pooled = [s for window in repeats for s in window]
     stats = summarize(pooled)
+    walls = list(window_s) if window_s else [sum(w) for w in repeats]
+    if len(walls) != len(repeats):
+        raise ValueError(f"{len(walls)} window clocks for {len(repeats)} windows")
+    examples = [global_batch * len(w) for w in repeats]
     return Throughput(
+        headline=sum(examples) / sum(walls),
         median=global_batch / stats.median,
         mean_rate=global_batch * len(pooled) / sum(pooled),
         spread_pct=100.0 * stats.robust_cv,
-        per_repeat=[global_batch * len(w) / sum(w) for w in repeats if w],
+        per_repeat=[n / wall for n, wall in zip(examples, walls, strict=True) if wall],
     )

@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import statistics
 import sys
 import time
 from pathlib import Path
@@ -21,11 +22,13 @@ from bench.checks import suite as checks_suite
 from bench.data import sources as data_mod
 from bench.errors import DataUnavailable, VariantSkipped
 from bench.perf import overhead
-from bench.protocol import ProgressFn
-from bench.records import base_record, error_from_exception, finish
+from bench.protocol import FINISH, GATE_TIMEOUT_ENV, UNOBSERVED, ProgressFn
+from bench.records import base_record, error_from_exception, extra_failed, finish
 from bench.scenario.schema import Variant
 from bench.timing import Phases, round_up, steady_state_start, summarize, throughput
 from bench.training import devices, loops, models, precision, strategies
+from bench.training.gate import Gate
+from bench.training.schedule import LoopResult, Schedule
 from bench.training.tracing import TraceWindow
 from bench.utilization import mfu
 
@@ -116,6 +119,34 @@ def _effective_batch(variant: Variant, replicas: int) -> dict[str, Any]:
             "notes": notes}
 
 
+def _observe_unobserved(result: LoopResult, gate: Gate, steps: int,
+                        phases: Phases) -> float | dict[str, Any] | None:
+    """One more block of `steps` steps with no per-step hook or host sync, timed as a whole
+    (seconds), or why it could not run; None where the loop has no such mode."""
+    if result.unobserved is None:
+        return None
+    gate.wait(UNOBSERVED)
+    with phases("unobserved"):
+        try:
+            return result.unobserved(steps)
+        except Exception as exc:  # the observer figure is a bonus, not the measurement
+            return extra_failed(exc)
+
+
+def _observer_summary(observed: float | dict[str, Any] | None, window_s: list[float],
+                      steps: int) -> dict[str, Any]:
+    """How much bench's per-step observation costs: the median timed window against the same
+    steps run unobserved (ratio > 1: observing slowed the steps)."""
+    if observed is None:
+        return {"status": "skipped", "reason": "the parameter-server loop only syncs per block"}
+    if isinstance(observed, dict):
+        return observed
+    window = statistics.median(window_s)
+    return {"status": "ok", "steps": steps, "unobserved_s": observed,
+            "observed_window_s": window, "ratio": window / observed,
+            "flagged": window / observed > OBSERVER_FLAG_RATIO}
+
+
 def start_state() -> dict[str, Any]:
     """What this process had already set before the variant touched anything.
 
@@ -129,6 +160,9 @@ def start_state() -> dict[str, Any]:
     return {"pid": os.getpid(), "tf_context_initialized": bool(context.context()._initialized),
             "precision_policy": keras.mixed_precision.global_policy().name}
 
+
+# Per-step observation costing more than this share of the step is flagged in the report.
+OBSERVER_FLAG_RATIO = 1.02
 
 # Objects whose destruction would only cost time: the process leaves with os._exit instead.
 _KEPT_UNTIL_EXIT: list[Any] = []
@@ -171,12 +205,16 @@ def measure(variant: Variant, spawn_time: float, progress: ProgressFn) -> dict[s
     warmup_steps, steps = round_up(m.warmup_steps, k), round_up(m.steps, k)
     total_steps = warmup_steps + m.repeats * steps
     trace = _trace_window(variant, k)
+    gate = Gate.from_env(float(os.environ.get(GATE_TIMEOUT_ENV) or m.timeout_s))
+    schedule = Schedule(warmup_steps, steps, m.repeats, gate)
     with phases("loop"):
         result = loops.train(variant, strategy, model, optimizer, dataset,
-                             global_batch=global_batch, total_steps=total_steps,
+                             global_batch=global_batch, schedule=schedule,
                              steps_per_execution=k, jit_compile=variant.train.jit_compile,
                              progress=progress, trace=trace)
     _KEPT_UNTIL_EXIT.append(result.iterator)  # see LoopResult.iterator
+    observer = _observe_unobserved(result, gate, steps, phases)
+    gate.wait(FINISH)
     with phases("final_loss"):
         final_loss = loops.batch_loss(model, probe_batch)
 
@@ -213,7 +251,11 @@ def measure(variant: Variant, spawn_time: float, progress: ProgressFn) -> dict[s
             **overhead.harness_overhead(result.harness_s, total_steps, step_stats.median),
         },
         "step_time": step_stats.to_dict(),
-        "throughput": throughput(windows, global_batch).to_dict(),
+        "throughput": throughput(windows, global_batch, result.window_s).to_dict(),
+        "measurement": {"interleaved": gate.interleaved, "gate_wait_s": gate.waited_s,
+                        "window_s": result.window_s,
+                        "window_started_at": result.window_started_at},
+        "observer": _observer_summary(observer, result.window_s, steps),
         "steady_state_start": steady_state_start(timed),
         "samples": {"warmup": warmup, "timed": windows, "traced": traced},
         "trace": _trace_summary(trace, traced, timed, variant),

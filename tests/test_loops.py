@@ -38,11 +38,19 @@ def _no_progress(done: int, total: int) -> None:
     pass
 
 
+def one_window() -> Any:
+    """STEPS timed steps in one window, no warmup, no gate (as a worker started by hand)."""
+    from bench.training.gate import Gate
+    from bench.training.schedule import Schedule
+
+    return Schedule(warmup_steps=0, window_steps=STEPS, repeats=1, gate=Gate(None, 1.0))
+
+
 def test_fit_returns_keras_own_iterator_and_restores_train_function(workload: dict) -> None:
     from bench.training import loops
     model = workload["model"]()
     result = loops.run_fit(model, loops.make_optimizer("adam", 1e-3), workload["dataset"],
-                           total_steps=STEPS, steps_per_execution=1, jit_compile=False,
+                           schedule=one_window(), steps_per_execution=1, jit_compile=False,
                            progress=_no_progress)
     assert result.timer.steps == STEPS
     # The iterator fit consumed is alive after fit returned and yields the next global batch.
@@ -60,7 +68,7 @@ def test_custom_loop_returns_its_iterator(workload: dict) -> None:
         optimizer = loops.make_optimizer("adam", 1e-3)
     dist = strategy.experimental_distribute_dataset(workload["dataset"])
     result = loops.run_custom_loop(strategy, model, optimizer, dist, global_batch=BATCH,
-                                   precision="float32", total_steps=STEPS, steps_per_execution=1,
+                                   precision="float32", schedule=one_window(), steps_per_execution=1,
                                    jit_compile=False, progress=_no_progress)
     assert result.timer.steps == STEPS
     x, _ = next(result.iterator)

@@ -39,6 +39,15 @@ def run(
     start_method: Annotated[StartMethod, typer.Option(
         help="forkserver: fork each variant's process from a server that imported TensorFlow "
              "once (fast); spawn: a new interpreter per variant.")] = StartMethod.forkserver,
+    interleave: Annotated[Optional[bool], typer.Option(
+        "--interleave/--no-interleave",
+        help="Interleave the variants' timed windows in shuffled rounds, so machine drift hits "
+             "every variant alike (default: measure.interleave, on); --no-interleave runs them "
+             "one after another.")] = None,
+    control: Annotated[Optional[bool], typer.Option(
+        "--control/--no-control",
+        help="Add an A/A twin of the baseline variant and print the run's noise floor "
+             "(default: measure.control, on).")] = None,
 ) -> None:
     """Run every variant of SCENARIO, each in its own process, and write a run directory.
 
@@ -50,7 +59,8 @@ def run(
 
     opts = RunOptions(results_dir=results_dir, quick=quick, warmup_steps=warmup, steps=steps,
                       repeats=repeats, timeout_s=timeout, only=only or [], report=report,
-                      reports_dir=reports_dir, start_method=start_method.value)
+                      reports_dir=reports_dir, start_method=start_method.value,
+                      interleave=interleave, control=control)
     outcome = run_scenario(scenario, opts, console)
     raise typer.Exit(code=outcome.exit_code)
 

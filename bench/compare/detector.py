@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 
 from bench.axes import variant_key
+from bench.records import is_twin
 
 DEFAULT_MIN_EFFECT = 0.05
 DEFAULT_ALPHA = 0.01
@@ -258,6 +259,9 @@ def compare_records(base: list[dict[str, Any]], cand: list[dict[str, Any]], *,
     `run_to_run`, a within-run verdict must also stand out from run-to-run variation (`bench
     nightly` turns that off and re-runs suspects instead: see `confirm`).
     """
+    base = [r for r in base if not is_twin(r)]  # the A/A control is no variant of its own
+    cand = [r for r in cand if not is_twin(r)]
+    history = [[r for r in run if not is_twin(r)] for run in history] if history else history
     history_medians = _history_medians(history or [])
     mismatch = _environment_mismatch(base, cand)
     if mismatch and not force:

@@ -50,12 +50,12 @@ def run_worker_command(variant: Variant, run_dir: Path, cmd: list[str], record_p
     with WorkerProcess(cmd, worker_env(extra_env), log_path, progress,
                        forkserver=forkserver) as proc:
         outcome = proc.wait(budget_s)
-    record = _collect(variant, record_path, log_path, outcome, budget_s)
+    record = collect_record(variant, record_path, log_path, outcome, budget_s)
     record["launch"] = {"start_method": proc.start_method, "fork_problem": proc.fork_problem}
     return record
 
 
-def _collect(variant: Variant, record_path: Path, log_path: Path, outcome: Outcome,
+def collect_record(variant: Variant, record_path: Path, log_path: Path, outcome: Outcome,
              budget_s: float) -> dict[str, Any]:
     """The record the child wrote, or a failed one saying why there is none."""
     if record_path.exists():
@@ -91,9 +91,18 @@ class LocalLauncher:
 
     def run(self, variant: Variant, run_dir: Path, progress: ProgressFn | None = None
             ) -> dict[str, Any]:
-        record_path = run_dir / "logs" / f"{variant.id}.record.json"
+        record_path = record_path_of(run_dir, variant)
         return run_worker_command(variant, run_dir, worker_command(run_dir, variant, record_path),
                                   record_path, variant.measure.timeout_s, progress,
-                                  {"BENCH_TRACE_DIR": str(trace_dir(run_dir, variant)),
-                                   "BENCH_DATA_CACHE": str(data_cache_dir(run_dir))},
-                                  self.forkserver)
+                                  variant_env(run_dir, variant), self.forkserver)
+
+
+def record_path_of(run_dir: Path, variant: Variant) -> Path:
+    """Where a single-process variant's worker writes its record before the runner takes it."""
+    return run_dir / "logs" / f"{variant.id}.record.json"
+
+
+def variant_env(run_dir: Path, variant: Variant) -> dict[str, str]:
+    """What a single-process variant's worker is told beyond the common worker environment."""
+    return {"BENCH_TRACE_DIR": str(trace_dir(run_dir, variant)),
+            "BENCH_DATA_CACHE": str(data_cache_dir(run_dir))}

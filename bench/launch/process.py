@@ -13,13 +13,14 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
 from bench.launch.groups import die_with_parent, kill_group
-from bench.protocol import ProgressFn, parse_progress
+from bench.protocol import ProgressFn, parse_gate, parse_progress
 
 if TYPE_CHECKING:
     from bench.launch.forkserver import ForkServer
@@ -32,7 +33,8 @@ class Outcome:
 
 
 class WorkerProcess:
-    """One child process: stdout progress lines go to `on_progress`, everything else to the log.
+    """One child process: stdout progress lines go to `on_progress`, gate announcements to
+    `on_gate`, everything else to the log.
 
     With `new_session` (the default) the child leads its own process group, which is killed as a
     whole. Without it the child stays in its parent's group (so killing the parent's group takes
@@ -41,10 +43,12 @@ class WorkerProcess:
 
     def __init__(self, cmd: list[str], env: dict[str, str], log_path: Path,
                  on_progress: ProgressFn | None = None, new_session: bool = True,
-                 forkserver: ForkServer | None = None) -> None:
+                 forkserver: ForkServer | None = None,
+                 on_gate: Callable[[str, int], None] | None = None) -> None:
         self.log_path = log_path
         self._log = open(log_path, "ab", buffering=0)
         self._on_progress = on_progress
+        self._on_gate = on_gate
         self._own_group = new_session
         self.started = time.monotonic()
         self.start_method = "spawn"
@@ -84,11 +88,13 @@ class WorkerProcess:
         assert self.popen.stdout is not None
         for raw in self.popen.stdout:
             line = raw.decode(errors="replace")
-            progress = parse_progress(line)
-            if progress is None:
+            if (progress := parse_progress(line)) is not None:
+                if self._on_progress is not None:
+                    self._on_progress(*progress)
+            elif (gate := parse_gate(line)) is not None and self._on_gate is not None:
+                self._on_gate(*gate)
+            else:
                 self._log.write(raw)
-            elif self._on_progress is not None:
-                self._on_progress(*progress)
 
     def wait(self, timeout_s: float) -> Outcome:
         try:

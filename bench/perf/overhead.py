@@ -2,8 +2,10 @@
 
 Pure Python over records (no TensorFlow), so `bench run` prints it at the end and `bench perf`
 aggregates it over repeated runs. A variant's *fixed cost* is everything outside its timed and
-traced windows (process start, imports, building, warmup, checks, teardown, trace analysis);
-the run's *duty cycle* is the time spent inside timed windows over the run's whole wall time.
+traced windows (process start, imports, building, warmup, the unobserved block, checks,
+teardown, trace analysis); the run's *duty cycle* is the time spent inside timed windows over
+the run's whole wall time. An interleaved variant's time idle at its gate is no cost of its own:
+another variant runs meanwhile.
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ from typing import Any
 
 # In the order they happen; "other" is whatever the named phases do not cover.
 PHASES = ("start", "import", "build", "first_step", "warmup", "timed", "traced", "profiler",
-          "loop_other", "after_loop", "teardown", "analysis", "other")
+          "loop_other", "unobserved", "after_loop", "teardown", "analysis", "other")
 MEASURED_PHASES = ("timed", "traced")
 # What running the variants costs with no harness at all and TensorFlow already imported: build
 # each one, set its loop up (Keras compile and fit's own setup, or distributing the dataset and
@@ -72,6 +74,7 @@ def variant_phases(record: dict[str, Any]) -> dict[str, float]:
         "timed": sum(_window_s(w, k) for w in samples.get("timed") or []),
         "traced": _window_s(samples.get("traced") or [], k),
         "profiler": trace.get("start_s", 0.0) + trace.get("stop_s", 0.0),
+        "unobserved": worker.get("unobserved", 0.0),
         "after_loop": sum(worker.get(p, 0.0) for p in ("final_loss", "utilization", "checks")),
         "analysis": parent.get("analysis_s", 0.0),
     })

@@ -9,6 +9,9 @@ from collections.abc import Callable
 from typing import Any
 
 from bench.checks.verdicts import ACCURACY, LOSS_PARITY, CheckKind
+from bench.compare.noise import describe as describe_noise_floor
+from bench.compare.noise import within_noise
+from bench.records import headline, is_twin
 from bench.report.records import precision_pairs
 from bench.report.runs import RunView
 from bench.scaling import replicas_of
@@ -19,18 +22,25 @@ PARTLY_INPUT_BOUND_PCT = 5.0
 
 
 def _thr(rec: dict[str, Any]) -> float:
-    return float(rec["throughput"]["median"])
+    return headline(rec)
+
+
+def _versus(ratio: float, run: RunView) -> str:
+    """×ratio, saying so when the control twins differed as much."""
+    text = f"×{ratio:.2f}"
+    return text + " (within the noise floor)" if within_noise(ratio, run.noise_floor) else text
 
 
 def fastest(run: RunView) -> str | None:
-    recs = [r for r in run.ok if (r.get("throughput") or {}).get("median")]
+    recs = [r for r in run.ok if (r.get("throughput") or {}).get("median") and not is_twin(r)]
     if not recs:
         return None
     best = max(recs, key=_thr)
     text = f"Fastest: {best['variant_id']} at {_thr(best):,.0f} examples/s"
     base = run.baselines.get(best["variant_id"])
     if base and best["variant"]["strategy"] not in BASELINE_STRATEGIES:
-        text += f", ×{_thr(best) / _thr(base):.2f} the single-device baseline ({base['variant_id']})"
+        text += (f", {_versus(_thr(best) / _thr(base), run)} the single-device baseline "
+                 f"({base['variant_id']})")
     slowest = min(recs, key=_thr)
     if slowest is not best:
         text += f"; slowest: {slowest['variant_id']} at {_thr(slowest):,.0f}"
@@ -71,7 +81,7 @@ def precision_speedups(run: RunView) -> str | None:
     pairs = precision_pairs(run.records)
     if not pairs:
         return None
-    parts = [f"{m['variant_id']} ×{_thr(m) / _thr(f):.2f}" for f, m in pairs]
+    parts = [f"{m['variant_id']} {_versus(_thr(m) / _thr(f), run)}" for f, m in pairs]
     return "Mixed precision vs float32: " + "; ".join(parts) + "."
 
 
@@ -163,7 +173,8 @@ def data_notes(run: RunView) -> list[str]:
 def summarize_run(run: RunView) -> list[str]:
     if not run.records:
         return ["This run has no records yet."]
-    lines = [fastest(run), best_scaling(run), input_bound(run), precision_speedups(run),
+    lines = [describe_noise_floor(run.noise_floor), fastest(run), best_scaling(run),
+             input_bound(run), precision_speedups(run),
              utilization(run), loss_parity(run), accuracy(run),
              *failures(run), unsettled(run), *data_notes(run)]
     return [line for line in lines if line]

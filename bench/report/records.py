@@ -11,13 +11,15 @@ from collections.abc import Sequence
 from typing import Any
 
 from bench.axes import variant_key
+from bench.records import is_twin
 from bench.report.runs import RunView
 from bench.timing import percentile
 
 
 def ok_with_throughput(run: RunView) -> list[dict[str, Any]]:
-    """Ok records that measured a throughput: the ones a throughput figure can place."""
-    return [r for r in run.ok if (r.get("throughput") or {}).get("median")]
+    """Ok records that measured a throughput: the ones a throughput figure can place (the A/A
+    control twin is left out: it states the noise floor, it is no variant of its own)."""
+    return [r for r in run.ok if (r.get("throughput") or {}).get("median") and not is_twin(r)]
 
 
 def timed_samples(rec: dict[str, Any]) -> list[float]:

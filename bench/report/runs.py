@@ -14,6 +14,8 @@ from typing import Any
 
 from bench import results
 from bench.axes import variant_key
+from bench.compare.noise import noise_floor
+from bench.records import is_twin
 from bench.scaling import add_scaling_efficiency
 from bench.scenario.schema import BASELINE_STRATEGIES
 
@@ -31,6 +33,7 @@ class RunView:
     page: str = ""  # file name of this run's page in the site
     scenario_page: str = ""
     baselines: dict[str, dict[str, Any]] = field(default_factory=dict)  # variant id → baseline rec
+    noise_floor: dict[str, Any] | None = None  # the A/A control twins' difference (compare.noise)
 
     @property
     def name(self) -> str:
@@ -104,7 +107,7 @@ def baseline_key(variant: dict[str, Any]) -> tuple[Any, ...]:
 def find_baselines(records: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
     """variant id → the ok default/one_device record with the same API, precision and per-replica
     batch (falling back to the same API and precision)."""
-    bases = [r for r in records if r.get("status") == "ok"
+    bases = [r for r in records if r.get("status") == "ok" and not is_twin(r)
              and r["variant"].get("strategy") in BASELINE_STRATEGIES]
     out: dict[str, dict[str, Any]] = {}
     for rec in records:
@@ -128,6 +131,7 @@ def load_run(run_dir: Path) -> RunView:
     view = RunView(path=run_dir, records=records, environment=environment, variants=variants,
                    scenario_name=name, description=description)
     view.baselines = find_baselines(records)
+    view.noise_floor = noise_floor(records)
     return view
 
 

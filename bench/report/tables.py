@@ -13,6 +13,8 @@ from pathlib import Path
 from typing import Any
 
 from bench.checks.verdicts import ACCURACY, LOSS_PARITY, CheckKind
+from bench.compare.noise import within_noise
+from bench.records import headline
 from bench.report.runs import RunView
 from bench.scaling import replicas_of
 from bench.scenario.schema import BASELINE_STRATEGIES
@@ -37,7 +39,8 @@ def _txt(value: Any) -> Cell:
 
 
 COLUMNS = ("variant", "strategy", "replicas", "API", "precision", "global batch", "examples/s",
-           "spread %", "vs baseline", "scaling eff.", "GFLOP/s", "MFU %", "step ms (median)",
+           "typical step ex/s", "spread %", "vs baseline", "scaling eff.", "observer ×",
+           "profiler ×", "GFLOP/s", "MFU %", "step ms (median)",
            "p5 ms", "p95 ms", "startup s", "first step s", "input ms", "compute ms",
            "collective ms", "other ms", "input %", "loss (first → last)", "loss parity",
            "accuracy", "peak RSS MB", "status")
@@ -54,9 +57,11 @@ def figures_row(run: RunView, rec: dict[str, Any]) -> list[Cell]:
     use = rec.get("utilization") or {}
     effective = rec.get("effective") or v
     base = run.baselines.get(rec.get("variant_id", ""))
-    vs_base = (thr["median"] / base["throughput"]["median"]
+    vs_base = (headline(rec) / headline(base)
                if base and thr.get("median") and v.get("strategy") not in BASELINE_STRATEGIES
                else None)
+    observer = rec.get("observer") or {}
+    profiler = (rec.get("trace") or {}).get("overhead_ratio")
     loss_text = (f"{loss['initial']:.3f} → {loss['final']:.3f}"
                  if loss.get("initial") is not None and loss.get("final") is not None else "–")
     return [
@@ -64,8 +69,10 @@ def figures_row(run: RunView, rec: dict[str, Any]) -> list[Cell]:
         Cell(str(replicas_of(rec)) if v else "–", replicas_of(rec) if v else 0, True),
         _txt(v.get("api")), _txt(v.get("precision")),
         _num(effective.get("global_batch"), ","),
-        _num(thr.get("median"), ",.0f"), _num(thr.get("spread_pct"), ".1f"),
-        _num(vs_base, ".2f"), _num(rec.get("scaling_efficiency"), ".2f"),
+        _num(headline(rec) if thr else None, ",.0f"), _num(thr.get("median"), ",.0f"),
+        _num(thr.get("spread_pct"), ".1f"), _versus_cell(vs_base, run.noise_floor),
+        _num(rec.get("scaling_efficiency"), ".2f"), _num(observer.get("ratio"), ".3f"),
+        _num(profiler, ".2f"),
         _num(use.get("achieved_flops_per_s"), ".1f", 1e-9), _num(use.get("mfu"), ".1f", 100.0),
         _num(step.get("median"), ".2f", 1e3), _num(step.get("p5"), ".2f", 1e3),
         _num(step.get("p95"), ".2f", 1e3),
@@ -78,6 +85,13 @@ def figures_row(run: RunView, rec: dict[str, Any]) -> list[Cell]:
         _num(rec.get("peak_rss_mb"), ",.0f"),
         _txt(rec.get("status")),
     ]
+
+
+def _versus_cell(ratio: float | None, floor: dict[str, Any] | None) -> Cell:
+    """A ratio to the baseline; "~" marks one within the run's noise floor."""
+    if ratio is None:
+        return _num(None, ".2f")
+    return Cell(("~" if within_noise(ratio, floor) else "") + format(ratio, ".2f"), ratio, True)
 
 
 def _check_cell(rec: dict[str, Any], kind: CheckKind) -> Cell:

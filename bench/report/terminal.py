@@ -9,6 +9,10 @@ from rich.markup import escape
 from rich.table import Table
 
 from bench.checks.verdicts import KINDS
+from bench.compare.noise import describe as describe_noise_floor
+from bench.compare.noise import noise_floor, within_noise
+from bench.records import headline, is_twin
+from bench.report.runs import find_baselines
 
 if TYPE_CHECKING:
     from bench.compare.detector import Comparison
@@ -17,10 +21,26 @@ _STATUS_STYLE = {"ok": "green", "skipped": "yellow", "failed": "red"}
 
 
 def format_throughput(record: dict[str, Any]) -> str:
+    """The headline examples/s (wall clock of the timed windows) ± the step time's spread."""
     thr = record.get("throughput")
     if not thr:
         return "-"
-    return f"{thr['median']:,.0f} ± {thr['spread_pct']:.1f}%"
+    return f"{headline(record):,.0f} ± {thr['spread_pct']:.1f}%"
+
+
+def format_typical_step(record: dict[str, Any]) -> str:
+    thr = record.get("throughput")
+    return f"{thr['median']:,.0f}" if thr else "-"
+
+
+def format_versus_baseline(record: dict[str, Any], base: dict[str, Any] | None,
+                           floor: dict[str, Any] | None) -> str:
+    """Headline ratio to the variant's baseline in this run, "~" where the control twins
+    differed as much (within the noise floor)."""
+    if base is None or not record.get("throughput") or base is record:
+        return "-"
+    ratio = headline(record) / headline(base)
+    return f"~{ratio:.2f}" if within_noise(ratio, floor) else f"{ratio:.2f}"
 
 
 def format_efficiency(record: dict[str, Any]) -> str:
@@ -90,12 +110,16 @@ def _replicas_cell(variant: dict[str, Any], effective: dict[str, Any]) -> str:
 
 
 def render_summary(console: Console, records: list[dict[str, Any]]) -> None:
-    table = Table(title="Throughput (examples/s: median over timed steps ± robust CV of step time)")
+    table = Table(title="Throughput (examples/s: examples ÷ wall clock of the timed windows ± "
+                        "robust CV of step time; typical step: global batch ÷ median step)")
     for column, justify in (("strategy", "left"), ("replicas", "right"), ("API", "left"),
                             ("precision", "left"), ("global batch", "right"),
-                            ("examples/s", "right"), ("scaling eff.", "right"),
+                            ("examples/s", "right"), ("typical step", "right"),
+                            ("vs baseline", "right"), ("scaling eff.", "right"),
                             ("status", "left")):
         table.add_column(column, justify=justify)  # type: ignore[arg-type]
+    floor = noise_floor(records)
+    baselines = find_baselines(records)
     for rec in records:
         v = rec["variant"]
         api = v["api"]
@@ -104,13 +128,21 @@ def render_summary(console: Console, records: list[dict[str, Any]]) -> None:
             api = f"ctl ({'dsfn' if from_fn else 'dist'})"
         strategy = v["strategy"] + ("" if v["cross_device_ops"] == "auto"
                                     else f" [{v['cross_device_ops']}]")
+        if v.get("control"):
+            strategy += f" ({'control twin' if is_twin(rec) else 'control baseline'})"
         style = _STATUS_STYLE.get(rec["status"], "white")
         effective = rec.get("effective") or v  # what really ran, when the worker said so
         table.add_row(escape(strategy), _replicas_cell(v, effective), api, v["precision"],
                       str(effective["global_batch"]), format_throughput(rec),
+                      format_typical_step(rec),
+                      format_versus_baseline(rec, baselines.get(rec["variant_id"]), floor),
                       format_efficiency(rec),
                       f"[{style}]{rec['status']}[/]")
     console.print(table)
+    console.print(describe_noise_floor(floor))
+    if floor is not None:
+        console.print("  [dim]vs baseline: headline ratio to the same API and precision on one "
+                      "device; ~ marks a ratio within the noise floor[/]")
     for rec in records:
         if rec["status"] != "ok":
             console.print(f"  [{_STATUS_STYLE[rec['status']]}]{rec['status']}[/] "

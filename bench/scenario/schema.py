@@ -185,6 +185,14 @@ class MeasureConfig(_Strict):
     repeats: PositiveInt = 3
     trace_steps: NonNegativeInt = 10  # profiler window after the timed steps; 0 turns it off
     timeout_s: Annotated[float, Field(gt=0)] = 300.0
+    # Interleave the timed windows of all live variants in shuffled rounds (bench.launch.rounds);
+    # false runs the variants one after another, as `bench run --no-interleave` does.
+    interleave: bool = True
+    # How many variant processes may be alive at once ("auto": from free memory, and GPU memory
+    # where there are GPUs); more variants are run in batches of this size.
+    max_live: Literal["auto"] | PositiveInt = "auto"
+    # Run a twin of the baseline variant (an A/A control) so the run states its own noise floor.
+    control: bool = True
 
 
 class StrategyConfig(_Strict):
@@ -319,6 +327,8 @@ class Variant(_Strict):
     train: TrainConfig
     measure: MeasureConfig
     check: CheckConfig = CheckConfig()
+    # The A/A control: "baseline" is the variant the run's twin copies, "twin" the copy.
+    control: Literal["baseline", "twin"] | None = None
 
     @property
     def is_cluster(self) -> bool:

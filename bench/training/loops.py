@@ -1,37 +1,23 @@
 """The two training paths, Keras `fit` and a custom loop, feeding one StepTimer.
 
-Both run `total_steps` steps on an infinite dataset in one go; the caller slices the per-step
-samples into warmup and timed windows afterwards, so both paths are timed the same way: from
-the completion of one step (result on the host) to the completion of the next.
+Both run warmup, the timed windows and the traced window on an infinite dataset in one go, and
+both are timed the same way: from the completion of one step (result on the host) to the
+completion of the next, plus a clock around each timed window (the headline figure). Before each
+window and before the trace the loop waits at the gate (`bench.training.gate`), where the runner
+interleaves the windows of all live variants; the caller slices the per-step samples afterwards.
+`LoopResult.unobserved` runs the same steps once more with no per-step hook or host sync.
 """
 
 from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from typing import Any
 
 from bench.protocol import ProgressFn
-from bench.timing import StepTimer
 from bench.training import precision as precision_policy
+from bench.training.schedule import LoopClock, LoopResult, Schedule
 from bench.training.tracing import TraceWindow
-
-
-@dataclass
-class LoopResult:
-    timer: StepTimer
-    first_step_end: float  # wall clock (time.time) when step 1 completed: ends "startup"
-    notes: list[str] = field(default_factory=list)
-    # Seconds spent in bench's own per-step code (hooks, timer, progress) during the warmup
-    # and timed steps. It runs between two step boundaries, so it is inside the samples: this is
-    # the harness's overhead on the measured step time, measured rather than argued.
-    harness_s: float = 0.0
-    # The loop's input iterator (Keras fit's own, or the custom loop's), kept alive on purpose:
-    # destroying a tf.data iterator waits for its background threads (0.3-3 s per variant
-    # inside a run of the default scenario). Workers end with os._exit, so it is never
-    # destroyed and never costs the run that wait.
-    iterator: Any = None
 
 
 def make_optimizer(name: str, learning_rate: float) -> Any:
@@ -48,70 +34,19 @@ def make_loss(reduction: str | None = "sum_over_batch_size") -> Any:
     return keras.losses.SparseCategoricalCrossentropy(from_logits=True, reduction=reduction)
 
 
-class _Clock:
-    """Shared bookkeeping for both paths: lap the timer, stamp step 1, report progress sparingly,
-    and account for its own time (`harness_s`) until the traced steps begin."""
+def _keep_iterator_callback() -> Any:
+    """A callback that keeps the iterator Keras makes inside `fit` (see LoopResult.iterator).
 
-    def __init__(self, total_steps: int, progress: ProgressFn, min_interval_s: float = 0.2):
-        self.timer = StepTimer()
-        self.total = total_steps
-        self.progress = progress
-        self.first_step_end = 0.0
-        self.harness_s = 0.0
-        self.accounting = True  # off once tracing starts: traced steps are not timed windows
-        self._min_interval = min_interval_s
-        self._last_report = 0.0
-
-    def start(self) -> None:
-        self.timer.start()
-
-    def lap(self, steps: int, entered: float | None = None) -> None:
-        """Close a block of `steps` steps; `entered` is when the caller's hook began, if any."""
-        entered = entered if entered is not None else time.perf_counter()
-        self.timer.lap(steps)
-        now = time.time()
-        if not self.first_step_end:
-            self.first_step_end = now
-        done = self.timer.steps
-        if done >= self.total or now - self._last_report >= self._min_interval:
-            self._last_report = now
-            self.progress(done, self.total)
-        self.account(entered)
-
-    def account(self, entered: float) -> None:
-        """Add the time since `entered` (a perf_counter reading) to bench's own per-step time."""
-        if self.accounting:
-            self.harness_s += time.perf_counter() - entered
-
-    def result(self, notes: list[str], iterator: Any = None) -> LoopResult:
-        return LoopResult(self.timer, self.first_step_end, notes, self.harness_s, iterator)
-
-
-def run_fit(model: Any, optimizer: Any, dataset: Any, *, total_steps: int,
-            steps_per_execution: int, jit_compile: bool, progress: ProgressFn,
-            trace: TraceWindow | None = None) -> LoopResult:
-    """Keras `fit`; per-step times come from batch callbacks (one per steps_per_execution block).
-
-    One fit call runs warmup, timed and traced steps, so no epoch boundary falls inside the
-    measurement. The model must have been built under the strategy's scope; `compile` is called
-    here, also under that scope (Keras records the strategy at compile time).
+    Keras hands that iterator to `train_function` at every step: a one-shot wrapper keeps it and
+    puts the original function back, so only the untimed first step goes through the wrapper.
+    It implements no batch-level hook, so it changes nothing in how `fit` runs its steps.
     """
     import keras
 
-    traced = trace.steps if trace else 0
-    clock = _Clock(total_steps + traced, progress)
-    last = total_steps + traced - steps_per_execution
-
-    class _StepTiming(keras.callbacks.Callback):
-        context: Any = None
+    class KeepIterator(keras.callbacks.Callback):
         iterator: Any = None
 
         def on_train_begin(self, logs: Any = None) -> None:
-            # Keras makes the iterator inside fit and destroys it when fit returns, paying the
-            # wait that LoopResult.iterator describes. Keras hands
-            # that iterator to `train_function` at every step: a one-shot wrapper keeps it for
-            # LoopResult.iterator and puts the original back, so only the untimed first step
-            # goes through the wrapper.
             model = self.model
             original = model.train_function
 
@@ -122,20 +57,45 @@ def run_fit(model: Any, optimizer: Any, dataset: Any, *, total_steps: int,
 
             model.train_function = keep_iterator
 
+    return KeepIterator()
+
+
+def run_fit(model: Any, optimizer: Any, dataset: Any, *, schedule: Schedule,
+            steps_per_execution: int, jit_compile: bool, progress: ProgressFn,
+            trace: TraceWindow | None = None) -> LoopResult:
+    """Keras `fit`; per-step times come from batch callbacks (one per steps_per_execution block).
+
+    One fit call runs warmup, timed and traced steps, so no epoch boundary falls inside the
+    measurement; the gate waits happen inside the batch hooks, between two steps. The model must
+    have been built under the strategy's scope; `compile` is called here, also under that scope
+    (Keras records the strategy at compile time).
+    """
+    import keras
+
+    total_steps = schedule.total_steps
+    traced = trace.steps if trace else 0
+    clock = LoopClock(schedule, total_steps + traced, progress)
+    last = total_steps + traced - steps_per_execution
+    keeper = _keep_iterator_callback()
+
+    class _StepTiming(keras.callbacks.Callback):
+        context: Any = None
+
         def on_train_batch_begin(self, batch: int, logs: Any = None) -> None:
+            # `batch` counts steps (0, k, 2k, ... with steps_per_execution = k)
             entered = time.perf_counter()
-            if batch == 0:
-                clock.start()
-            if trace and batch >= total_steps:
+            if batch < total_steps:
+                entered = clock.before(batch, entered)
+            elif trace:
                 if batch == total_steps:
-                    clock.accounting = False
-                    trace.start()
+                    clock.before_trace(trace)
                 self.context = trace.step(batch - total_steps)
                 self.context.__enter__()
             clock.account(entered)
 
         def on_train_batch_end(self, batch: int, logs: Any = None) -> None:
-            # Keras hands synchronous callbacks host floats, so the step is really finished here.
+            # Keras 3 with TensorFlow hands every batch hook host floats (its callbacks are never
+            # dispatched asynchronously there), so the step is really finished here.
             entered = time.perf_counter()
             if self.context is not None:
                 self.context.__exit__(None, None, None)
@@ -146,16 +106,52 @@ def run_fit(model: Any, optimizer: Any, dataset: Any, *, total_steps: int,
 
     model.compile(optimizer=optimizer, loss=make_loss(), steps_per_execution=steps_per_execution,
                   jit_compile=jit_compile)
-    timing = _StepTiming()
     # shuffle=False: the pipeline shuffles itself (Keras ignores the flag for a tf.data input,
     # and warns when it is left at its default).
     model.fit(dataset, epochs=1, steps_per_epoch=total_steps + traced, verbose=0, shuffle=False,
-              callbacks=[timing])
+              callbacks=[keeper, _StepTiming()])
     notes = []
     if steps_per_execution > 1:
         notes.append(f"fit callbacks fire once per {steps_per_execution} steps: each sample is a "
                      f"block time divided by {steps_per_execution}")
-    return clock.result(notes, timing.iterator)
+
+    def unobserved(steps: int) -> float:
+        return _unobserved_fit(model, dataset, steps)
+
+    return clock.result(notes, keeper.iterator, unobserved)
+
+
+def _unobserved_fit(model: Any, dataset: Any, steps: int) -> float:
+    """A plain `fit` of `steps` steps with no batch-level callback, timed as a whole.
+
+    A new `fit` call makes a new iterator, whose first steps fill the shuffle buffer and the
+    prefetch queue; so it runs two epochs of `steps` (the iterator carries over between epochs
+    when steps_per_epoch is set) and times the second, between the epoch hooks (epoch hooks are
+    not batch hooks: Keras runs the steps exactly as for a user's own `fit`). The loss read at the
+    epoch's end makes sure its last step is finished.
+    """
+    import keras
+
+    class EpochClock(keras.callbacks.Callback):
+        started = 0.0
+        seconds = 0.0
+
+        def on_epoch_begin(self, epoch: int, logs: Any = None) -> None:
+            self.started = time.perf_counter()
+
+        def on_epoch_end(self, epoch: int, logs: Any = None) -> None:
+            float((logs or {}).get("loss", 0.0))
+            self.seconds = time.perf_counter() - self.started
+
+    keeper, epoch_clock = _keep_iterator_callback(), EpochClock()
+    model.fit(dataset, epochs=2, steps_per_epoch=steps, verbose=0, shuffle=False,
+              callbacks=[keeper, epoch_clock])
+    _KEPT.append(keeper.iterator)
+    return epoch_clock.seconds
+
+
+# Iterators of extra `fit` calls, kept alive until the worker's os._exit (see LoopResult.iterator).
+_KEPT: list[Any] = []
 
 
 def _replica_step(strategy: Any, model: Any, optimizer: Any, global_batch: int, precision: str
@@ -185,7 +181,7 @@ def _replica_step(strategy: Any, model: Any, optimizer: Any, global_batch: int, 
 
 
 def run_custom_loop(strategy: Any, model: Any, optimizer: Any, dist_dataset: Any, *,
-                    global_batch: int, precision: str, total_steps: int,
+                    global_batch: int, precision: str, schedule: Schedule,
                     steps_per_execution: int, jit_compile: bool,
                     progress: ProgressFn, trace: TraceWindow | None = None) -> LoopResult:
     """`strategy.run` under `tf.function` over a distributed dataset, loss reduced to the host."""
@@ -207,25 +203,33 @@ def run_custom_loop(strategy: Any, model: Any, optimizer: Any, dist_dataset: Any
         return loss
 
     iterator = iter(dist_dataset)
-    clock = _Clock(total_steps + (trace.steps if trace else 0), progress)
-    clock.start()
-    for _ in range(total_steps // steps_per_execution):
+    clock = LoopClock(schedule, schedule.total_steps + (trace.steps if trace else 0), progress)
+    for step in range(0, schedule.total_steps, steps_per_execution):
+        clock.before(step, time.perf_counter())
         float(train_block(iterator))  # the step is done when its loss is on the host
         clock.lap(steps_per_execution)
     if trace:
-        clock.accounting = False
-        trace.start()
-        clock.start()  # profiler start-up is not part of the first traced step
+        clock.before_trace(trace)
         for i in range(trace.steps // steps_per_execution):
             with trace.step(i):
                 float(train_block(iterator))
             clock.lap(steps_per_execution)
         trace.stop()
-    return clock.result([], iterator)
+
+    def unobserved(steps: int) -> float:
+        """The same steps with the loss brought to the host only at the end."""
+        started = time.perf_counter()
+        loss = None
+        for _ in range(steps // steps_per_execution):
+            loss = train_block(iterator)
+        float(loss)
+        return time.perf_counter() - started
+
+    return clock.result([], iterator, unobserved)
 
 
 def run_parameter_server_loop(strategy: Any, model: Any, optimizer: Any, dataset_fn: Any, *,
-                              global_batch: int, precision: str, total_steps: int, block: int,
+                              global_batch: int, precision: str, schedule: Schedule, block: int,
                               jit_compile: bool, progress: ProgressFn) -> LoopResult:
     """ClusterCoordinator loop: schedule `block` steps, join, time the block.
 
@@ -248,9 +252,9 @@ def run_parameter_server_loop(strategy: Any, model: Any, optimizer: Any, dataset
         x, y = next(it)
         return strategy.run(replica_step, args=(x, y))
 
-    clock = _Clock(total_steps, progress)
-    clock.start()
-    for _ in range(total_steps // block):
+    clock = LoopClock(schedule, schedule.total_steps, progress)
+    for step in range(0, schedule.total_steps, block):
+        clock.before(step, time.perf_counter())
         for _ in range(block):
             last = coordinator.schedule(train_step, args=(iterator,))
         coordinator.join()
@@ -261,13 +265,13 @@ def run_parameter_server_loop(strategy: Any, model: Any, optimizer: Any, dataset
 
 
 def train(variant: Any, strategy: Any, model: Any, optimizer: Any,
-          dataset_fn: Callable[..., Any], *, global_batch: int, total_steps: int,
+          dataset_fn: Callable[..., Any], *, global_batch: int, schedule: Schedule,
           steps_per_execution: int, jit_compile: bool, progress: ProgressFn,
           trace: TraceWindow | None = None) -> LoopResult:
     """Train through the variant's own path: Keras fit, the ClusterCoordinator loop, or the
     custom loop over the dataset distributed as the variant says. `dataset_fn(input_context)`
     builds the global-batch pipeline (or one input pipeline's shard of it)."""
-    common = dict(total_steps=total_steps, jit_compile=jit_compile, progress=progress)
+    common = dict(schedule=schedule, jit_compile=jit_compile, progress=progress)
     if variant.api == "fit":
         with strategy.scope():
             return run_fit(model, optimizer, dataset_fn(), steps_per_execution=steps_per_execution,

@@ -32,14 +32,17 @@ def main() -> None:
     from handwritten_fit import seed_mlp  # this folder: the script runs as a file
 
     from bench.training import loops
+    from bench.training.gate import Gate
+    from bench.training.schedule import Schedule
     strategy, model, ds, global_batch = seed_mlp(replicas=2, per_replica=64)
     with strategy.scope():
         optimizer = keras.optimizers.Adam(1e-3)
     total = args.warmup + args.steps
+    schedule = Schedule(args.warmup, args.steps, 1, Gate(None, 1.0))  # no gate: one process
     out: dict[str, list[float]] = {"hand": [], "bench_mean_rate": [], "bench_median": []}
     def bench_side() -> None:
         with strategy.scope():  # as bench.training.loops.train runs it for a fit variant
-            result = loops.run_fit(model, optimizer, ds, total_steps=total,
+            result = loops.run_fit(model, optimizer, ds, schedule=schedule,
                                    steps_per_execution=1, jit_compile=False,
                                    progress=lambda done, of: None)
         timed = result.timer.samples[args.warmup:]

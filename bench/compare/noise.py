@@ -1,0 +1,75 @@
+"""The run's own noise floor, from its A/A control: the baseline and its twin ran the same code in
+the same rounds, so whatever separates their headline figures is the machine, not the code.
+
+A difference between two variants of the run that is within this floor is not a finding. The
+interval resamples the rounds (each round holds one window of each twin, run moments apart), so
+it reflects how much the machine moved between rounds.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from bench.records import headline
+
+BOOTSTRAP_ROUNDS = 2000
+CONFIDENCE = 0.95
+
+
+def control_pair(records: list[dict[str, Any]]) -> tuple[dict[str, Any], dict[str, Any]] | None:
+    """The ok (baseline, twin) records of the run's A/A control, if both measured."""
+    by_role = {(r.get("variant") or {}).get("control"): r for r in records
+               if r.get("status") == "ok" and (r.get("throughput") or {}).get("per_repeat")}
+    if "baseline" in by_role and "twin" in by_role:
+        return by_role["baseline"], by_role["twin"]
+    return None
+
+
+def noise_floor(records: list[dict[str, Any]], seed: int = 0) -> dict[str, Any] | None:
+    """How far the control twins' headline throughputs differ, in percent, with a bootstrap
+    interval over the rounds; None when the run has no measured control pair."""
+    pair = control_pair(records)
+    if pair is None:
+        return None
+    base, twin = pair
+    difference = 100.0 * (headline(twin) / headline(base) - 1.0)
+    base_rates = np.asarray(base["throughput"]["per_repeat"], dtype=float)
+    twin_rates = np.asarray(twin["throughput"]["per_repeat"], dtype=float)
+    rounds = min(len(base_rates), len(twin_rates))
+    interval = None
+    if rounds >= 2:
+        rng = np.random.default_rng(seed)
+        picks = rng.integers(0, rounds, size=(BOOTSTRAP_ROUNDS, rounds))
+        # Equal examples per window: the headline is the harmonic mean of the window rates.
+        def rate(rates: np.ndarray) -> np.ndarray:
+            return 1.0 / np.mean(1.0 / rates[:rounds][picks], axis=1)
+        ratios = 100.0 * (rate(twin_rates) / rate(base_rates) - 1.0)
+        tail = 100.0 * (1.0 - CONFIDENCE) / 2.0
+        interval = [float(np.percentile(ratios, tail)), float(np.percentile(ratios, 100.0 - tail))]
+    return {"baseline": base["variant_id"], "twin": twin["variant_id"],
+            "difference_pct": difference, "interval_pct": interval, "rounds": rounds,
+            "confidence": CONFIDENCE if interval else None}
+
+
+def describe(floor: dict[str, Any] | None) -> str:
+    """The `noise floor:` line of the terminal and the report."""
+    if floor is None:
+        return "noise floor: not measured (no ok baseline and control twin in this run)"
+    line = (f"noise floor: the A/A control twins' examples/s differ by "
+            f"{floor['difference_pct']:+.1f}%")
+    if floor["interval_pct"]:
+        lo, hi = floor["interval_pct"]
+        line += (f" ({floor['confidence']:.0%} interval {lo:+.1f}% to {hi:+.1f}% over "
+                 f"{floor['rounds']} rounds)")
+    return line + f": {floor['baseline']} vs its twin"
+
+
+def within_noise(ratio: float, floor: dict[str, Any] | None) -> bool:
+    """Whether a ratio between two variants of the run (e.g. 1.02) is no larger than what the
+    control twins showed: the widest of the observed difference and its interval's ends."""
+    if floor is None:
+        return False
+    bound = max([abs(floor["difference_pct"])] + [abs(x) for x in floor["interval_pct"] or []])
+    return abs(100.0 * (ratio - 1.0)) <= bound

@@ -1,0 +1,220 @@
+"""Interleaved timed windows: the runner's side of the gate (`bench.training.gate`).
+
+A shared machine's speed drifts on a scale of seconds to minutes, so variants measured one after
+another are confounded with time: whichever runs in a slow spell looks slow. Instead, the
+variants of a batch all stay alive. Each starts (one at a time, so no build competes with
+another), warms up and waits at its gate. Then the rounds: in each, every live variant runs its
+next segment (a timed window; after the last window the traced window, then the unobserved
+block) alone, in a freshly shuffled order, while the others idle at their gates. Last, each
+finishes (checks, its record) one at a time. A slow spell now lands on every variant alike; this
+is Google Benchmark's random interleaving and asv's interleaving across processes, applied to
+whole training processes.
+
+A variant's budget (`measure.timeout_s`) counts only its own running time, not its time at the
+gate; past it, its process group is killed and the others go on.
+"""
+
+from __future__ import annotations
+
+import os
+import queue
+import random
+import subprocess
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from bench.launch.forkserver import ForkServer
+from bench.launch.local import (
+    collect_record,
+    record_path_of,
+    variant_env,
+    worker_command,
+    worker_env,
+)
+from bench.launch.process import Outcome, WorkerProcess
+from bench.protocol import FINISH, GATE_ENV, GATE_TIMEOUT_ENV, GO, ProgressFn
+from bench.scenario.schema import Variant
+
+POLL_S = 0.05
+# What one live variant may hold, for choosing how many can be alive at once: host memory (the
+# largest seed worker peaked at ~0.8 GB RSS, a fifth of it pages shared with the fork server) and,
+# on a GPU host, device memory (each process has its own CUDA context and allocator).
+HOST_BYTES_PER_LIVE = 1 << 30
+GPU_BYTES_PER_LIVE = 2 << 30
+MEMORY_SHARE = 0.6  # of what is free now: leave room for the rest of the machine
+EXIT_GRACE_S = 30.0  # after its record is written, a worker has this long to leave
+
+
+@dataclass
+class LiveVariant:
+    """One variant's worker process between its start and its record."""
+
+    variant: Variant
+    run_dir: Path
+    proc: WorkerProcess
+    fifo: Path
+    announced: queue.Queue[tuple[str, int]]
+    at: tuple[str, int] | None = None  # the segment it waits to run, while at the gate
+    active_s: float = 0.0  # running time so far, charged against measure.timeout_s
+    timed_out: bool = False
+    positions: list[int] = field(default_factory=list)  # its place in each round, from 0
+    _writer: int = -1
+
+    @property
+    def budget_s(self) -> float:
+        return self.variant.measure.timeout_s
+
+    def release(self) -> None:
+        """Let the worker run the segment it announced."""
+        self.at = None
+        os.write(self._writer, GO)
+
+    def run_to_gate(self) -> bool:
+        """Wait while the worker runs, until it announces its next segment (True) or ends or
+        overruns its budget (False); the running time is charged to its budget."""
+        started = time.monotonic()
+        deadline = started + max(0.0, self.budget_s - self.active_s)
+        try:
+            while True:
+                try:
+                    self.at = self.announced.get(timeout=POLL_S)
+                    return True
+                except queue.Empty:
+                    pass
+                if self.proc.popen.poll() is not None:
+                    return False
+                if time.monotonic() > deadline:
+                    self.timed_out = True
+                    self.proc.kill()
+                    return False
+        finally:
+            self.active_s += time.monotonic() - started
+
+    def finish(self) -> dict[str, Any]:
+        """Release the worker from its last gate (if it is at one) and take its record."""
+        if self.at is not None and self.at[0] == FINISH:
+            self.release()
+        remaining = max(0.0, self.budget_s - self.active_s)
+        started = time.monotonic()
+        if not self.timed_out and self.proc.popen.poll() is None:
+            try:
+                self.proc.popen.wait(timeout=remaining + EXIT_GRACE_S)
+            except Exception:  # noqa: BLE001 -- subprocess.TimeoutExpired or a forked child's
+                self.timed_out = True
+        self.active_s += time.monotonic() - started
+        self.close()
+        outcome = Outcome(None if self.timed_out else self.proc.popen.returncode, self.timed_out,
+                          self.active_s)
+        record = collect_record(self.variant, record_path_of(self.run_dir, self.variant),
+                                self.proc.log_path, outcome, self.budget_s)
+        record["launch"] = {"start_method": self.proc.start_method,
+                            "fork_problem": self.proc.fork_problem}
+        return record
+
+    def close(self) -> None:
+        self.proc.close()
+        if self._writer >= 0:
+            os.close(self._writer)
+            self._writer = -1
+        self.fifo.unlink(missing_ok=True)
+
+
+def start(variant: Variant, run_dir: Path, forkserver: ForkServer | None,
+          progress: ProgressFn | None, gate_timeout_s: float) -> LiveVariant:
+    """Start a variant's worker with a gate: it builds, warms up and stops at its first window."""
+    fifo = run_dir / "logs" / f"{variant.id}.gate"
+    fifo.unlink(missing_ok=True)
+    os.mkfifo(fifo, 0o600)
+    writer = os.open(fifo, os.O_RDWR)  # held by the parent, so a release never blocks
+    announced: queue.Queue[tuple[str, int]] = queue.Queue()
+    record_path = record_path_of(run_dir, variant)
+    env = {**variant_env(run_dir, variant), GATE_ENV: str(fifo),
+           GATE_TIMEOUT_ENV: repr(gate_timeout_s)}
+    proc = WorkerProcess(worker_command(run_dir, variant, record_path), worker_env(env),
+                         run_dir / "logs" / f"{variant.id}.log", progress, forkserver=forkserver,
+                         on_gate=lambda segment, index: announced.put((segment, index)))
+    return LiveVariant(variant, run_dir, proc, fifo, announced, _writer=writer)
+
+
+def gate_timeout(variants: list[Variant]) -> float:
+    """How long one worker may wait at its gate: every other variant's budget, run in full."""
+    return sum(v.measure.timeout_s for v in variants) + EXIT_GRACE_S
+
+
+def play(variants: list[Variant], run_dir: Path, forkserver: ForkServer | None,
+         progress_for: Callable[[Variant], ProgressFn | None],
+         rng: random.Random | None = None) -> Iterator[dict[str, Any]]:
+    """Run one batch of single-process variants with interleaved windows; yield each record
+    (in the variants' order) as it is taken. Every process is torn down, also on an error or
+    Ctrl-C."""
+    rng = rng or random.Random()
+    timeout_s = gate_timeout(variants)
+    live: list[LiveVariant] = []
+    try:
+        for variant in variants:  # one build at a time: the others idle at their gates
+            one = start(variant, run_dir, forkserver, progress_for(variant), timeout_s)
+            live.append(one)
+            one.run_to_gate()
+        rounds = 0
+        while waiting := [v for v in live if v.at is not None and v.at[0] != FINISH]:
+            rng.shuffle(waiting)
+            for position, one in enumerate(waiting):
+                one.positions.append(position)
+                one.release()
+                one.run_to_gate()
+            rounds += 1
+        for one in live:
+            record = one.finish()
+            record["interleave"] = {"batch": [v.id for v in variants], "rounds": rounds,
+                                    "positions": one.positions}
+            yield record
+    finally:
+        for one in live:
+            one.close()
+
+
+def batches(variants: list[Variant], max_live: int) -> list[list[Variant]]:
+    """Split variants into batches of at most `max_live`, as even as possible, in order (the
+    runner puts the variants that must share a batch, baseline and control twin, first)."""
+    if max_live < 1:
+        raise ValueError("max_live must be at least 1")
+    count = -(-len(variants) // max_live)
+    out, start = [], 0
+    for k in range(count):
+        size = len(variants) // count + (k < len(variants) % count)
+        out.append(variants[start:start + size])
+        start += size
+    return out
+
+
+def max_live_for(count: int) -> int:
+    """How many of `count` variants may be alive at once, from free host memory and, where
+    `nvidia-smi` reports GPUs, the least free device memory (at least 2, so pairs interleave)."""
+    limits = [count, _free_bytes_host() * MEMORY_SHARE // HOST_BYTES_PER_LIVE]
+    if (gpu_free := _free_bytes_gpu()) is not None:
+        limits.append(gpu_free * MEMORY_SHARE // GPU_BYTES_PER_LIVE)
+    return int(max(2, min(limits)))
+
+
+def _free_bytes_host() -> int:
+    try:
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemAvailable:"):
+                return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_AVPHYS_PAGES")
+
+
+def _free_bytes_gpu() -> int | None:
+    """The smallest free memory of the visible GPUs, or None without nvidia-smi or GPUs."""
+    try:
+        out = subprocess.run(["nvidia-smi", "--query-gpu=memory.free", "--format=csv,noheader,nounits"],
+                             capture_output=True, text=True, timeout=10, stdin=subprocess.DEVNULL)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    free = [int(v) for v in out.stdout.split() if v.strip().isdigit()]
+    return min(free) * (1 << 20) if out.returncode == 0 and free else None

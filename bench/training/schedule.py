@@ -1,0 +1,141 @@
+"""A training loop's bookkeeping, shared by every path: where its steps fall (warmup, timed
+windows, the trace), the gate before each window, the step timer, the window clocks, progress,
+and what the loop returns.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from bench.protocol import TRACE, WINDOW, ProgressFn
+from bench.timing import StepTimer
+from bench.training.gate import Gate
+from bench.training.tracing import TraceWindow
+
+
+@dataclass
+class LoopResult:
+    timer: StepTimer
+    first_step_end: float  # wall clock (time.time) when step 1 completed: ends "startup"
+    notes: list[str] = field(default_factory=list)
+    # Seconds spent in bench's own per-step code (hooks, timer, progress) during the warmup
+    # and timed steps. It runs between two step boundaries, so it is inside the samples: this is
+    # the harness's overhead on the measured step time, measured rather than argued.
+    harness_s: float = 0.0
+    # The loop's input iterator (Keras fit's own, or the custom loop's), kept alive on purpose:
+    # destroying a tf.data iterator waits for its background threads (0.3-3 s per variant
+    # inside a run of the default scenario). Workers end with os._exit, so it is never
+    # destroyed and never costs the run that wait.
+    iterator: Any = None
+    # Wall-clock seconds of each timed window, from its release at the gate to its last step's
+    # completion: the clock the headline examples/s divides by.
+    window_s: list[float] = field(default_factory=list)
+    # When each timed window was released (time.time(), the clock every process shares), so a
+    # run can show that no two variants' windows overlapped.
+    window_started_at: list[float] = field(default_factory=list)
+    # Runs n more steps with no per-step hook or host sync and returns their wall-clock seconds
+    # (None where the path has no such mode): the observer effect's yardstick.
+    unobserved: Callable[[int], float] | None = None
+
+
+@dataclass(frozen=True)
+class Schedule:
+    """Where a loop's steps fall: warmup, `repeats` timed windows of `window_steps`, then the
+    traced window; the gate stands before every window and before the trace."""
+
+    warmup_steps: int
+    window_steps: int
+    repeats: int
+    gate: Gate
+
+    @property
+    def timed_steps(self) -> int:
+        return self.window_steps * self.repeats
+
+    @property
+    def total_steps(self) -> int:
+        return self.warmup_steps + self.timed_steps
+
+    def window_starting_at(self, step: int) -> int | None:
+        """The index of the timed window whose first step is `step`, if any."""
+        offset = step - self.warmup_steps
+        if 0 <= offset < self.timed_steps and offset % self.window_steps == 0:
+            return offset // self.window_steps
+        return None
+
+    def ends_a_window(self, steps_done: int) -> bool:
+        offset = steps_done - self.warmup_steps
+        return 0 < offset <= self.timed_steps and offset % self.window_steps == 0
+
+
+class LoopClock:
+    """Shared bookkeeping for both paths: lap the timer, stamp step 1, report progress sparingly,
+    and account for its own time (`harness_s`) until the traced steps begin."""
+
+    def __init__(self, schedule: Schedule, total_steps: int, progress: ProgressFn,
+                 min_interval_s: float = 0.2):
+        self.schedule = schedule
+        self.timer = StepTimer()
+        self.total = total_steps
+        self.window_s: list[float] = []
+        self.window_started_at: list[float] = []
+        self._window_started = 0.0
+        self.progress = progress
+        self.first_step_end = 0.0
+        self.harness_s = 0.0
+        self.accounting = True  # off once tracing starts: traced steps are not timed windows
+        self._min_interval = min_interval_s
+        self._last_report = 0.0
+
+    def start(self) -> None:
+        self.timer.start()
+
+    def before(self, step: int, entered: float) -> float:
+        """Before the block starting at `step` (the hook began at `entered`): at a window's
+        start, wait for the gate, then restart the timer so the idle time at the gate is in no
+        sample. Returns when bench's own time in this hook counts from."""
+        if step == 0:
+            self.start()
+        window = self.schedule.window_starting_at(step)
+        if window is None:
+            return entered
+        self.account(entered)
+        self.schedule.gate.wait(WINDOW, window)
+        self.start()
+        self._window_started = time.perf_counter()
+        self.window_started_at.append(time.time())
+        return self._window_started
+
+    def before_trace(self, trace: TraceWindow) -> None:
+        self.schedule.gate.wait(TRACE)
+        self.accounting = False  # traced steps are not timed windows
+        trace.start()
+        self.start()  # profiler start-up is not part of the first traced step
+
+    def lap(self, steps: int, entered: float | None = None) -> None:
+        """Close a block of `steps` steps; `entered` is when the caller's hook began, if any."""
+        entered = entered if entered is not None else time.perf_counter()
+        self.timer.lap(steps)
+        if self.schedule.ends_a_window(self.timer.steps):
+            self.window_s.append(time.perf_counter() - self._window_started)
+        now = time.time()
+        if not self.first_step_end:
+            self.first_step_end = now
+        done = self.timer.steps
+        if done >= self.total or now - self._last_report >= self._min_interval:
+            self._last_report = now
+            self.progress(done, self.total)
+        self.account(entered)
+
+    def account(self, entered: float) -> None:
+        """Add the time since `entered` (a perf_counter reading) to bench's own per-step time."""
+        if self.accounting:
+            self.harness_s += time.perf_counter() - entered
+
+    def result(self, notes: list[str], iterator: Any = None,
+               unobserved: Callable[[int], float] | None = None) -> LoopResult:
+        return LoopResult(self.timer, self.first_step_end, notes, self.harness_s, iterator,
+                          self.window_s, self.window_started_at, unobserved)

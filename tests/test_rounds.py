@@ -1,0 +1,207 @@
+"""Interleaved timed windows, the A/A control and the headline figure.
+
+The fast part checks the arithmetic (batches, the schedule's windows, the noise floor); the slow
+part runs real variants through `bench run` and checks, from the records' own clocks, that no
+two variants' timed windows overlapped, that rounds were shuffled, that the two clocks of the
+headline agree, and that `--no-interleave` runs the variants one after another.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import pytest
+
+from bench.compare.noise import describe, noise_floor, within_noise
+from bench.launch.rounds import batches
+from bench.timing import throughput
+from bench.training.gate import Gate
+from bench.training.schedule import Schedule
+from tests.conftest import BenchRun, bench_run, write_scenario
+
+# --------------------------------------------------------------------------------------------
+# Fast: no TensorFlow
+
+
+def test_batches_are_even_and_keep_the_order() -> None:
+    assert [len(b) for b in batches(list(range(13)), 5)] == [5, 4, 4]
+    assert [x for b in batches(list(range(13)), 5) for x in b] == list(range(13))
+    assert batches(list(range(3)), 8) == [[0, 1, 2]]
+    assert batches([], 4) == []
+    with pytest.raises(ValueError):
+        batches([1], 0)
+
+
+def test_schedule_places_a_gate_before_every_window() -> None:
+    schedule = Schedule(warmup_steps=4, window_steps=3, repeats=2, gate=Gate(None, 1.0))
+    starts = {step: schedule.window_starting_at(step) for step in range(12)}
+    assert {s: w for s, w in starts.items() if w is not None} == {4: 0, 7: 1}
+    assert [n for n in range(12) if schedule.ends_a_window(n)] == [7, 10]
+    assert schedule.total_steps == 10 and schedule.timed_steps == 6
+
+
+def test_headline_is_examples_over_the_window_clocks() -> None:
+    windows = [[0.01] * 10, [0.02] * 10]
+    thr = throughput(windows, global_batch=64, window_s=[0.11, 0.21])
+    assert thr.headline == pytest.approx(64 * 20 / 0.32)
+    assert thr.per_repeat == pytest.approx([640 / 0.11, 640 / 0.21])
+    assert thr.mean_rate == pytest.approx(64 * 20 / 0.30)
+    assert thr.median == pytest.approx(64 / 0.015)
+    with pytest.raises(ValueError):
+        throughput(windows, 64, window_s=[0.1])
+
+
+def control_records(base_rates: list[float], twin_rates: list[float]) -> list[dict[str, Any]]:
+    def rec(role: str, rates: list[float]) -> dict[str, Any]:
+        headline = len(rates) / sum(1.0 / r for r in rates)
+        return {"variant_id": f"v-{role}", "status": "ok", "variant": {"control": role},
+                "throughput": {"headline": headline, "median": headline, "per_repeat": rates}}
+    return [rec("baseline", base_rates), rec("twin", twin_rates)]
+
+
+def test_noise_floor_from_the_control_twins() -> None:
+    floor = noise_floor(control_records([100.0, 102.0, 98.0, 100.0], [101.0, 103.0, 99.0, 101.0]))
+    assert floor is not None
+    assert floor["difference_pct"] == pytest.approx(1.0, abs=0.05)
+    lo, hi = floor["interval_pct"]
+    assert lo <= floor["difference_pct"] <= hi
+    assert floor["rounds"] == 4 and floor["baseline"] == "v-baseline"
+    line = describe(floor)
+    assert line.startswith("noise floor: ") and "+1.0%" in line and "95% interval" in line
+    assert within_noise(1.009, floor) and not within_noise(1.10, floor)
+
+
+def test_no_noise_floor_without_both_twins() -> None:
+    records = control_records([100.0, 100.0], [100.0, 100.0])
+    assert noise_floor(records[:1]) is None
+    assert describe(None).startswith("noise floor: not measured")
+    assert not within_noise(1.0, None)
+
+
+# --------------------------------------------------------------------------------------------
+# Slow: real variants through `bench run`
+
+SCENARIO = """
+[[strategies]]
+name = "default"
+
+[[strategies]]
+name = "mirrored"
+replicas = 1
+
+[measure]
+warmup_steps = 5
+steps = 12
+repeats = 4
+trace_steps = 0
+timeout_s = 240
+
+[train]
+api = ["fit", "ctl"]
+"""
+
+
+@pytest.fixture(scope="module")
+def interleaved(tmp_path_factory: pytest.TempPathFactory) -> BenchRun:
+    tmp = tmp_path_factory.mktemp("interleaved")
+    return bench_run(write_scenario(tmp, SCENARIO, name="rounds"), tmp / "results")
+
+
+@pytest.fixture(scope="module")
+def sequential(tmp_path_factory: pytest.TempPathFactory) -> BenchRun:
+    tmp = tmp_path_factory.mktemp("sequential")
+    return bench_run(write_scenario(tmp, SCENARIO, name="rounds"), tmp / "results",
+                     "--no-interleave", "--no-control")
+
+
+def windows_of(record: dict[str, Any]) -> list[tuple[float, float]]:
+    measurement = record["measurement"]
+    return [(start, start + seconds) for start, seconds in
+            zip(measurement["window_started_at"], measurement["window_s"], strict=True)]
+
+
+@pytest.mark.slow
+class TestInterleavedRun:
+    def test_every_variant_and_the_control_twin_is_ok(self, interleaved: BenchRun) -> None:
+        assert interleaved.proc.returncode == 0, interleaved.proc.stdout + interleaved.proc.stderr
+        ids = [r["variant_id"] for r in interleaved.records]
+        assert ids[:2] == ["default-r1-fit-float32-gb16", "default-r1-fit-float32-gb16-control"]
+        assert len(ids) == 5 and all(r["status"] == "ok" for r in interleaved.records)
+        roles = {r["variant_id"]: r["variant"]["control"] for r in interleaved.records}
+        assert roles[ids[0]] == "baseline" and roles[ids[1]] == "twin"
+        assert sum(role is not None for role in roles.values()) == 2
+
+    def test_no_two_variants_windows_overlap(self, interleaved: BenchRun) -> None:
+        spans = sorted((start, end, r["variant_id"]) for r in interleaved.records
+                       for start, end in windows_of(r))
+        assert len(spans) == 5 * 4
+        for (_, end, first), (start, _, second) in zip(spans, spans[1:], strict=False):
+            assert end <= start + 1e-3, f"{first} and {second} ran at once"
+
+    def test_rounds_are_shuffled_and_every_variant_took_part_in_each(self, interleaved: BenchRun
+                                                                      ) -> None:
+        records = interleaved.records
+        rounds = {r["interleave"]["rounds"] for r in records}
+        assert rounds == {5}  # 4 timed windows and the unobserved block
+        orders = [tuple(sorted(records, key=lambda r: r["interleave"]["positions"][k]))
+                  for k in range(5)]
+        assert len({tuple(r["variant_id"] for r in order) for order in orders}) > 1
+        for k in range(5):
+            assert sorted(r["interleave"]["positions"][k] for r in records) == list(range(5))
+
+    def test_windows_run_in_round_order_across_variants(self, interleaved: BenchRun) -> None:
+        """Window k of every variant ends before window k+1 of any variant starts."""
+        records = interleaved.records
+        for k in range(3):
+            last_end = max(windows_of(r)[k][1] for r in records)
+            next_start = min(windows_of(r)[k + 1][0] for r in records)
+            assert last_end <= next_start + 1e-3
+
+    def test_the_two_clocks_of_the_headline_agree(self, interleaved: BenchRun) -> None:
+        for rec in interleaved.records:
+            thr = rec["throughput"]
+            laps = sum(sum(w) for w in rec["samples"]["timed"])
+            walls = sum(rec["measurement"]["window_s"])
+            assert walls >= laps * 0.999, rec["variant_id"]  # the window clock holds every lap
+            assert thr["headline"] == pytest.approx(thr["mean_rate"], rel=0.02), rec["variant_id"]
+            assert thr["headline"] == pytest.approx(
+                rec["effective"]["global_batch"] * 4 * 12 / walls, rel=1e-9)
+            assert rec["measurement"]["interleaved"] is True
+            assert rec["measurement"]["gate_wait_s"] > 0
+
+    def test_observer_effect_is_measured(self, interleaved: BenchRun) -> None:
+        for rec in interleaved.records:
+            observer = rec["observer"]
+            assert observer["status"] == "ok", observer
+            assert observer["ratio"] == pytest.approx(
+                observer["observed_window_s"] / observer["unobserved_s"])
+            assert 0.3 < observer["ratio"] < 3.0, observer
+            assert observer["flagged"] is (observer["ratio"] > 1.02)
+
+    def test_noise_floor_line_and_within_noise_marks(self, interleaved: BenchRun) -> None:
+        out = interleaved.proc.stdout
+        floor = noise_floor(interleaved.records)
+        assert floor is not None and floor["rounds"] == 4
+        assert describe(floor) in " ".join(out.split())
+        assert math.isfinite(floor["difference_pct"])
+
+
+@pytest.mark.slow
+def test_no_interleave_runs_variants_one_after_another(sequential: BenchRun) -> None:
+    assert sequential.proc.returncode == 0, sequential.proc.stdout + sequential.proc.stderr
+    records = sequential.records
+    assert len(records) == 4 and not any(r["variant"]["control"] for r in records)
+    for earlier, later in zip(records, records[1:], strict=False):
+        assert windows_of(earlier)[-1][1] <= windows_of(later)[0][0]
+    for rec in records:
+        assert rec["measurement"]["interleaved"] is False
+        assert rec["measurement"]["gate_wait_s"] == 0 and "interleave" not in rec
+    assert "noise floor: not measured" in sequential.proc.stdout
+
+
+def test_cli_help_names_the_interleave_and_control_switches() -> None:
+    from tests.conftest import bench
+
+    out = bench("run", "--help").stdout
+    assert "--no-interleave" in out and "--no-control" in out
