@@ -47,3 +47,27 @@ def precision_pairs(records: Sequence[dict[str, Any]]) -> list[tuple[dict[str, A
            and r["variant"].get("precision") == "float32"}
     return [(f32[key(r)], r) for r in records if r.get("status") == "ok"
             and r["variant"].get("precision") != "float32" and key(r) in f32]
+
+
+# Tracing that slowed the traced steps by more than this is named beside the breakdown.
+TRACE_INFLATION_LIMIT = 1.5
+BREAKDOWN_PARTS = ("input", "compute", "collective", "other")
+
+
+def step_breakdown(rec: dict[str, Any]) -> dict[str, Any] | None:
+    """Where a step's time goes, as shares of the traced step, and those shares applied to the
+    untraced median step (the profiler slows the traced steps, so its own milliseconds would
+    overstate the step); with how much tracing slowed the steps. None without an analysis."""
+    trace = rec.get("trace") or {}
+    analysis = trace.get("analysis") or {}
+    parts = analysis.get("breakdown_ms") or {}
+    total = sum(v for v in (parts.get(k) for k in BREAKDOWN_PARTS) if v)
+    if analysis.get("status") != "ok" or not total:
+        return None
+    shares = {k: (parts.get(k) or 0.0) / total for k in BREAKDOWN_PARTS}
+    untraced_ms = ((rec.get("step_time") or {}).get("median") or 0.0) * 1e3
+    ratio = trace.get("overhead_ratio")
+    return {"shares": shares, "untraced_step_ms": untraced_ms,
+            "scaled_ms": {k: share * untraced_ms for k, share in shares.items()},
+            "traced_step_ms": total, "profiler_ratio": ratio,
+            "inflated": bool(ratio and ratio > TRACE_INFLATION_LIMIT)}

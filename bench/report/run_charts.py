@@ -6,7 +6,13 @@ from __future__ import annotations
 from typing import Any
 
 from bench.report.chart import Chart, categories_axis, colour, layout, line_shape
-from bench.report.records import iqr_whiskers, ok_with_throughput, precision_pairs, timed_samples
+from bench.report.records import (
+    iqr_whiskers,
+    ok_with_throughput,
+    precision_pairs,
+    step_breakdown,
+    timed_samples,
+)
 from bench.report.runs import RunView
 from bench.scaling import group_key, replicas_of
 from bench.scenario.schema import BASELINE_STRATEGIES
@@ -134,25 +140,39 @@ def missing_breakdown_reason(rec: dict[str, Any]) -> str:
 
 def breakdown_chart(run: RunView) -> Chart:
     chart = Chart("breakdown", "Where the step time goes (from the profiler trace)",
-                  "Mean traced step split into input (waiting for data), compute, collective "
-                  "(all-reduce / parameter transfer) and other (host overhead, launch), in ms. "
-                  "From xprof's analysis of the traced window after the timed steps.")
-    with_breakdown = [r for r in run.ok if (_analysis(r).get("status") == "ok"
-                                            and _analysis(r).get("breakdown_ms"))]
+                  "The traced step split into input (waiting for data), compute, collective "
+                  "(all-reduce / parameter transfer) and other (host overhead, launch), as shares "
+                  "of the step applied to the untraced median step, in ms: the profiler slows the "
+                  "steps it traces, so its own milliseconds would overstate the step. From xprof's "
+                  "analysis of the traced window after the timed steps; a † marks a variant whose "
+                  "traced steps ran over 1.5× slower than untraced.")
+    splits = {r["variant_id"]: step_breakdown(r) for r in run.ok}
+    with_breakdown = [r for r in run.ok if splits[r["variant_id"]]]
     without = [r for r in run.ok if r not in with_breakdown]
+    notes = []
     if without:
-        chart.note = "No breakdown for: " + "; ".join(
-            f"{r['variant_id']} ({missing_breakdown_reason(r).strip().rstrip(':')})" for r in without)
+        notes.append("No breakdown for: " + "; ".join(
+            f"{r['variant_id']} ({missing_breakdown_reason(r).strip().rstrip(':')})" for r in without))
+    inflated = [f"{vid} ({split['profiler_ratio']:.1f}×)" for vid, split in splits.items()
+                if split and split["inflated"]]
+    if inflated:
+        notes.append("Tracing slowed the traced steps of " + ", ".join(inflated) + ": read their "
+                     "shares, not the traced milliseconds.")
+    chart.note = " ".join(notes) or chart.note
     if not with_breakdown:
         return chart
-    labels = [r["variant_id"] for r in with_breakdown]
+    labels = [r["variant_id"] + (" †" if splits[r["variant_id"]]["inflated"] else "")
+              for r in with_breakdown]
     data = [{"type": "bar", "orientation": "h", "name": part, "y": labels,
-             "x": [_analysis(r)["breakdown_ms"].get(part, 0.0) for r in with_breakdown],
+             "x": [splits[r["variant_id"]]["scaled_ms"][part] for r in with_breakdown],
+             "customdata": [100 * splits[r["variant_id"]]["shares"][part] for r in with_breakdown],
              "marker": {"color": col},
-             "hovertemplate": "%{y}<br>" + part + ": %{x:.3f} ms<extra></extra>"}
+             "hovertemplate": "%{y}<br>" + part + ": %{customdata:.1f}% of the step, "
+                              "%{x:.3f} ms<extra></extra>"}
             for part, col in BREAKDOWN_COLOURS.items()]
     chart.figure = {"data": data, "layout": layout(
-        _height(len(labels)), barmode="stack", xaxis={"title": {"text": "ms per step"}},
+        _height(len(labels)), barmode="stack",
+        xaxis={"title": {"text": "ms per untraced step"}},
         legend={"orientation": "h", "y": 1.08}, yaxis=categories_axis())}
     return chart
 

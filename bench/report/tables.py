@@ -15,6 +15,7 @@ from typing import Any
 from bench.checks.verdicts import ACCURACY, LOSS_PARITY, CheckKind
 from bench.compare.noise import within_noise
 from bench.records import headline
+from bench.report.records import BREAKDOWN_PARTS, step_breakdown
 from bench.report.runs import RunView
 from bench.scaling import replicas_of
 from bench.scenario.schema import BASELINE_STRATEGIES
@@ -52,7 +53,6 @@ def figures_row(run: RunView, rec: dict[str, Any]) -> list[Cell]:
     step = rec.get("step_time") or {}
     timing = rec.get("timing") or {}
     analysis = (rec.get("trace") or {}).get("analysis") or {}
-    parts = analysis.get("breakdown_ms") or {}
     loss = rec.get("loss") or {}
     use = rec.get("utilization") or {}
     effective = rec.get("effective") or v
@@ -61,6 +61,7 @@ def figures_row(run: RunView, rec: dict[str, Any]) -> list[Cell]:
                if base and thr.get("median") and v.get("strategy") not in BASELINE_STRATEGIES
                else None)
     observer = rec.get("observer") or {}
+    split = step_breakdown(rec)  # shares of the traced step, on the untraced step's scale
     profiler = (rec.get("trace") or {}).get("overhead_ratio")
     loss_text = (f"{loss['initial']:.3f} → {loss['final']:.3f}"
                  if loss.get("initial") is not None and loss.get("final") is not None else "–")
@@ -77,7 +78,7 @@ def figures_row(run: RunView, rec: dict[str, Any]) -> list[Cell]:
         _num(step.get("median"), ".2f", 1e3), _num(step.get("p5"), ".2f", 1e3),
         _num(step.get("p95"), ".2f", 1e3),
         _num(timing.get("startup_s"), ".1f"), _num(timing.get("first_step_s"), ".2f"),
-        *(_num(parts.get(k), ".2f") for k in ("input", "compute", "collective", "other")),
+        *(_num((split or {}).get("scaled_ms", {}).get(k), ".2f") for k in BREAKDOWN_PARTS),
         _num(analysis.get("input_bound_pct"), ".1f"),
         Cell(loss_text, loss.get("final") if loss.get("final") is not None else float("inf"),
              True),

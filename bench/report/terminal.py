@@ -12,6 +12,7 @@ from bench.checks.verdicts import KINDS
 from bench.compare.noise import describe as describe_noise_floor
 from bench.compare.noise import noise_floor, within_noise
 from bench.records import headline, is_twin
+from bench.report.records import step_breakdown
 from bench.report.runs import find_baselines
 
 if TYPE_CHECKING:
@@ -49,18 +50,20 @@ def format_efficiency(record: dict[str, Any]) -> str:
 
 
 def format_breakdown(record: dict[str, Any]) -> str | None:
-    """One line on where the traced step time went, or None without a usable analysis."""
+    """One line on where the step time goes, as shares of the step scaled to the untraced step,
+    or None without a usable analysis."""
     analysis = (record.get("trace") or {}).get("analysis") or {}
-    if analysis.get("status") != "ok" or not analysis.get("breakdown_ms"):
+    split = step_breakdown(record)
+    if split is None:
         error = analysis.get("error")
         return f"trace analysis failed: {escape(error)}" if error else None
-    b = analysis["breakdown_ms"]
-    step = (analysis.get("step_time_ms") or {}).get("mean")
-    text = (f"trace: step {step:.2f} ms = input {b['input']:.2f} + compute {b['compute']:.2f} + "
-            f"collective {b['collective']:.2f} + other {b['other']:.2f} ms")
-    check = analysis.get("cross_check") or {}
-    if check.get("ratio"):
-        text += f"; trace/bench step time {check['ratio']:.2f}"
+    shares, scaled = split["shares"], split["scaled_ms"]
+    text = ("trace: " + " + ".join(f"{part} {shares[part]:.0%}" for part in shares)
+            + f" of the step; on the untraced {split['untraced_step_ms']:.2f} ms step: "
+            + " + ".join(f"{part} {scaled[part]:.2f}" for part in scaled) + " ms")
+    if split["inflated"]:
+        text += (f"; [yellow]tracing slowed the traced steps {split['profiler_ratio']:.1f}×, "
+                 "so only the shares are telling[/]")
     return text
 
 
