@@ -84,9 +84,20 @@ def failed(variant: Variant, reason: str, **error: Any) -> dict[str, Any]:
     return finish(base_record(variant), "failed", reason=reason, error=error or None)
 
 
+def control_role(record: dict[str, Any]) -> str | None:
+    """"baseline" and "twin" (the A/A control), "yardstick" (the fixed calibration workload),
+    or None for an ordinary variant."""
+    return (record.get("variant") or {}).get("control")
+
+
 def is_twin(record: dict[str, Any]) -> bool:
-    """The control twin is kept in the run but is never a variant of comparisons or scaling."""
-    return (record.get("variant") or {}).get("control") == "twin"
+    return control_role(record) == "twin"
+
+
+def counts_as_variant(record: dict[str, Any]) -> bool:
+    """The control twin and the yardstick are kept in the run but are never variants of
+    comparisons, scaling, charts or the gate: they measure the machine, not the code."""
+    return control_role(record) not in ("twin", "yardstick")
 
 
 def headline(record: dict[str, Any]) -> float:

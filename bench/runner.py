@@ -28,7 +28,15 @@ from bench.report.terminal import render_outcome_line, render_summary
 from bench.scaling import add_scaling_efficiency
 from bench.scenario.loading import load_scenario
 from bench.scenario.matrix import expand
-from bench.scenario.schema import BASELINE_STRATEGIES, Scenario, Variant
+from bench.scenario.schema import (
+    BASELINE_STRATEGIES,
+    CheckConfig,
+    DataConfig,
+    ModelConfig,
+    Scenario,
+    TrainConfig,
+    Variant,
+)
 from bench.timing import round_up
 from bench.trace.attach import attach_trace_analysis
 
@@ -102,7 +110,32 @@ def prepare(path: Path, opts: RunOptions) -> tuple[Scenario, list[Variant]]:
         variants.sort(key=lambda v: v.strategy not in BASELINE_STRATEGIES)
     if opts.control if opts.control is not None else scenario.measure.control:
         variants = with_control_twin(variants)
+        if (opts.interleave if opts.interleave is not None else scenario.measure.interleave) and \
+                any(not v.is_cluster for v in variants):
+            # beside the control pair, so it shares the first batch of live variants with them
+            controls = 2 if variants[1].control == "twin" else 0
+            variants = [*variants[:controls], yardstick(variants[0], controls), *variants[controls:]]
+            variants = [v.model_copy(update={"index": i}) for i, v in enumerate(variants)]
     return scenario, variants
+
+
+def yardstick(template: Variant, index: int = 0) -> Variant:
+    """The fixed calibration workload, the same in every run of every scenario: the seed MLP on
+    synthetic MNIST-shaped data, default strategy, Keras fit, float32, global batch 64.
+
+    It runs in the same interleaved rounds as the variants, so a comparison across runs can
+    judge each variant relative to it (bench.compare.detector): a slow spell of the machine
+    slows both and cancels, a slower model (the code under test) does not touch it.
+    """
+    return template.model_copy(update={
+        "id": "yardstick", "index": index, "strategy": "default", "replicas": 1,
+        "devices": "auto", "cross_device_ops": "auto", "workers": 1, "devices_per_worker": 1,
+        "ps": 0, "collective": "auto", "partitioner": "none", "api": "fit",
+        "precision": "float32", "distribute_dataset": None, "batch_rule": "weak",
+        "per_replica_batch": 64, "global_batch": 64, "learning_rate": 1e-3, "lr_scaling": "none",
+        "model": ModelConfig(), "data": DataConfig(name="synthetic"), "train": TrainConfig(),
+        "measure": template.measure.model_copy(update={"trace_steps": 0}),
+        "check": CheckConfig(), "control": "yardstick"})
 
 
 def with_control_twin(variants: list[Variant]) -> list[Variant]:

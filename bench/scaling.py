@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from bench.axes import variant_key
-from bench.records import headline, is_twin
+from bench.records import counts_as_variant, headline
 
 
 def replicas_of(rec: dict[str, Any]) -> int:
@@ -30,7 +30,7 @@ def add_scaling_efficiency(records: list[dict[str, Any]]) -> list[dict[str, Any]
     replica_counts: dict[tuple[Any, ...], set[int]] = {}
     for rec in records:
         variant = rec.get("variant") or {}
-        if rec.get("status") != "ok" or is_twin(rec):
+        if rec.get("status") != "ok" or not counts_as_variant(rec):
             continue
         replica_counts.setdefault(group_key(variant), set()).add(replicas_of(rec))
         if replicas_of(rec) == 1:
@@ -42,7 +42,7 @@ def add_scaling_efficiency(records: list[dict[str, Any]]) -> list[dict[str, Any]
         rec = dict(rec)
         variant = rec.get("variant") or {}
         base = reference.get(group_key(variant)) if variant else None
-        if rec.get("status") == "ok" and base and not is_twin(rec):
+        if rec.get("status") == "ok" and base and counts_as_variant(rec):
             n = replicas_of(rec)
             rec["scaling_efficiency"] = headline(rec) / (n * base)
             rec["scaling_kind"] = variant["batch_rule"]

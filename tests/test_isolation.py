@@ -45,7 +45,7 @@ PRISTINE = {"tf_context_initialized": False, "precision_policy": "float32"}
 def back_to_back(tmp_path_factory: pytest.TempPathFactory) -> BenchRun:
     tmp = tmp_path_factory.mktemp("isolation")
     scenario = write_scenario(tmp, BACK_TO_BACK, name="isolation")
-    return bench_run(scenario, tmp / "results", "--no-report")
+    return bench_run(scenario, tmp / "results", "--no-report", "--no-control")
 
 
 def test_each_variant_is_forked_from_the_server(back_to_back: BenchRun) -> None:
@@ -83,7 +83,7 @@ def test_run_reports_its_duty_cycle(back_to_back: BenchRun) -> None:
 def test_spawn_start_method_runs_a_new_interpreter(tmp_path: Path) -> None:
     scenario = write_scenario(tmp_path, BACK_TO_BACK, name="spawned")
     run = bench_run(scenario, tmp_path / "results", "--no-report", "--start-method", "spawn",
-                    "--only", "default-*")
+                    "--only", "default-*", "--no-control")
     assert run.proc.returncode == 0, run.proc.stderr
     (record,) = run.records
     assert record["launch"]["start_method"] == "spawn"

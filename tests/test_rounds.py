@@ -126,16 +126,17 @@ class TestInterleavedRun:
     def test_every_variant_and_the_control_twin_is_ok(self, interleaved: BenchRun) -> None:
         assert interleaved.proc.returncode == 0, interleaved.proc.stdout + interleaved.proc.stderr
         ids = [r["variant_id"] for r in interleaved.records]
-        assert ids[:2] == ["default-r1-fit-float32-gb16", "default-r1-fit-float32-gb16-control"]
-        assert len(ids) == 5 and all(r["status"] == "ok" for r in interleaved.records)
+        assert ids[:3] == ["default-r1-fit-float32-gb16", "default-r1-fit-float32-gb16-control",
+                           "yardstick"]
+        assert len(ids) == 6 and all(r["status"] == "ok" for r in interleaved.records)
         roles = {r["variant_id"]: r["variant"]["control"] for r in interleaved.records}
-        assert roles[ids[0]] == "baseline" and roles[ids[1]] == "twin"
-        assert sum(role is not None for role in roles.values()) == 2
+        assert [roles[i] for i in ids[:3]] == ["baseline", "twin", "yardstick"]
+        assert sum(role is not None for role in roles.values()) == 3
 
     def test_no_two_variants_windows_overlap(self, interleaved: BenchRun) -> None:
         spans = sorted((start, end, r["variant_id"]) for r in interleaved.records
                        for start, end in windows_of(r))
-        assert len(spans) == 5 * 4
+        assert len(spans) == 6 * 4
         for (_, end, first), (start, _, second) in zip(spans, spans[1:], strict=False):
             assert end <= start + 1e-3, f"{first} and {second} ran at once"
 
@@ -148,7 +149,7 @@ class TestInterleavedRun:
                   for k in range(5)]
         assert len({tuple(r["variant_id"] for r in order) for order in orders}) > 1
         for k in range(5):
-            assert sorted(r["interleave"]["positions"][k] for r in records) == list(range(5))
+            assert sorted(r["interleave"]["positions"][k] for r in records) == list(range(6))
 
     def test_windows_run_in_round_order_across_variants(self, interleaved: BenchRun) -> None:
         """Window k of every variant ends before window k+1 of any variant starts."""

@@ -78,6 +78,8 @@ def nightly(
     confirm: Annotated[int, typer.Option(min=0, help="Re-runs of each suspected regression; it "
                                                      "counts only if every re-run regresses.")
                        ] = 2,
+    only: Annotated[Optional[list[str]], typer.Option(help="Run and gate only variants whose id "
+                                                      "matches this glob (repeatable).")] = None,
 ) -> None:
     """Run SCENARIOS into the store, gate each new run against the store, render the report.
 
@@ -91,7 +93,8 @@ def nightly(
     from bench.runner import RunOptions
 
     outcome = run_nightly(scenarios or list(NIGHTLY_SCENARIOS), store, reports_dir,
-                          RunOptions(quick=quick), console, confirm_runs=confirm)
+                          RunOptions(quick=quick, only=only or []), console,
+                          confirm_runs=confirm)
     raise typer.Exit(code=outcome.exit_code)
 
 

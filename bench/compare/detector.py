@@ -17,7 +17,8 @@ from typing import Any
 import numpy as np
 
 from bench.axes import variant_key
-from bench.records import is_twin
+from bench.compare.yardstick import relative_to_yardstick
+from bench.records import counts_as_variant
 
 DEFAULT_MIN_EFFECT = 0.05
 DEFAULT_ALPHA = 0.01
@@ -172,12 +173,17 @@ def run_to_run_check(verdict: Verdict, history_medians: list[float]) -> Verdict:
     return verdict
 
 
+RELATIVE_NOTE = ("step times are judged relative to the yardstick each run measured in its own "
+                 "rounds, so a slow spell of the machine that hit a whole run cancels")
+
+
 @dataclass
 class Comparison:
     verdicts: list[Verdict] = field(default_factory=list)
     refused: str | None = None
     baseline_runs: int = 1  # runs behind the run-to-run check (1: a single baseline run)
     confirmations: int = 0  # re-runs of suspect variants behind `confirm`
+    relative: bool = False  # step times judged relative to each run's yardstick
 
     @property
     def regressed(self) -> bool:
@@ -195,6 +201,7 @@ class Comparison:
     def to_dict(self) -> dict[str, Any]:
         return {"regressed": self.regressed, "refused": self.refused,
                 "baseline_runs": self.baseline_runs, "confirmations": self.confirmations,
+                "relative_to_yardstick": self.relative,
                 "caveat": self.caveat,
                 "verdicts": [v.to_dict() for v in self.verdicts]}
 
@@ -251,17 +258,23 @@ def compare_records(base: list[dict[str, Any]], cand: list[dict[str, Any]], *,
                     min_effect: float | None = None, alpha: float = DEFAULT_ALPHA,
                     force: bool = False, seed: int = 0,
                     history: list[list[dict[str, Any]]] | None = None,
-                    always_ci: bool = True, run_to_run: bool = True) -> Comparison:
+                    always_ci: bool = True, run_to_run: bool = True,
+                    use_yardstick: bool = True) -> Comparison:
     """Match records by identity and judge each pair; report vanished and newly failing ones.
 
     `history`: the records of several baseline runs (a baseline store); with two or more, each
     variant is judged against its typical stored run (`typical_baseline`), and, with
     `run_to_run`, a within-run verdict must also stand out from run-to-run variation (`bench
-    nightly` turns that off and re-runs suspects instead: see `confirm`).
+    nightly` turns that off and re-runs suspects instead: see `confirm`). When every run has a
+    yardstick measured in its own rounds, step times are judged relative to it
+    (`bench.compare.yardstick`), so a machine-wide slow spell cancels.
     """
-    base = [r for r in base if not is_twin(r)]  # the A/A control is no variant of its own
-    cand = [r for r in cand if not is_twin(r)]
-    history = [[r for r in run if not is_twin(r)] for run in history] if history else history
+    relative = False
+    if use_yardstick:
+        base, cand, history, relative = relative_to_yardstick(base, cand, history)
+    base = [r for r in base if counts_as_variant(r)]  # controls measure the machine
+    cand = [r for r in cand if counts_as_variant(r)]
+    history = [[r for r in run if counts_as_variant(r)] for run in history] if history else history
     history_medians = _history_medians(history or [])
     mismatch = _environment_mismatch(base, cand)
     if mismatch and not force:
@@ -270,7 +283,7 @@ def compare_records(base: list[dict[str, Any]], cand: list[dict[str, Any]], *,
         base = typical_baseline(base, history)
     base_by_key = {identity(r): r for r in base}
     cand_by_key = {identity(r): r for r in cand}
-    comparison = Comparison(baseline_runs=max(1, len(history or [])))
+    comparison = Comparison(baseline_runs=max(1, len(history or [])), relative=relative)
     for key in list(base_by_key) + [k for k in cand_by_key if k not in base_by_key]:
         b, c = base_by_key.get(key), cand_by_key.get(key)
         name = (c or b or {}).get("variant_id", str(key))
@@ -341,6 +354,8 @@ def to_markdown(comparison: Comparison, baseline: str, candidate: str) -> str:
         return "\n".join(lines + [f"Refused: {comparison.refused}", ""])
     if comparison.caveat:
         lines += [f"> Caveat: {comparison.caveat}", ""]
+    if comparison.relative:
+        lines += [f"> {RELATIVE_NOTE}", ""]
     lines += ["| variant | status | step-time ratio (cand/base) | CI | p | min effect | note |",
               "| --- | --- | --- | --- | --- | --- | --- |"]
     for v in comparison.verdicts:

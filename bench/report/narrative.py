@@ -11,7 +11,7 @@ from typing import Any
 from bench.checks.verdicts import ACCURACY, LOSS_PARITY, CheckKind
 from bench.compare.noise import describe as describe_noise_floor
 from bench.compare.noise import within_noise
-from bench.records import headline, is_twin
+from bench.records import counts_as_variant, headline
 from bench.report.records import precision_pairs
 from bench.report.runs import RunView
 from bench.scaling import replicas_of
@@ -32,7 +32,7 @@ def _versus(ratio: float, run: RunView) -> str:
 
 
 def fastest(run: RunView) -> str | None:
-    recs = [r for r in run.ok if (r.get("throughput") or {}).get("median") and not is_twin(r)]
+    recs = [r for r in run.ok if (r.get("throughput") or {}).get("median") and counts_as_variant(r)]
     if not recs:
         return None
     best = max(recs, key=_thr)

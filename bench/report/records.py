@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from bench.axes import variant_key
-from bench.records import is_twin
+from bench.records import counts_as_variant
 from bench.report.runs import RunView
 from bench.timing import percentile
 
@@ -19,7 +19,7 @@ from bench.timing import percentile
 def ok_with_throughput(run: RunView) -> list[dict[str, Any]]:
     """Ok records that measured a throughput: the ones a throughput figure can place (the A/A
     control twin is left out: it states the noise floor, it is no variant of its own)."""
-    return [r for r in run.ok if (r.get("throughput") or {}).get("median") and not is_twin(r)]
+    return [r for r in run.ok if (r.get("throughput") or {}).get("median") and counts_as_variant(r)]
 
 
 def timed_samples(rec: dict[str, Any]) -> list[float]:

@@ -15,7 +15,7 @@ from typing import Any
 from bench import results
 from bench.axes import variant_key
 from bench.compare.noise import noise_floor
-from bench.records import is_twin
+from bench.records import counts_as_variant
 from bench.scaling import add_scaling_efficiency
 from bench.scenario.schema import BASELINE_STRATEGIES
 
@@ -107,7 +107,7 @@ def baseline_key(variant: dict[str, Any]) -> tuple[Any, ...]:
 def find_baselines(records: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
     """variant id → the ok default/one_device record with the same API, precision and per-replica
     batch (falling back to the same API and precision)."""
-    bases = [r for r in records if r.get("status") == "ok" and not is_twin(r)
+    bases = [r for r in records if r.get("status") == "ok" and counts_as_variant(r)
              and r["variant"].get("strategy") in BASELINE_STRATEGIES]
     out: dict[str, dict[str, Any]] = {}
     for rec in records:

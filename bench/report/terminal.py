@@ -11,13 +11,14 @@ from rich.table import Table
 from bench.checks.verdicts import KINDS
 from bench.compare.noise import describe as describe_noise_floor
 from bench.compare.noise import noise_floor, within_noise
-from bench.records import headline, is_twin
+from bench.records import control_role, headline
 from bench.report.records import step_breakdown
 from bench.report.runs import find_baselines
 
 if TYPE_CHECKING:
     from bench.compare.detector import Comparison
 
+CONTROL_LABELS = {"baseline": "control baseline", "twin": "control twin", "yardstick": "yardstick"}
 _STATUS_STYLE = {"ok": "green", "skipped": "yellow", "failed": "red"}
 
 
@@ -132,7 +133,7 @@ def render_summary(console: Console, records: list[dict[str, Any]]) -> None:
         strategy = v["strategy"] + ("" if v["cross_device_ops"] == "auto"
                                     else f" [{v['cross_device_ops']}]")
         if v.get("control"):
-            strategy += f" ({'control twin' if is_twin(rec) else 'control baseline'})"
+            strategy += f" ({CONTROL_LABELS[control_role(rec)]})"
         style = _STATUS_STYLE.get(rec["status"], "white")
         effective = rec.get("effective") or v  # what really ran, when the worker said so
         table.add_row(escape(strategy), _replicas_cell(v, effective), api, v["precision"],
@@ -177,4 +178,8 @@ def render_comparison(console: Console, result: Comparison, baseline: str, candi
     console.print(table)
     if result.caveat:
         console.print(f"[yellow]caveat: {escape(result.caveat)}[/]")
+    if result.relative:
+        from bench.compare.detector import RELATIVE_NOTE
+
+        console.print(f"[dim]{escape(RELATIVE_NOTE)}[/]")
     console.print("[red]REGRESSION[/]" if result.regressed else "[green]no regression[/]")

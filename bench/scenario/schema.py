@@ -327,8 +327,9 @@ class Variant(_Strict):
     train: TrainConfig
     measure: MeasureConfig
     check: CheckConfig = CheckConfig()
-    # The A/A control: "baseline" is the variant the run's twin copies, "twin" the copy.
-    control: Literal["baseline", "twin"] | None = None
+    # The run's controls: "baseline" is the variant the A/A twin copies, "twin" the copy, and
+    # "yardstick" the fixed calibration workload the nightly gate measures variants against.
+    control: Literal["baseline", "twin", "yardstick"] | None = None
 
     @property
     def is_cluster(self) -> bool:

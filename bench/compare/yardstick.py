@@ -1,0 +1,75 @@
+"""Judging runs against each other relative to the yardstick measured in their own rounds.
+
+A shared machine drifts between runs as it does within one: a whole nightly run can land in a
+slow spell, and a re-run started right after shares it, so the spell passes for a regression and
+then confirms itself. Every interleaved run therefore carries the yardstick, a fixed workload
+(`bench.runner.yardstick`) that runs in the same rounds as the variants. Dividing each timed
+window of a variant by the yardstick's median step in the same round turns step times into
+"yardstick steps": a machine-wide slow spell slows both and cancels, while a slower model, the
+code under test, leaves the yardstick alone and shows.
+
+Only used when every run of a comparison has an ok yardstick whose rounds every compared variant
+shared (one batch of live variants, the same number of windows); otherwise the comparison stays
+in seconds, as before.
+"""
+
+from __future__ import annotations
+
+import copy
+import statistics
+from typing import Any
+
+from bench.records import control_role
+
+Run = list[dict[str, Any]]
+
+
+def _yardstick(run: Run) -> dict[str, Any] | None:
+    return next((r for r in run if control_role(r) == "yardstick" and r.get("status") == "ok"),
+                None)
+
+
+def _round_medians(run: Run) -> list[float] | None:
+    """The yardstick's median step in each round, when every ok variant of the run ran in its
+    rounds (None otherwise)."""
+    stick = _yardstick(run)
+    if stick is None or not stick.get("interleave"):
+        return None
+    windows = (stick.get("samples") or {}).get("timed") or []
+    if not windows or not all(windows):
+        return None
+    for rec in run:
+        if rec.get("status") != "ok":
+            continue
+        timed = (rec.get("samples") or {}).get("timed") or []
+        batch = (rec.get("interleave") or {}).get("batch") or []
+        if stick["variant_id"] not in batch or len(timed) != len(windows):
+            return None
+    return [statistics.median(w) for w in windows]
+
+
+def _relative(run: Run, medians: list[float]) -> Run:
+    out = []
+    for rec in run:
+        timed = (rec.get("samples") or {}).get("timed")
+        if rec.get("status") != "ok" or not timed:
+            out.append(rec)
+            continue
+        rec = copy.copy(rec)
+        rec["samples"] = {**rec["samples"], "timed": [
+            [s / median for s in window] for window, median in zip(timed, medians, strict=True)]}
+        out.append(rec)
+    return out
+
+
+def relative_to_yardstick(base: Run, cand: Run, history: list[Run] | None
+                          ) -> tuple[Run, Run, list[Run] | None, bool]:
+    """The runs with every timed sample in yardstick steps, and True; or the runs unchanged and
+    False when any of them cannot be judged that way."""
+    runs = [base, cand, *(history or [])]
+    medians = [_round_medians(run) for run in runs]
+    if any(m is None for m in medians):
+        return base, cand, history, False
+    base_rel, cand_rel, *history_rel = (_relative(run, m) for run, m in zip(runs, medians,
+                                                                             strict=True))
+    return base_rel, cand_rel, (history_rel if history is not None else None), True
