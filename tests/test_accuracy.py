@@ -5,15 +5,25 @@ from __future__ import annotations
 import pytest
 
 from bench.data.arrays import DEBIAN_FASHION_MNIST_DIR
+from tests.browser import IN_CI
 from tests.conftest import BenchRun, run_in_fresh_dir
 
 pytestmark = [pytest.mark.slow,
-              pytest.mark.skipif(not DEBIAN_FASHION_MNIST_DIR.exists(),
+              pytest.mark.skipif(not DEBIAN_FASHION_MNIST_DIR.exists() and not IN_CI,
                                  reason="Debian package dataset-fashion-mnist is not installed")]
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _require_fashion_mnist() -> None:
+    """In CI a missing dataset must fail the accuracy tests, not quietly skip them."""
+    if not DEBIAN_FASHION_MNIST_DIR.exists():
+        pytest.fail(f"CI=true but {DEBIAN_FASHION_MNIST_DIR} is missing "
+                    "(apt-get install dataset-fashion-mnist)", pytrace=False)
+
 
 BODY = f"""
 strategies = [{{ name = "STRATEGY", replicas = REPLICAS }}]
-measure = {{ warmup_steps = 1, steps = 2, repeats = 1, trace_steps = 0 }}
+measure = {{ warmup_steps = 1, steps = 2, repeats = 1, trace_steps = 0, control = false }}
 
 [data]
 name = "fashion_mnist"

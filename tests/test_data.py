@@ -16,6 +16,7 @@ from bench.data.arrays import DEBIAN_FASHION_MNIST_DIR, LoadedData, load_arrays
 from bench.data.sources import make_dataset
 from bench.errors import DataUnavailable
 from bench.scenario.schema import DataConfig
+from tests.browser import IN_CI
 
 N = 20  # examples in the small hand-written datasets
 IMAGES = "train-images-idx3-ubyte"
@@ -232,10 +233,11 @@ def test_keras_cache_fashion_mnist_comes_before_debian(keras_home: Path, small) 
     assert data.source.startswith(f"keras-cache:{directory} ")
 
 
-@pytest.mark.skipif(not DEBIAN_FASHION_MNIST_DIR.exists(),
+@pytest.mark.skipif(not DEBIAN_FASHION_MNIST_DIR.exists() and not IN_CI,
                     reason="Debian package dataset-fashion-mnist is not installed")
 @pytest.mark.usefixtures("keras_home")
 def test_debian_fashion_mnist() -> None:
+    assert DEBIAN_FASHION_MNIST_DIR.exists(), f"CI=true but {DEBIAN_FASHION_MNIST_DIR} is missing"
     data = load_arrays(DataConfig(name="fashion_mnist"))
     assert data.source == f"idx:{DEBIAN_FASHION_MNIST_DIR} (train, 60000 examples)"
     assert data.x.shape == (60000, 28, 28, 1) and data.x.dtype == np.uint8
@@ -424,10 +426,11 @@ def test_test_splits_of_every_array_source(tmp_path: Path, small) -> None:
         load_arrays(cfg, "validation")
 
 
-@pytest.mark.skipif(not DEBIAN_FASHION_MNIST_DIR.exists(),
+@pytest.mark.skipif(not DEBIAN_FASHION_MNIST_DIR.exists() and not IN_CI,
                     reason="Debian package dataset-fashion-mnist is not installed")
 @pytest.mark.usefixtures("keras_home")
 def test_debian_fashion_mnist_test_split() -> None:
+    assert DEBIAN_FASHION_MNIST_DIR.exists(), f"CI=true but {DEBIAN_FASHION_MNIST_DIR} is missing"
     data = load_arrays(DataConfig(name="fashion_mnist"), "test")
     assert data.source == f"idx:{DEBIAN_FASHION_MNIST_DIR} (test, 10000 examples)"
     np.testing.assert_array_equal(np.bincount(data.y), [1000] * 10)

@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 
 from bench.data.arrays import DEBIAN_FASHION_MNIST_DIR
+from tests.browser import IN_CI
 from tests.conftest import BenchRun, bench_run, run_in_fresh_dir, write_scenario
 
 pytestmark = pytest.mark.slow
@@ -95,9 +96,10 @@ def test_strong_scaling_and_steps_per_execution(tmp_path: Path) -> None:
     assert "(strong)" in run.proc.stdout
 
 
-@pytest.mark.skipif(not DEBIAN_FASHION_MNIST_DIR.exists(),
+@pytest.mark.skipif(not DEBIAN_FASHION_MNIST_DIR.exists() and not IN_CI,
                     reason="Debian package dataset-fashion-mnist not installed")
 def test_real_fashion_mnist_from_idx_files(tmp_path: Path) -> None:
+    assert DEBIAN_FASHION_MNIST_DIR.exists(), f"CI=true but {DEBIAN_FASHION_MNIST_DIR} is missing"
     body = f"""
 [data]
 name = "fashion_mnist"

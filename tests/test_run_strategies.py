@@ -2,15 +2,22 @@
 
 from __future__ import annotations
 
+import statistics
 from pathlib import Path
 
 import pytest
 
+from bench.records import headline
+from bench.timing import MAD_TO_SIGMA
+from bench.trace.metrics import AGREEMENT
 from tests.conftest import BenchRun, bench_run, run_in_fresh_dir, write_scenario
 
 pytestmark = pytest.mark.slow
 
 MATRIX = """
+[measure]
+control = false   # no A/A twin, no yardstick: just the matrix
+
 [train]
 api = ["fit", "ctl"]
 distribute_dataset = ["experimental_distribute_dataset", "distribute_datasets_from_function"]
@@ -62,7 +69,9 @@ def test_measurements_are_complete_and_sane(matrix_run: BenchRun) -> None:
     for rec in matrix_run.records:
         v = rec["variant"]
         assert rec["throughput"]["median"] > 0
-        assert rec["throughput"]["spread_pct"] >= 0
+        step = rec["step_time"]
+        assert rec["throughput"]["spread_pct"] == pytest.approx(
+            100 * MAD_TO_SIGMA * step["mad"] / step["median"])  # the robust CV of step time
         assert rec["step_time"]["n"] == 2 * 8
         assert [len(w) for w in rec["samples"]["timed"]] == [8, 8]
         assert len(rec["samples"]["warmup"]) == 2
@@ -81,12 +90,31 @@ def test_measurements_are_complete_and_sane(matrix_run: BenchRun) -> None:
             timing["harness_s"] / len(steps) / rec["step_time"]["median"])
 
 
+def summary_rows(out: str) -> list[list[str]]:
+    """The cells of each body row of the end-of-run table, in order."""
+    return [[cell.strip() for cell in line.split("│")[1:-1]]
+            for line in out.splitlines() if line.startswith("│")]
+
+
 def test_scaling_efficiency_in_the_summary(matrix_run: BenchRun) -> None:
     out = matrix_run.proc.stdout
     assert "scaling eff." in out
-    assert "(weak)" in out
-    for rec in matrix_run.records:
-        assert rec["variant_id"] in out or rec["variant"]["strategy"] in out
+    records = matrix_run.records
+    # weak scaling: n replicas against the 1-replica mirrored point of the same API path
+    one = {(r["variant"]["api"], r["variant"]["distribute_dataset"]): headline(r) for r in records
+           if r["variant"]["strategy"] == "mirrored" and r["variant"]["replicas"] == 1}
+    rows = summary_rows(out)
+    assert len(rows) == len(records), rows
+    for rec, row in zip(records, rows, strict=True):
+        v = rec["variant"]
+        assert f"     ok {rec['variant_id']}  " in out  # its own outcome line
+        assert row[0].startswith(v["strategy"]) and row[1] == str(v["replicas"]), row
+        if v["strategy"] == "mirrored":
+            eff = headline(rec) / (v["replicas"] * one[v["api"], v["distribute_dataset"]])
+            assert row[-2] == f"{eff:.2f} (weak)", (rec["variant_id"], row)
+        else:  # no replica sweep to compare against (central_storage runs at 2 only)
+            assert row[-2] == "-", (rec["variant_id"], row)
+        assert row[-1] == "ok"
 
 
 def test_run_directory_layout(matrix_run: BenchRun) -> None:
@@ -107,14 +135,15 @@ def test_run_directory_layout(matrix_run: BenchRun) -> None:
     assert len(frame) == len(matrix_run.records)
     m2 = frame[(frame.strategy == "mirrored") & (frame.replicas == 2)]
     assert m2["scaling_efficiency"].notna().all()
-    assert (frame["examples_per_sec"] > 0).all()
+    assert frame["examples_per_sec"].tolist() == pytest.approx(
+        [r["throughput"]["median"] for r in matrix_run.records])
 
 
 def test_a_second_run_never_overwrites_the_first(tmp_path: Path) -> None:
     scenario = write_scenario(tmp_path, '[train]\napi = "ctl"\n[[strategies]]\nname = "default"\n',
                               name="twice")
-    first = bench_run(scenario, tmp_path / "results", "--steps", "4", "--repeats", "1")
-    second = bench_run(scenario, tmp_path / "results", "--steps", "4", "--repeats", "1")
+    first = bench_run(scenario, tmp_path / "results", "--steps", "4", "--repeats", "1", "--no-control")
+    second = bench_run(scenario, tmp_path / "results", "--steps", "4", "--repeats", "1", "--no-control")
     assert first.run_dir != second.run_dir
     assert len(first.records) == len(second.records) == 1
 
@@ -129,7 +158,11 @@ def test_every_variant_leaves_a_trace_outside_the_timed_window(matrix_run: Bench
         # traced steps are their own window: never part of the timed statistics
         assert len(rec["samples"]["traced"]) == trace["steps"] == 10
         assert rec["step_time"]["n"] == 16
-        assert trace["overhead_ratio"] > 0
+        # the profiler's cost: traced against untraced median step, in the same process
+        timed = [s for w in rec["samples"]["timed"] for s in w]
+        assert trace["overhead_ratio"] == pytest.approx(
+            statistics.median(rec["samples"]["traced"]) / statistics.median(timed))
+        assert 0.5 < trace["overhead_ratio"] < 10, rec["variant_id"]
 
 
 def test_every_record_carries_the_trace_breakdown(matrix_run: BenchRun) -> None:
@@ -139,14 +172,23 @@ def test_every_record_carries_the_trace_breakdown(matrix_run: BenchRun) -> None:
         breakdown = analysis["breakdown_ms"]
         assert set(breakdown) == {"input", "compute", "collective", "other"}
         assert all(v >= 0 for v in breakdown.values())
-        assert analysis["step_time_ms"]["mean"] > 0
+        assert sum(breakdown.values()) == pytest.approx(analysis["step_time_ms"]["mean"], abs=0.01)
+        # xprof's steps are bench's traced steps (less the first and last): its mean lies among them
+        trace_mean = analysis["step_time_ms"]["mean"]
+        traced_ms = [s * 1000 for s in rec["samples"]["traced"]]
+        assert 0.95 * min(traced_ms) <= trace_mean <= 1.05 * max(traced_ms), rec["variant_id"]
         assert analysis["top_ops"] and analysis["input_conclusion"]
         check = analysis["cross_check"]
-        assert check["bench_median_step_ms"] == pytest.approx(rec["step_time"]["median"] * 1000, abs=1e-3)
-        assert check["ratio"] > 0
+        bench_ms = rec["step_time"]["median"] * 1000
+        assert check["bench_median_step_ms"] == pytest.approx(bench_ms, abs=1e-3)
+        assert check["trace_mean_step_ms"] == trace_mean
+        assert check["ratio"] == pytest.approx(trace_mean / bench_ms, abs=1e-3)
+        assert check["agrees"] == (1 / AGREEMENT <= check["ratio"] <= AGREEMENT)
         if rec["variant"]["replicas"] == 2 and rec["variant"]["strategy"] == "mirrored":
             assert breakdown["collective"] > 0  # two replicas all-reduce their gradients
-    assert "trace: step" in matrix_run.proc.stdout
+        # its outcome line gives the breakdown scaled to its own untraced median step
+        untraced_ms = rec["step_time"]["median"] * 1000
+        assert f"of the step; on the untraced {untraced_ms:.2f} ms step: " in matrix_run.proc.stdout
 
 
 def test_every_record_has_flops_and_mfu_against_the_measured_peak(matrix_run: BenchRun) -> None:

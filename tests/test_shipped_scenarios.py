@@ -12,6 +12,78 @@ pytestmark = pytest.mark.slow
 
 SCENARIOS = sorted((REPO / "scenarios").glob("*.toml"))
 
+# Why a shipped variant is skipped on this CPU-only, TPU-less machine (the start of its reason).
+NO_TPU = "no TPU: TPUClusterResolver"
+FLOAT16_ON_CPU = "mixed_float16 on CPU has no fast kernels"
+MWM_FIT = "Keras fit() under MultiWorkerMirroredStrategy fails in this Keras"
+PS_FIT = "Keras 3 fit() has no ParameterServerStrategy support"
+
+# Per scenario, the variants that must be ok, the A/A control twin of the baseline (the first
+# one) included, and the variants that must be skipped, with why. Besides them every run has
+# the yardstick (a fixed calibration workload), which must be ok too; nothing else may run.
+OK: dict[str, list[str]] = {
+    "batch_sweep": [
+        "default-r1-fit-float32-gb16", "default-r1-fit-float32-gb16-control",
+        "default-r1-fit-float32-gb32", "default-r1-fit-float32-gb64", "default-r1-fit-float32-gb128",
+        "default-r1-fit-float32-gb256", "mirrored-r2-fit-float32-gb32", "mirrored-r2-fit-float32-gb64",
+        "mirrored-r2-fit-float32-gb128", "mirrored-r2-fit-float32-gb256",
+        "mirrored-r2-fit-float32-gb512"],
+    "clusters": [
+        "default-r1-ctl-float32-gb64", "default-r1-ctl-float32-gb64-control",
+        "default-r1-fit-float32-gb64", "multi_worker_mirrored-w2x1-ctl-float32-gb128",
+        "multi_worker_mirrored-w2x2-ctl-float32-gb256", "parameter_server-ps1w2-ctl-float32-gb64"],
+    "input_bound": [
+        "default-r1-fit-float32-gb64-map1-pf0", "default-r1-fit-float32-gb64-map1-pf0-control",
+        "default-r1-fit-float32-gb64-map1-pfauto", "default-r1-fit-float32-gb64-mapauto-pf0",
+        "default-r1-fit-float32-gb64-mapauto-pfauto"],
+    "lstm": [
+        "default-r1-fit-float32-gb64", "default-r1-fit-float32-gb64-control",
+        "default-r1-ctl-float32-gb64", "mirrored-r1-fit-float32-gb64", "mirrored-r1-ctl-float32-gb64",
+        "mirrored-r2-fit-float32-gb128", "mirrored-r2-ctl-float32-gb128"],
+    "mixed_precision": [
+        "default-r1-fit-float32-gb64", "default-r1-fit-float32-gb64-control",
+        "default-r1-ctl-float32-gb64", "default-r1-fit-mixed_bfloat16-gb64",
+        "default-r1-ctl-mixed_bfloat16-gb64", "mirrored-r2-fit-float32-gb128",
+        "mirrored-r2-ctl-float32-gb128", "mirrored-r2-fit-mixed_bfloat16-gb128",
+        "mirrored-r2-ctl-mixed_bfloat16-gb128"],
+    "mnist_mirrored": [
+        "default-r1-fit-float32-gb64", "default-r1-fit-float32-gb64-control",
+        "default-r1-ctl-float32-gb64", "default-r1-fit-mixed_bfloat16-gb64",
+        "default-r1-ctl-mixed_bfloat16-gb64", "mirrored-r1-fit-float32-gb64",
+        "mirrored-r1-ctl-float32-gb64", "mirrored-r2-fit-float32-gb128", "mirrored-r2-ctl-float32-gb128",
+        "central_storage-r1-fit-float32-gb64", "central_storage-r1-ctl-float32-gb64",
+        "central_storage-r2-fit-float32-gb128", "central_storage-r2-ctl-float32-gb128"],
+    "multi_worker_ctl": [
+        "default-r1-ctl-dsfn-float32-gb64", "default-r1-ctl-dsfn-float32-gb64-control",
+        "multi_worker_mirrored-w2x1-ring-ctl-dsfn-float32-gb128",
+        "multi_worker_mirrored-w3x1-ring-ctl-dsfn-float32-gb192"],
+    "resnet50": [
+        "default-r1-fit-float32-gb8", "default-r1-fit-float32-gb8-control", "default-r1-ctl-float32-gb8"],
+    "strategy_shootout": [
+        "default-r1-ctl-float32-gb64", "default-r1-ctl-float32-gb64-control",
+        "one_device-r1-ctl-float32-gb64", "mirrored-r2-ctl-float32-gb128",
+        "central_storage-r2-ctl-float32-gb128", "multi_worker_mirrored-w2x1-ctl-float32-gb128",
+        "parameter_server-ps1w2-ctl-float32-gb64"],
+}
+SKIPPED: dict[str, dict[str, str]] = {
+    "clusters": {
+        "tpu-r1-ctl-float32-gb64": NO_TPU, "tpu-r1-fit-float32-gb64": NO_TPU,
+        "multi_worker_mirrored-w2x1-fit-float32-gb128": MWM_FIT,
+        "multi_worker_mirrored-w2x2-fit-float32-gb256": MWM_FIT,
+        "parameter_server-ps1w2-fit-float32-gb64": PS_FIT},
+    "mixed_precision": {
+        "default-r1-fit-mixed_float16-gb64": FLOAT16_ON_CPU,
+        "default-r1-ctl-mixed_float16-gb64": FLOAT16_ON_CPU,
+        "mirrored-r2-fit-mixed_float16-gb128": FLOAT16_ON_CPU,
+        "mirrored-r2-ctl-mixed_float16-gb128": FLOAT16_ON_CPU},
+    "strategy_shootout": {"tpu-r1-ctl-float32-gb64": NO_TPU},
+}
+
+
+def test_every_shipped_scenario_states_its_outcomes() -> None:
+    assert sorted(OK) == [p.stem for p in SCENARIOS]
+    assert set(SKIPPED) <= set(OK)
+
 
 @pytest.mark.parametrize("scenario", SCENARIOS, ids=[p.stem for p in SCENARIOS])
 def test_shipped_scenario_runs_quick(scenario: Path, tmp_path: Path) -> None:
@@ -19,11 +91,18 @@ def test_shipped_scenario_runs_quick(scenario: Path, tmp_path: Path) -> None:
     out = run.proc.stdout + run.proc.stderr
     assert run.proc.returncode == 0, out[-3000:]
     assert "Traceback" not in out
-    statuses = {r["variant_id"]: r["status"] for r in run.records}
-    assert "ok" in statuses.values(), statuses
-    for rec in run.records:
-        if rec["status"] == "skipped":
-            assert rec["reason"], rec["variant_id"]
-        else:
-            assert rec["status"] == "ok" and rec["throughput"]["median"] > 0, rec["variant_id"]
+    ok, skipped = [*OK[scenario.stem], "yardstick"], SKIPPED.get(scenario.stem, {})
+    records = run.by_id()
+    outcomes = {vid: (rec["status"], rec["reason"]) for vid, rec in records.items()}
+    assert {vid: rec["status"] for vid, rec in records.items()} == {
+        **dict.fromkeys(ok, "ok"), **dict.fromkeys(skipped, "skipped")}, outcomes
+    for vid, why in skipped.items():
+        assert records[vid]["reason"].startswith(why), outcomes[vid]
+    for vid in ok:
+        rec = records[vid]
+        assert rec["throughput"]["median"] == pytest.approx(
+            rec["effective"]["global_batch"] / rec["step_time"]["median"]), vid
+    # the baseline (listed first), its A/A twin and the yardstick: the only control variants
+    controls = {vid: rec["variant"]["control"] for vid, rec in records.items() if rec["variant"]["control"]}
+    assert controls == {ok[0]: "baseline", f"{ok[0]}-control": "twin", "yardstick": "yardstick"}, controls
     assert (tmp_path / "reports" / run.run_dir.name / "index.html").exists()
