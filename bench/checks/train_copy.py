@@ -15,6 +15,8 @@ def train_copy(variant: Any, strategy: Any, data: Any, data_cfg: Any, *, batch: 
 
     from bench.data import sources as data_mod
     from bench.training import loops, models
+    from bench.training.gate import Gate
+    from bench.training.schedule import Schedule
 
     keras.utils.set_random_seed(variant.data.seed)
     with strategy.scope():
@@ -25,7 +27,9 @@ def train_copy(variant: Any, strategy: Any, data: Any, data_cfg: Any, *, batch: 
     def dataset(input_context: Any = None) -> Any:
         return data_mod.make_dataset(data, data_cfg, batch, input_context)
 
+    # One ungated window: the checks run after the variant's last gate, alone on the machine.
+    schedule = Schedule(warmup_steps=0, window_steps=steps, repeats=1, gate=Gate(None, 0.0))
     loops.train(variant, strategy, model, optimizer, dataset, global_batch=batch,
-                total_steps=steps, steps_per_execution=1, jit_compile=False,
+                schedule=schedule, steps_per_execution=1, jit_compile=False,
                 progress=lambda done, total: None)
     return model, dataset
