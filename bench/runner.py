@@ -113,7 +113,7 @@ def prepare(path: Path, opts: RunOptions) -> tuple[Scenario, list[Variant]]:
         if (opts.interleave if opts.interleave is not None else scenario.measure.interleave) and \
                 any(not v.is_cluster for v in variants):
             # beside the control pair, so it shares the first batch of live variants with them
-            controls = 2 if variants[1].control == "twin" else 0
+            controls = 2 if variants[0].control == "baseline" else 0
             variants = [*variants[:controls], yardstick(variants[0], controls), *variants[controls:]]
             variants = [v.model_copy(update={"index": i}) for i, v in enumerate(variants)]
     return scenario, variants

@@ -23,6 +23,7 @@ warmup_steps = 1
 steps = 3
 repeats = 1
 timeout_s = 300
+control = false   # just the four policies: no yardstick
 
 [[strategies]]
 name = "mirrored"

@@ -84,3 +84,11 @@ def test_every_interleaved_run_carries_the_yardstick_beside_its_controls() -> No
     _, plain = prepare(REPO / "scenarios" / "mnist_mirrored.toml",
                        RunOptions(interleave=False))
     assert [v.control for v in plain[:3]] == ["baseline", "twin", None]
+
+
+def test_a_run_without_a_baseline_still_gets_its_yardstick(tmp_path: Path) -> None:
+    from tests.conftest import write_scenario
+
+    path = write_scenario(tmp_path, '[[strategies]]\nname = "mirrored"\nreplicas = 2\n')
+    _, variants = prepare(path, RunOptions())
+    assert [v.control for v in variants] == ["yardstick", None, None]
