@@ -72,7 +72,9 @@ def site(run: BenchRun) -> Path:
 def test_bench_run_renders_the_report_and_says_where(run: BenchRun, site: Path) -> None:
     statuses = {r["variant_id"]: r["status"] for r in run.records}
     assert statuses["central_storage-r1-fit-float32-gb16"] == "failed"
-    assert sum(s == "ok" for s in statuses.values()) == 4, statuses
+    controls = {r["variant_id"]: r["status"] for r in run.records if r["variant"]["control"]}
+    assert set(controls.values()) == {"ok"} and len(controls) == 3, controls  # baseline, twin, yardstick
+    assert sum(s == "ok" for s in statuses.values()) == 4 + 2, statuses
     assert f"report: {site / 'index.html'}" in run.proc.stdout.replace("\n", "")
     assert (site / "index.html").exists()
 

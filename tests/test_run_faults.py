@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from bench.records import counts_as_variant
 from tests.conftest import REPO, BenchRun, run_in_fresh_dir, write_scenario
 
 pytestmark = pytest.mark.slow
@@ -63,14 +64,22 @@ def fault_run(tmp_path_factory: pytest.TempPathFactory) -> BenchRun:
     return run_in_fresh_dir(tmp_path_factory, "faults", FAULTS, model="tests.fixtures.faulty:by_strategy")
 
 
+def variants_in_file_order(run: BenchRun) -> list[dict]:
+    """The scenario's own variants (not the run's controls), in the order the file lists them."""
+    return sorted((r for r in run.records if counts_as_variant(r)),
+                  key=lambda r: r["variant"]["index"])
+
+
 def test_run_goes_on_and_exit_code_reports_failure(fault_run: BenchRun) -> None:
     assert fault_run.proc.returncode == 1
-    assert [r["status"] for r in fault_run.records] == [
+    assert [r["status"] for r in variants_in_file_order(fault_run)] == [
         "skipped", "skipped", "failed", "failed", "failed", "ok"]
+    controls = [r for r in fault_run.records if r["variant"]["control"]]
+    assert {r["status"] for r in controls} == {"ok"} and len(controls) == 3
 
 
 def test_each_reason_is_recorded(fault_run: BenchRun) -> None:
-    nccl, gpu, hang, boom, killed, _ = fault_run.records
+    nccl, gpu, hang, boom, killed, _ = variants_in_file_order(fault_run)
     assert "NcclAllReduce" in nccl["reason"]
     assert "no GPU" in gpu["reason"]
     assert "timed out after 25 s" in hang["reason"]
@@ -103,8 +112,11 @@ replicas = 1      # hangs until interrupted
     scenario = write_scenario(tmp_path, body, name="ctrlc", model="tests.fixtures.faulty:by_strategy")
     pid_file = tmp_path / "hung.pid"
     env = {**os.environ, "BENCH_TEST_PID_FILE": str(pid_file)}
+    # One after another: interleaved variants only write their records once the rounds of their
+    # batch are over, so Ctrl-C during the rounds keeps nothing of that batch.
     proc = subprocess.Popen([sys.executable, "-m", "bench", "run", str(scenario), "--results-dir",
-                             str(tmp_path / "results"), "--reports-dir", str(tmp_path / "reports")],
+                             str(tmp_path / "results"), "--reports-dir", str(tmp_path / "reports"),
+                             "--no-interleave", "--no-control"],
                             cwd=REPO, env=env,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     deadline = time.monotonic() + 120
@@ -125,3 +137,38 @@ replicas = 1      # hangs until interrupted
     time.sleep(0.5)
     assert not Path(f"/proc/{hung}").exists() or \
         Path(f"/proc/{hung}/stat").read_text().split()[2] == "Z"
+
+
+def test_ctrl_c_during_interleaved_rounds_leaves_no_process(tmp_path: Path) -> None:
+    """Interrupted while the default variant idles at its gate and the mirrored one hangs: every
+    live worker is torn down, and the run ends as an interrupted run does."""
+    body = short_ctl(300) + """
+[[strategies]]
+name = "default"
+
+[[strategies]]
+name = "mirrored"
+replicas = 1      # hangs until interrupted
+"""
+    scenario = write_scenario(tmp_path, body, name="ctrlrounds",
+                              model="tests.fixtures.faulty:by_strategy")
+    pid_file = tmp_path / "hung.pid"
+    env = {**os.environ, "BENCH_TEST_PID_FILE": str(pid_file)}
+    proc = subprocess.Popen([sys.executable, "-m", "bench", "run", str(scenario), "--results-dir",
+                             str(tmp_path / "results"), "--reports-dir", str(tmp_path / "reports")],
+                            cwd=REPO, env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 180
+    while not pid_file.exists() and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert pid_file.exists(), "the hanging variant never started"
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, out + err
+    assert "interrupted" in out and "Traceback" not in out + err
+    time.sleep(0.5)
+    leftovers = subprocess.run(["pgrep", "-f", r"bench\.(worker|launch\.forkserver).*ctrlrounds"],
+                               capture_output=True, text=True).stdout.split()
+    assert leftovers == []
+    (run_dir,) = (tmp_path / "results").iterdir()
+    assert not list((run_dir / "logs").glob("*.gate"))  # the FIFOs went with their workers

@@ -151,7 +151,9 @@ def render_summary(console: Console, records: list[dict[str, Any]]) -> None:
         if rec["status"] != "ok":
             console.print(f"  [{_STATUS_STYLE[rec['status']]}]{rec['status']}[/] "
                           f"{escape(rec['variant_id'])}: {escape(str(rec.get('reason')))}")
-    sources = {rec.get("data_source") for rec in records if rec.get("data_source")}
+    # the yardstick reads its own fixed data: not the scenario's
+    sources = {rec.get("data_source") for rec in records
+               if rec.get("data_source") and control_role(rec) != "yardstick"}
     for source in sorted(sources):
         console.print(f"data: {escape(source)}")
     for reason in sorted({rec["data_fallback_reason"] for rec in records
