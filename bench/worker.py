@@ -253,6 +253,7 @@ def measure(variant: Variant, spawn_time: float, progress: ProgressFn) -> dict[s
         "step_time": step_stats.to_dict(),
         "throughput": throughput(windows, global_batch, result.window_s).to_dict(),
         "measurement": {"interleaved": gate.interleaved, "gate_wait_s": gate.waited_s,
+                        "gate_wait_by_segment": gate.waited_by_segment,
                         "window_s": result.window_s,
                         "window_started_at": result.window_started_at},
         "observer": _observer_summary(observer, result.window_s, steps),

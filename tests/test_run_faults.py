@@ -64,22 +64,23 @@ def fault_run(tmp_path_factory: pytest.TempPathFactory) -> BenchRun:
     return run_in_fresh_dir(tmp_path_factory, "faults", FAULTS, model="tests.fixtures.faulty:by_strategy")
 
 
-def variants_in_file_order(run: BenchRun) -> list[dict]:
-    """The scenario's own variants (not the run's controls), in the order the file lists them."""
+def variants_in_run_order(run: BenchRun) -> list[dict]:
+    """The scenario's own variants (not the run's controls), in the order the run ran them: the
+    baseline (the file's last, default) first, beside its control twin, then the file's order."""
     return sorted((r for r in run.records if counts_as_variant(r)),
                   key=lambda r: r["variant"]["index"])
 
 
 def test_run_goes_on_and_exit_code_reports_failure(fault_run: BenchRun) -> None:
     assert fault_run.proc.returncode == 1
-    assert [r["status"] for r in variants_in_file_order(fault_run)] == [
-        "skipped", "skipped", "failed", "failed", "failed", "ok"]
+    assert [r["status"] for r in variants_in_run_order(fault_run)] == [
+        "ok", "skipped", "skipped", "failed", "failed", "failed"]
     controls = [r for r in fault_run.records if r["variant"]["control"]]
     assert {r["status"] for r in controls} == {"ok"} and len(controls) == 3
 
 
 def test_each_reason_is_recorded(fault_run: BenchRun) -> None:
-    nccl, gpu, hang, boom, killed, _ = variants_in_file_order(fault_run)
+    _, nccl, gpu, hang, boom, killed = variants_in_run_order(fault_run)
     assert "NcclAllReduce" in nccl["reason"]
     assert "no GPU" in gpu["reason"]
     assert "timed out after 25 s" in hang["reason"]

@@ -125,7 +125,7 @@ replicas = 2
 """
     path = tmp_path / "fmnist.toml"
     path.write_text('[scenario]\nname = "fmnist"\n[model]\nname = "cnn"\n' + body)
-    run = bench_run(path, tmp_path / "results")
+    run = bench_run(path, tmp_path / "results", "--no-control")
     assert run.proc.returncode == 0, run.proc.stdout + run.proc.stderr
     (rec,) = run.records
     assert rec["status"] == "ok", rec["reason"]

@@ -79,7 +79,10 @@ def variant_phases(record: dict[str, Any]) -> dict[str, float]:
         "analysis": parent.get("analysis_s", 0.0),
     })
     in_loop = sum(phases[p] for p in ("first_step", "warmup", "timed", "traced", "profiler"))
-    phases["loop_other"] = max(0.0, worker.get("loop", in_loop) - in_loop)
+    # the loop's own idle time at its gates (before each window and the trace) is no cost
+    waits = (record.get("measurement") or {}).get("gate_wait_by_segment") or {}
+    idle = sum(waits.get(segment, 0.0) for segment in ("window", "trace"))
+    phases["loop_other"] = max(0.0, worker.get("loop", in_loop) - in_loop - idle)
     process_s = record.get("wall_s") or 0.0
     worker_s = timing.get("worker_s")
     if worker_s is not None and process_s:

@@ -27,6 +27,7 @@ class Gate:
         self._fd = os.open(path, os.O_RDWR) if path else None
         self._timeout_s = timeout_s
         self.waited_s = 0.0  # time spent idle at the gate, outside every measurement
+        self.waited_by_segment: dict[str, float] = {}
 
     @property
     def interleaved(self) -> bool:
@@ -44,7 +45,9 @@ class Gate:
             raise GateTimeout(f"not released for {segment} {index} within {self._timeout_s:g} s")
         if os.read(self._fd, len(protocol.GO)) != protocol.GO:
             raise GateTimeout(f"unexpected message at the gate before {segment} {index}")
-        self.waited_s += time.perf_counter() - started
+        waited = time.perf_counter() - started
+        self.waited_s += waited
+        self.waited_by_segment[segment] = self.waited_by_segment.get(segment, 0.0) + waited
 
     @classmethod
     def from_env(cls, timeout_s: float) -> Gate:
