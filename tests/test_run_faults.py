@@ -101,8 +101,7 @@ def test_no_worker_outlives_the_run(fault_run: BenchRun) -> None:
     assert leftovers == []
 
 
-def test_ctrl_c_stops_cleanly_and_keeps_finished_records(tmp_path: Path) -> None:
-    body = short_ctl(300) + """
+HANGING = short_ctl(300) + """
 [[strategies]]
 name = "default"
 
@@ -110,17 +109,21 @@ name = "default"
 name = "mirrored"
 replicas = 1      # hangs until interrupted
 """
-    scenario = write_scenario(tmp_path, body, name="ctrlc", model="tests.fixtures.faulty:by_strategy")
+
+
+def interrupt_when_hung(tmp_path: Path, name: str, *args: str, wait_s: float = 120
+                        ) -> tuple[subprocess.Popen[str], str, str, Path]:
+    """`bench run` of HANGING, Ctrl-C once the mirrored variant hangs: (process, stdout, stderr,
+    the file holding the hung worker's pid). Asserts the run ended as an interrupted run does."""
+    scenario = write_scenario(tmp_path, HANGING, name=name, model="tests.fixtures.faulty:by_strategy")
     pid_file = tmp_path / "hung.pid"
     env = {**os.environ, "BENCH_TEST_PID_FILE": str(pid_file)}
-    # One after another: interleaved variants only write their records once the rounds of their
-    # batch are over, so Ctrl-C during the rounds keeps nothing of that batch.
     proc = subprocess.Popen([sys.executable, "-m", "bench", "run", str(scenario), "--results-dir",
                              str(tmp_path / "results"), "--reports-dir", str(tmp_path / "reports"),
-                             "--no-interleave", "--no-control"],
+                             *args],
                             cwd=REPO, env=env,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    deadline = time.monotonic() + 120
+    deadline = time.monotonic() + wait_s
     while not pid_file.exists() and time.monotonic() < deadline:
         time.sleep(0.2)
     assert pid_file.exists(), "the hanging variant never started"
@@ -129,6 +132,13 @@ replicas = 1      # hangs until interrupted
     assert proc.returncode == 130, out + err
     assert "interrupted" in out
     assert "Traceback" not in out + err
+    return proc, out, err, pid_file
+
+
+def test_ctrl_c_stops_cleanly_and_keeps_finished_records(tmp_path: Path) -> None:
+    # One after another: interleaved variants only write their records once the rounds of their
+    # batch are over, so Ctrl-C during the rounds keeps nothing of that batch.
+    _, _, _, pid_file = interrupt_when_hung(tmp_path, "ctrlc", "--no-interleave", "--no-control")
     (run_dir,) = (tmp_path / "results").iterdir()
     records = [json.loads(x) for x in (run_dir / "records.jsonl").read_text().splitlines()]
     assert [(r["variant"]["strategy"], r["status"]) for r in records] == [("default", "ok")]
@@ -143,31 +153,11 @@ replicas = 1      # hangs until interrupted
 def test_ctrl_c_during_interleaved_rounds_leaves_no_process(tmp_path: Path) -> None:
     """Interrupted while the default variant idles at its gate and the mirrored one hangs: every
     live worker is torn down, and the run ends as an interrupted run does."""
-    body = short_ctl(300) + """
-[[strategies]]
-name = "default"
-
-[[strategies]]
-name = "mirrored"
-replicas = 1      # hangs until interrupted
-"""
-    scenario = write_scenario(tmp_path, body, name="ctrlrounds",
-                              model="tests.fixtures.faulty:by_strategy")
-    pid_file = tmp_path / "hung.pid"
-    env = {**os.environ, "BENCH_TEST_PID_FILE": str(pid_file)}
-    proc = subprocess.Popen([sys.executable, "-m", "bench", "run", str(scenario), "--results-dir",
-                             str(tmp_path / "results"), "--reports-dir", str(tmp_path / "reports")],
-                            cwd=REPO, env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    deadline = time.monotonic() + 180
-    while not pid_file.exists() and time.monotonic() < deadline:
-        time.sleep(0.2)
-    assert pid_file.exists(), "the hanging variant never started"
-    proc.send_signal(signal.SIGINT)
-    out, err = proc.communicate(timeout=60)
-    assert proc.returncode == 130, out + err
-    assert "interrupted" in out and "Traceback" not in out + err
+    _, _, _, pid_file = interrupt_when_hung(tmp_path, "ctrlrounds", wait_s=180)
     time.sleep(0.5)
+    hung = int(pid_file.read_text())
+    assert not Path(f"/proc/{hung}").exists() or \
+        Path(f"/proc/{hung}/stat").read_text().split()[2] == "Z"
     leftovers = subprocess.run(["pgrep", "-f", r"bench\.(worker|launch\.forkserver).*ctrlrounds"],
                                capture_output=True, text=True).stdout.split()
     assert leftovers == []
