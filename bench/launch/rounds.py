@@ -102,7 +102,7 @@ class LiveVariant:
         if not self.timed_out and self.proc.popen.poll() is None:
             try:
                 self.proc.popen.wait(timeout=remaining + EXIT_GRACE_S)
-            except Exception:  # noqa: BLE001 -- subprocess.TimeoutExpired or a forked child's
+            except subprocess.TimeoutExpired:  # Popen and a forked child both raise it
                 self.timed_out = True
         self.active_s += time.monotonic() - started
         self.close()
