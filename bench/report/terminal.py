@@ -39,7 +39,8 @@ def format_versus_baseline(record: dict[str, Any], base: dict[str, Any] | None,
                            floor: dict[str, Any] | None) -> str:
     """Headline ratio to the variant's baseline in this run, "~" where the control twins
     differed as much (within the noise floor)."""
-    if base is None or not record.get("throughput") or base is record:
+    if base is None or not record.get("throughput") or base is record or \
+            control_role(record) == "yardstick":  # a fixed workload, not a scenario variant
         return "-"
     ratio = headline(record) / headline(base)
     return f"~{ratio:.2f}" if within_noise(ratio, floor) else f"{ratio:.2f}"
