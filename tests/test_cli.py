@@ -43,7 +43,8 @@ def test_list_probes_devices_in_a_child_process() -> None:
     proc = bench("list")
     assert proc.returncode == 0, proc.stderr
     assert "CPU:/physical_device:CPU:0" in proc.stdout
-    assert "logical CPU devices" in proc.stdout  # no GPU here: says how replicas are simulated
+    if "GPU:/physical_device:GPU:0" not in proc.stdout:  # no GPU: says how replicas are simulated
+        assert "logical CPU devices" in proc.stdout
 
 
 def test_the_parent_process_never_imports_tensorflow() -> None:
@@ -68,7 +69,7 @@ def test_every_command_goes_through_the_one_error_path() -> None:
 
     groups = [app] + [group.typer_instance for group in app.registered_groups]
     commands = [command for group in groups for command in group.registered_commands]
-    assert len(commands) == 13
+    assert len(commands) == 15
     wrapper_code = one_line_errors(lambda: None).__code__  # every wrapper runs this code
     for command in commands:
         assert command.callback.__code__ is wrapper_code, command.callback.__name__

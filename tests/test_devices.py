@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from bench.errors import VariantSkipped
-from bench.training.devices import plan_layout
+from bench.placement import plan_layout
 from bench.training.precision import check_supported as check_precision
 from bench.training.strategies import check_supported as check_strategy
 
@@ -23,9 +23,19 @@ def test_gpus_are_used_when_present() -> None:
     assert layout.logical_cpus == 1 and not layout.simulated
 
 
-def test_more_gpus_than_exist_is_a_skip() -> None:
-    with pytest.raises(VariantSkipped, match="needs 8 GPUs, this machine has 2"):
-        plan_layout("auto", 8, gpus_available=2)
+def test_more_replicas_than_gpus_split_them_into_logical_gpus() -> None:
+    layout = plan_layout("auto", 8, gpus_available=2)
+    assert layout.kind == "gpu" and len(layout.devices) == 8
+    assert layout.logical_gpus_per_gpu == 4 and layout.simulated
+    assert plan_layout("auto", 3, gpus_available=2).logical_gpus_per_gpu == 2
+
+
+def test_nccl_is_skipped_on_logical_gpus() -> None:
+    with pytest.raises(VariantSkipped, match="NCCL is not supported when using virtual GPUs"):
+        check_strategy("mirrored", "nccl", plan_layout("auto", 2, gpus_available=1))
+    with pytest.raises(VariantSkipped, match="logical GPUs"):
+        check_strategy("multi_worker_mirrored", "auto", plan_layout("auto", 2, 1), "nccl")
+    check_strategy("mirrored", "auto", plan_layout("auto", 2, gpus_available=1))  # TF falls back
 
 
 def test_demanding_gpus_without_any_is_a_skip() -> None:

@@ -62,7 +62,10 @@ def test_each_record_is_the_strategy_it_claims(matrix_run: BenchRun) -> None:
         assert info["class"] == EXPECTED_CLASS[v["strategy"]], rec["variant_id"]
         assert info["num_replicas_in_sync"] == v["replicas"]
         assert len(rec["devices"]["logical"]) >= v["replicas"]
-        assert rec["devices"]["kind"] == "cpu"
+        # the device kind follows this host: GPUs where TensorFlow sees any, else logical CPUs
+        assert rec["devices"]["kind"] == ("gpu" if rec["gpu"]["count"] else "cpu")
+        assert rec["devices"]["simulated"] == (rec["devices"]["kind"] == "cpu"
+                                                and v["replicas"] > 1)
 
 
 def test_measurements_are_complete_and_sane(matrix_run: BenchRun) -> None:

@@ -19,7 +19,7 @@ from typing import Any
 import typer
 from rich.markup import escape
 
-from bench.cli import clusters, data, inspecting, results, running, traces
+from bench.cli import clusters, data, inspecting, planning, results, running, traces
 from bench.cli.common import err_console
 from bench.errors import BenchError
 
@@ -52,6 +52,7 @@ _add(app, running.run)
 _add(app, inspecting.validate)
 _add(app, inspecting.list_, "list")
 _add(app, inspecting.env)
+_add(app, planning.plan)
 _add(app, clusters.worker)
 _add(app, traces.trace)
 _add(app, results.report)
@@ -63,6 +64,7 @@ _add(app, running.perf)
 cluster_app = typer.Typer(help="Run scenarios on real clusters through their own managers.",
                           no_args_is_help=True)
 _add(cluster_app, clusters.manifest)
+_add(cluster_app, clusters.sbatch)
 app.add_typer(cluster_app, name="cluster")
 
 data_app = typer.Typer(help="Prepare data sets for scenarios.", no_args_is_help=True)

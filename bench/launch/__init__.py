@@ -1,14 +1,19 @@
-"""Launchers start the processes a variant needs and return its record."""
+"""Launchers start the processes a variant needs and return its record.
+
+The launchers are imported when one is asked for, not with the package: the package's pure
+modules (cluster_plan) are shared with bench.placement, which the launchers themselves import.
+"""
 
 from __future__ import annotations
 
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
-from bench.launch.cluster import ClusterLauncher
-from bench.launch.forkserver import ForkServer
-from bench.launch.local import LocalLauncher
 from bench.protocol import ProgressFn
 from bench.scenario.schema import Variant
+
+if TYPE_CHECKING:
+    from bench.launch.forkserver import ForkServer
+    from bench.launch.slurm import SlurmOptions
 
 
 class Launcher(Protocol):
@@ -16,7 +21,16 @@ class Launcher(Protocol):
             ) -> dict[str, Any]: ...
 
 
-def launcher_for(variant: Variant, forkserver: ForkServer | None = None) -> Launcher:
-    """Single-process strategies run locally (forked from `forkserver` when given);
-    multi-process ones get a cluster launcher, whose tasks are always new interpreters."""
+def launcher_for(variant: Variant, forkserver: ForkServer | None = None,
+                 slurm: SlurmOptions | None = None) -> Launcher:
+    """With `slurm`, every variant is a Slurm job. Otherwise single-process strategies run
+    locally (forked from `forkserver` when given) and multi-process ones get a local cluster
+    launcher, whose tasks are always new interpreters."""
+    from bench.launch.cluster import ClusterLauncher
+    from bench.launch.local import LocalLauncher
+    from bench.launch.slurm import SlurmLauncher
+
+    if slurm is not None:
+        return SlurmLauncher(slurm)
+
     return ClusterLauncher() if variant.is_cluster else LocalLauncher(forkserver)

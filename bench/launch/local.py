@@ -6,14 +6,17 @@ TF_CONFIG through a cluster launcher implementing the same `run` signature.
 
 from __future__ import annotations
 
+import json
 import os
 import time
 from pathlib import Path
 from typing import Any
 
 from bench import entrypoints
+from bench.fingerprint import HOST_GPUS_ENV
 from bench.launch.forkserver import ForkServer
 from bench.launch.process import Outcome, WorkerProcess, last_error_line
+from bench.placement import detected_inventory, host_gpus, plan_variant
 from bench.protocol import ProgressFn
 from bench.records import failed
 from bench.results import VARIANTS_FILE, read_json
@@ -25,6 +28,7 @@ def worker_env(extra: dict[str, str] | None = None) -> dict[str, str]:
     env.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     env["PYTHONUNBUFFERED"] = "1"
     env["BENCH_SPAWN_TIME"] = repr(time.time())
+    env.setdefault(HOST_GPUS_ENV, json.dumps(list(host_gpus())))
     env.update(extra or {})
     return env
 
@@ -103,6 +107,8 @@ def record_path_of(run_dir: Path, variant: Variant) -> Path:
 
 
 def variant_env(run_dir: Path, variant: Variant) -> dict[str, str]:
-    """What a single-process variant's worker is told beyond the common worker environment."""
-    return {"BENCH_TRACE_DIR": str(trace_dir(run_dir, variant)),
+    """What a single-process variant's worker is told beyond the common worker environment: its
+    devices (bench.placement), where to trace, where shared data is cached."""
+    (main,) = plan_variant(variant, detected_inventory())
+    return {**main.env, "BENCH_TRACE_DIR": str(trace_dir(run_dir, variant)),
             "BENCH_DATA_CACHE": str(data_cache_dir(run_dir))}

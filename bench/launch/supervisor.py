@@ -19,11 +19,12 @@ from pathlib import Path
 from typing import Any
 
 from bench import entrypoints, protocol, results
-from bench.launch.cluster_plan import Task, chief_of, cluster_spec, plan_tasks, tf_config
+from bench.launch.cluster_plan import Task, chief_of, cluster_spec, plan_tasks
 from bench.launch.local import trace_dir, worker_command, worker_env
 from bench.launch.netns import bring_loopback_up, free_port
 from bench.launch.process import WorkerProcess, last_error_line
 from bench.perf import overhead
+from bench.placement import detected_inventory, plan_for_task, plan_variant
 from bench.records import base_record, finish
 from bench.scenario.schema import Variant
 
@@ -74,18 +75,6 @@ def _distinct_ports(n: int) -> list[int]:
     return ports
 
 
-def _gpu_share(task: Task, variant: Variant) -> dict[str, str]:
-    """Give each MultiWorkerMirrored worker its own slice of the visible GPUs, if there are any."""
-    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
-    if variant.strategy != "multi_worker_mirrored" or not visible:
-        return {}
-    ids = [g for g in visible.split(",") if g.strip()]
-    per = variant.devices_per_worker
-    if len(ids) < variant.workers * per:
-        return {}
-    return {"CUDA_VISIBLE_DEVICES": ",".join(ids[task.index * per:(task.index + 1) * per])}
-
-
 def _proc_stats(pid: int) -> dict[str, float]:
     """CPU seconds and peak RSS of a live task, read from /proc before it is torn down."""
     stats: dict[str, float] = {}
@@ -115,6 +104,7 @@ class Cluster:
         self.logs = logs
         self.addresses = [f"127.0.0.1:{p}" for p in _distinct_ports(len(self.tasks))]
         self.spec = cluster_spec(self.tasks, self.addresses)
+        plans = plan_variant(variant, detected_inventory(), self.addresses)
         self.procs: dict[Task, WorkerProcess] = {}
         self.records: dict[Task, dict[str, Any]] = {}
         self.stats: dict[Task, dict[str, float]] = {}
@@ -124,9 +114,8 @@ class Cluster:
             record_path = self.record_path(task)
             cmd = (worker_command(run_dir, variant, record_path) if task.trains
                    else entrypoints.command(entrypoints.PS_SERVER))
-            env = worker_env({"TF_CONFIG": tf_config(self.spec, task),
-                              "BENCH_TRACE_DIR": str(trace_dir(run_dir, variant, task.name)),
-                              **_gpu_share(task, variant)})
+            env = worker_env({**plan_for_task(plans, task).env,
+                              "BENCH_TRACE_DIR": str(trace_dir(run_dir, variant, task.name))})
             self.procs[task] = WorkerProcess(
                 cmd, env, self.log_path(task),
                 _forward_progress if task == self.chief else None, new_session=False)

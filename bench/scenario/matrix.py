@@ -109,6 +109,7 @@ def expand(scenario: Scenario, source: str = "<scenario>") -> list[Variant]:
                     workers=shape["workers"], devices_per_worker=shape["devices_per_worker"],
                     ps=shape["ps"], collective=shape["collective"], partitioner=strat.partitioner,
                     tpu=strat.tpu, network=scenario.cluster.network,
+                    ps_devices=scenario.cluster.ps_devices,
                     min_effect=strat.min_effect if strat.min_effect is not None
                     else scenario.compare.min_effect,
                     api=api, precision=precision,

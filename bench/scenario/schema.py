@@ -177,6 +177,9 @@ class TrainConfig(_Strict):
     jit_compile: bool = False
     # mixed_float16 on CPU runs single-threaded (~400x slower): skip it unless asked to run.
     float16_on_cpu: Literal["skip", "run"] = "skip"
+    # TF_GPU_THREAD_MODE for processes that compute on GPUs (None: TensorFlow's default, global).
+    # gpu_private gives each GPU its own kernel-launch threads, which helps small steps.
+    gpu_thread_mode: Literal["global", "gpu_private", "gpu_shared"] | None = None
 
 
 class MeasureConfig(_Strict):
@@ -271,6 +274,8 @@ class ClusterConfig(_Strict):
     # isolated: a private network namespace (TensorFlow's servers bind 0.0.0.0, so this is the
     # only way to keep them off other interfaces); host: the machine's network, 127.0.0.1 ports.
     network: Literal["isolated", "host"] = "isolated"
+    # Parameter servers hold variables and serve them: on CPU by default, so every GPU computes.
+    ps_devices: Literal["cpu", "gpu"] = "cpu"
 
 
 class Scenario(_Strict):
@@ -313,6 +318,7 @@ class Variant(_Strict):
     partitioner: Partitioner = "none"
     tpu: str = ""
     network: Literal["isolated", "host"] = "isolated"
+    ps_devices: Literal["cpu", "gpu"] = "cpu"
     min_effect: float = 0.05
     api: ApiName
     precision: PrecisionName

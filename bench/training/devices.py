@@ -2,54 +2,48 @@
 
 Logical CPU devices can be configured once per process, before any op runs (a second call raises
 `RuntimeError: Virtual devices cannot be modified after being initialized`), which is why every
-variant gets its own process. `plan_layout` is pure so its decisions are testable without devices.
+variant gets its own process. `plan_layout` (bench.placement) is pure so its decisions are testable
+without devices.
 """
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
-from typing import Any
+import os
 
-from bench.errors import VariantSkipped
+from bench.placement import (
+    DEFAULT_LOGICAL_GPU_MEMORY_MB,
+    GPU_SHARED_ENV,
+    LOGICAL_GPU_MEMORY_ENV,
+    DeviceLayout,
+    plan_layout,
+)
 
-
-@dataclass(frozen=True)
-class DeviceLayout:
-    kind: str  # "gpu" or "cpu": what the replicas compute on
-    devices: tuple[str, ...]  # one device name per replica
-    logical_cpus: int  # logical CPU devices this process creates (1 = left as is)
-
-    @property
-    def simulated(self) -> bool:
-        """Replicas on logical CPU devices share the same cores: they add no compute."""
-        return self.kind == "cpu" and len(self.devices) > 1
-
-    def to_dict(self) -> dict[str, Any]:
-        return {**asdict(self), "simulated": self.simulated}
-
-
-def plan_layout(requested: str, replicas: int, gpus_available: int) -> DeviceLayout:
-    """Choose GPUs when present (or demanded), else logical CPU devices; skip what cannot fit."""
-    use_gpu = requested == "gpu" or (requested == "auto" and gpus_available > 0)
-    if use_gpu:
-        if gpus_available == 0:
-            raise VariantSkipped("devices = \"gpu\" but no GPU is visible to TensorFlow")
-        if replicas > gpus_available:
-            raise VariantSkipped(f"needs {replicas} GPUs, this machine has {gpus_available}")
-        return DeviceLayout("gpu", tuple(f"/gpu:{i}" for i in range(replicas)), 1)
-    return DeviceLayout("cpu", tuple(f"/cpu:{i}" for i in range(replicas)), replicas)
+__all__ = ["DeviceLayout", "configure", "describe", "plan_layout"]
 
 
 def configure(requested: str, replicas: int) -> DeviceLayout:
-    """Inspect this process's devices and create the logical CPU devices the variant needs.
+    """Inspect this process's devices and create the logical devices the variant needs.
 
     Must run before TensorFlow initialises its context (before any op or strategy is built).
+    The launcher already chose this process's GPUs (CUDA_VISIBLE_DEVICES, bench.placement);
+    `devices = "cpu"` also hides them here, for processes a cluster manager started.
     """
     import tensorflow as tf
 
     gpus = tf.config.list_physical_devices("GPU")
-    layout = plan_layout(requested, replicas, len(gpus))
-    if layout.kind == "gpu":
+    if requested == "cpu" and gpus:
+        tf.config.set_visible_devices([], "GPU")
+        gpus = []
+    layout = plan_layout(requested, replicas, len(gpus),
+                         shared=os.environ.get(GPU_SHARED_ENV) == "1")
+    if layout.kind == "gpu" and (layout.logical_gpus_per_gpu > 1 or layout.shared):
+        # Logical GPUs need a memory limit, and memory growth cannot be set beside them.
+        limit = int(os.environ.get(LOGICAL_GPU_MEMORY_ENV, DEFAULT_LOGICAL_GPU_MEMORY_MB))
+        for gpu in gpus:
+            tf.config.set_logical_device_configuration(
+                gpu, [tf.config.LogicalDeviceConfiguration(memory_limit=limit)]
+                * layout.logical_gpus_per_gpu)
+    elif layout.kind == "gpu":
         for gpu in gpus:
             tf.config.experimental.set_memory_growth(gpu, True)
     elif layout.logical_cpus > 1:
@@ -67,4 +61,42 @@ def describe() -> dict[str, list[str]]:
     return {
         "physical": [f"{d.device_type}:{d.name}" for d in tf.config.list_physical_devices()],
         "logical": [d.name for d in tf.config.list_logical_devices()],
+    }
+
+
+def enable_memory_growth() -> int:
+    """Let every visible GPU's memory grow on demand; returns how many GPUs TensorFlow sees.
+
+    By default the first TensorFlow process to touch a GPU reserves nearly all of its memory, so
+    a parameter-server task would starve the worker sharing its GPU. Must run before TensorFlow
+    initialises its context.
+    """
+    import tensorflow as tf
+
+    gpus = tf.config.list_physical_devices("GPU")
+    for gpu in gpus:
+        tf.config.experimental.set_memory_growth(gpu, True)
+    return len(gpus)
+
+
+def gpu_facts() -> dict[str, object]:
+    """The GPUs a record ran beside, and the CUDA/cuDNN this TensorFlow was built with.
+
+    nvidia-smi knows memory, driver and UUID; only TensorFlow knows which GPUs this process can
+    use, and whether its build can use any (a CPU wheel on a GPU host sees none).
+    """
+    import tensorflow as tf
+
+    from bench import fingerprint
+
+    gpus = tf.config.list_physical_devices("GPU")
+    visible = [(g.name, tf.config.experimental.get_device_details(g)) for g in gpus]
+    build = tf.sysconfig.get_build_info()
+    return {
+        "gpus": fingerprint.merge_gpu_views(fingerprint.gpus(), visible,
+                                            os.environ.get("CUDA_VISIBLE_DEVICES")),
+        "count": len(gpus),
+        "built_with_cuda": tf.test.is_built_with_cuda(),
+        "cuda_build": {"cuda_version": build.get("cuda_version"),
+                       "cudnn_version": build.get("cudnn_version")},
     }

@@ -60,6 +60,12 @@ def check_supported(strategy: str, cross_device_ops: str, layout: DeviceLayout,
         )
     if strategy == "multi_worker_mirrored" and collective == "nccl" and layout.kind != "gpu":
         raise VariantSkipped("collective = \"nccl\" needs GPUs: NCCL has no CPU implementation")
+    wants_nccl = ((strategy == "mirrored" and cross_device_ops == "nccl")
+                  or (strategy == "multi_worker_mirrored" and collective == "nccl"))
+    if wants_nccl and layout.logical_gpus_per_gpu > 1:
+        raise VariantSkipped(
+            f"NCCL does not run on logical GPUs ({layout.logical_gpus_per_gpu} split from each "
+            "physical GPU here; TensorFlow: 'NCCL is not supported when using virtual GPUs')")
 
 
 def partitioner_problem(partitioner: str) -> str | None:
