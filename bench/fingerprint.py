@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import os
 import platform
+import re
 import socket
 import subprocess
 from datetime import UTC, datetime
@@ -29,6 +30,126 @@ def cpu_model() -> str:
     except OSError:
         pass
     return platform.processor() or platform.machine()
+
+
+GPU_FIELDS = ("index", "uuid", "name", "memory.total", "driver_version", "compute_cap")
+_NO_VALUE = {"", "n/a", "[n/a]", "[not supported]", "[unknown error]"}
+
+
+def _value(text: str) -> str | None:
+    return None if text.lower() in _NO_VALUE else text
+
+
+def parse_nvidia_smi(text: str, fields: tuple[str, ...]) -> list[dict[str, Any]]:
+    """GPUs from `nvidia-smi --query-gpu=<fields> --format=csv,noheader,nounits` output.
+
+    Pure so that tests can feed it real hosts' output. Lines that are not a GPU (a driver's error
+    text, "No devices were found") are skipped, not guessed at; a name holding commas stays whole.
+    """
+    found = []
+    name_at = fields.index("name")
+    for line in text.splitlines():
+        parts = [part.strip() for part in line.split(",")]
+        extra = len(parts) - len(fields)
+        if extra < 0:
+            continue
+        parts[name_at:name_at + extra + 1] = [", ".join(parts[name_at:name_at + extra + 1])]
+        row = dict(zip(fields, parts, strict=True))
+        uuid, memory = _value(row["uuid"]), _value(row["memory.total"]) or ""
+        if not row["index"].isdigit() or not (uuid is None or uuid.startswith("GPU-")):
+            continue
+        cap = _value(row.get("compute_cap", "")) or ""
+        found.append({
+            "index": int(row["index"]),
+            "uuid": uuid,
+            "name": _value(row["name"]),
+            "memory_mb": int(memory) if memory.isdigit() else None,
+            "driver": _value(row["driver_version"]),
+            "compute_capability": cap if re.fullmatch(r"\d+\.\d+", cap) else None,
+        })
+    return found
+
+
+HOST_GPUS_ENV = "BENCH_HOST_GPUS"  # gpus() as the launcher found them, JSON
+
+
+def gpus(timeout_s: float = 15.0) -> list[dict[str, Any]]:
+    """The host's NVIDIA GPUs from nvidia-smi, [] without one (no driver, no nvidia-smi, no GPU).
+
+    Drivers older than 510 reject the `compute_cap` field, so the query is retried without it
+    (compute_capability None). No retry after a timeout: a hung driver would only hang twice.
+    A worker reads what its launcher already asked (HOST_GPUS_ENV) instead: an nvidia-smi call
+    while other variants are in their timed windows would disturb them.
+    """
+    if (known := os.environ.get(HOST_GPUS_ENV)) is not None:
+        return list(json.loads(known))
+    for fields in (GPU_FIELDS, GPU_FIELDS[:-1]):
+        try:
+            out = subprocess.run(["nvidia-smi", f"--query-gpu={','.join(fields)}",
+                                  "--format=csv,noheader,nounits"], capture_output=True,
+                                 text=True, timeout=timeout_s, stdin=subprocess.DEVNULL)
+        except (OSError, subprocess.SubprocessError):
+            return []
+        if out.returncode == 0:
+            return parse_nvidia_smi(out.stdout, fields)
+    return []
+
+
+def _cuda_order(host: list[dict[str, Any]], cuda_visible: str | None) -> list[dict[str, Any]]:
+    """The host's GPUs in the order CUDA numbers them for this process.
+
+    CUDA_VISIBLE_DEVICES lists indices or UUID prefixes; CUDA ignores the list from its first
+    entry that names no GPU (a MIG id, "-1"), so that entry and the rest are dropped here too.
+    """
+    if cuda_visible is None:
+        return sorted(host, key=lambda g: g["index"])
+    order = []
+    for token in (t.strip() for t in cuda_visible.split(",")):
+        match = next((g for g in host if (token.isdigit() and g["index"] == int(token))
+                      or (token.startswith("GPU-") and (g["uuid"] or "").startswith(token))),
+                     None)
+        if match is None:
+            break
+        order.append(match)
+    return order
+
+
+def merge_gpu_views(host: list[dict[str, Any]], visible: list[tuple[str, dict[str, Any]]],
+                    cuda_visible: str | None) -> list[dict[str, Any]]:
+    """nvidia-smi's GPUs (fingerprint.gpus()), each with the TensorFlow device it is, if any.
+
+    `visible` is TensorFlow's (physical device name, get_device_details) per GPU. CUDA's order
+    is the fastest GPU first, not nvidia-smi's bus order, so a TensorFlow GPU takes the host GPU
+    at its CUDA position only when the model names agree, else the first free visible one of its
+    model. TensorFlow GPUs nvidia-smi does not list (no nvidia-smi, MIG) keep None host facts.
+    """
+    order = _cuda_order(host, cuda_visible)
+    taken: dict[int, tuple[str, dict[str, Any]]] = {}
+    unmatched = []
+    for position, (device, details) in enumerate(visible):
+        model = details.get("device_name")
+        candidates = order[position:position + 1] + order
+        match = next((g for g in candidates if id(g) not in taken
+                      and (model is None or g["name"] == model)), None)
+        if match is None:
+            unmatched.append((device, details))
+        else:
+            taken[id(match)] = (device, details)
+
+    def cap(details: dict[str, Any]) -> str | None:
+        value = details.get("compute_capability")
+        return ".".join(str(v) for v in value) if value else None
+
+    merged = []
+    for gpu in host:
+        device, details = taken.get(id(gpu), (None, {}))
+        merged.append({**gpu, "compute_capability": gpu["compute_capability"] or cap(details),
+                       "tf_device": device})
+    for device, details in unmatched:
+        merged.append({"index": None, "uuid": None, "name": details.get("device_name"),
+                       "memory_mb": None, "driver": None, "compute_capability": cap(details),
+                       "tf_device": device})
+    return merged
 
 
 def package_versions() -> dict[str, str]:
@@ -61,6 +182,7 @@ def environment(scenario_digest: str | None = None) -> dict[str, Any]:
         "python": platform.python_version(),
         "cpu_model": cpu_model(),
         "cpu_count": os.cpu_count(),
+        "gpus": gpus(),
         "packages": package_versions(),
         "git_commit": git_commit(Path(__file__).resolve().parent),
         "scenario_digest": scenario_digest,

@@ -234,6 +234,7 @@ def measure(variant: Variant, spawn_time: float, progress: ProgressFn) -> dict[s
         "data_source": loaded.source,
         "data_fallback_reason": loaded.fallback_reason,
         "devices": {**layout.to_dict(), **devices.describe()},
+        "gpu": devices.gpu_facts(),
         "strategy_info": strategies.describe_strategy(strategy),
         "precision_policy": policy,
         "start_state": started,

@@ -3,14 +3,15 @@
 from __future__ import annotations
 
 import json
+from collections import Counter
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 from rich.markup import escape
 from rich.table import Table
 
-from bench.cli.common import console
+from bench.cli.common import console, err_console
 
 
 def validate(scenarios: Annotated[list[Path], typer.Argument(help="Scenario TOML file(s).")]
@@ -79,3 +80,22 @@ def env(devices: Annotated[bool, typer.Option(help="Probe devices in a child pro
 
         info["devices"] = probe_in_subprocess()
     console.print_json(json.dumps(info, default=str))
+    for line in _gpu_lines(info):  # on stderr: stdout stays the JSON that scripts read
+        err_console.print(escape(line))
+
+
+def _gpu_lines(info: dict[str, Any]) -> list[str]:
+    """The GPU facts of `bench env` as a reader wants them: model, count, driver, CUDA."""
+    by_model = Counter((g["name"], g["memory_mb"], g["compute_capability"]) for g in info["gpus"])
+    lines = [f"GPU: {count} x {name}, {memory} MB" + (f", compute capability {cap}" if cap else "")
+             for (name, memory, cap), count in by_model.items()] or ["no GPU (nvidia-smi lists none)"]
+    drivers = sorted({g["driver"] for g in info["gpus"] if g["driver"]})
+    if drivers:
+        lines.append(f"driver: {', '.join(drivers)}")
+    gpu = info.get("devices", {}).get("gpu")
+    if gpu:
+        build = gpu["cuda_build"]
+        lines.append(f"TensorFlow sees {gpu['count']} GPU(s); " + (
+            f"built with CUDA {build['cuda_version']}, cuDNN {build['cudnn_version']}"
+            if gpu["built_with_cuda"] else "built without CUDA"))
+    return lines

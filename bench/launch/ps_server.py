@@ -13,14 +13,19 @@ import sys
 def main() -> int:
     import tensorflow as tf
 
+    from bench.training.devices import enable_memory_growth
+
     resolver = tf.distribute.cluster_resolver.TFConfigClusterResolver()
     if not resolver.task_type:
         print("TF_CONFIG names no task for this process", file=sys.stderr)
         return 2
+    # Before the server starts TensorFlow's context: a ps task left to the default would take
+    # nearly all of every GPU it sees, starving the workers on the same GPUs.
+    gpus = enable_memory_growth()
     server = tf.distribute.Server(resolver.cluster_spec(), job_name=resolver.task_type,
                                   task_index=resolver.task_id, protocol="grpc", start=True)
-    print(f"serving {resolver.task_type}:{resolver.task_id} at {server.target}", file=sys.stderr,
-          flush=True)
+    print(f"serving {resolver.task_type}:{resolver.task_id} at {server.target} "
+          f"(memory growth on {gpus} GPU(s))", file=sys.stderr, flush=True)
     server.join()
     return 0
 

@@ -8,6 +8,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from bench.training import devices
+
 
 def probe() -> dict[str, Any]:
     import tensorflow as tf
@@ -19,6 +21,7 @@ def probe() -> dict[str, Any]:
         "physical": [f"{d.device_type}:{d.name}" for d in tf.config.list_physical_devices()],
         "gpus": len(gpus),
         "tpus": len(tf.config.list_logical_devices("TPU")),
+        "gpu": devices.gpu_facts(),
     }
 
 

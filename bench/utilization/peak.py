@@ -3,8 +3,9 @@
 MFU needs a denominator. Vendor peaks are unknown for most CPUs (and for a shared VM's slice of
 one), so bench measures what a large matmul achieves on this device in this dtype: the best of
 several timed runs of a chain of n x n matmuls. The result is cached in
-~/.cache/bench/peak.json (BENCH_CACHE_DIR overrides), keyed by CPU model, device, dtype and
-TensorFlow version, so it is measured per machine, not per variant.
+~/.cache/bench/peak.json (BENCH_CACHE_DIR overrides), keyed by the device's model (the GPU's
+for a GPU, the CPU's otherwise), device kind, dtype and TensorFlow version, so it is measured per
+machine, not per variant, and a cache shared by hosts with different GPUs keeps them apart.
 
 One measurement on a shared machine can land in someone else's burst (274 against 369 GFLOP/s
 in float32 were cached here), so the first MEASUREMENTS uses of a key each add a measurement,
@@ -55,12 +56,40 @@ def measure_matmul_flops(device: str, dtype: str, n: int = MATMUL_N) -> float:
     return 2.0 * n ** 3 * CHAIN / best
 
 
+def peak_key(model: str, device_kind: str, dtype: str, tf_version: str, n: int = MATMUL_N) -> str:
+    """The cache key of one peak. A CPU's key is what it was when every key used the CPU model,
+    so caches written then keep their samples."""
+    return f"{model}|{device_kind}|{dtype}|tf{tf_version}|n{n}"
+
+
+def device_model(device: str, device_kind: str) -> str:
+    """The model the peak on `device` belongs to: TensorFlow's name for a GPU, else the CPU's.
+
+    `device` is a logical GPU ("/gpu:1"); several logical GPUs may share one physical GPU, so
+    the logical index is mapped onto the physical GPUs in the order TensorFlow creates them.
+    """
+    import tensorflow as tf
+
+    spec = tf.DeviceSpec.from_string(device)
+    if device_kind != "gpu" and (spec.device_type or "").upper() != "GPU":
+        return cpu_model()
+    physical = tf.config.get_visible_devices("GPU")
+    logical = max(len(tf.config.list_logical_devices("GPU")), len(physical), 1)
+    index = (spec.device_index or 0) * len(physical) // logical
+    if index < len(physical):
+        name = tf.config.experimental.get_device_details(physical[index]).get("device_name")
+        if name:
+            return str(name)
+    return "unknown GPU"
+
+
 def peak_flops(device: str, device_kind: str, precision: str) -> dict[str, Any]:
     """Peak FLOP/s of one device for the policy's compute dtype, from the cache or measured."""
     import tensorflow as tf
 
     dtype = COMPUTE_DTYPE[precision]
-    key = f"{cpu_model()}|{device_kind}|{dtype}|tf{tf.__version__}|n{MATMUL_N}"
+    model = device_model(device, device_kind)
+    key = peak_key(model, device_kind, dtype, tf.__version__)
     path = cache_path()
     try:
         cache = json.loads(path.read_text())
@@ -72,11 +101,12 @@ def peak_flops(device: str, device_kind: str, precision: str) -> dict[str, Any]:
     if len(samples) < MEASUREMENTS:
         samples = [*samples, measure_matmul_flops(device, dtype)]
         cache[key] = {"flops_per_s": max(samples), "samples": samples, "device": device,
-                      "dtype": dtype, "method": f"best of {len(samples)} measurement(s), each "
-                      f"the best of {RUNS} chains of {CHAIN} {MATMUL_N}x{MATMUL_N} matmuls",
+                      "model": model, "dtype": dtype,
+                      "method": f"best of {len(samples)} measurement(s), each the best of "
+                      f"{RUNS} chains of {CHAIN} {MATMUL_N}x{MATMUL_N} matmuls",
                       "measured_at": time.time()}
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.with_name(path.name + f".{os.getpid()}.tmp")
         tmp.write_text(json.dumps(cache, indent=2))
         os.replace(tmp, path)
-    return {**cache[key], "key": key}
+    return {**cache[key], "model": model, "key": key}
