@@ -22,6 +22,7 @@ from bench.errors import BenchError
 from bench.launch import launcher_for, rounds
 from bench.launch.forkserver import ForkServer
 from bench.launch.local import data_cache_dir, worker_env
+from bench.launch.slurm import SlurmOptions, slurm_problem
 from bench.perf import overhead
 from bench.protocol import ProgressFn
 from bench.report.terminal import render_outcome_line, render_summary
@@ -59,6 +60,9 @@ class RunOptions:
     start_method: str = "forkserver"
     interleave: bool | None = None  # None: the scenario's measure.interleave
     control: bool | None = None  # None: the scenario's measure.control
+    # Submit every variant as a Slurm job (bench.launch.slurm) instead of running it here;
+    # jobs run one after another (a job cannot wait at an interleaving gate).
+    slurm: SlurmOptions | None = None
 
 
 @dataclass
@@ -161,6 +165,8 @@ def _progress_display(console: Console) -> Progress:
 def run(path: Path, opts: RunOptions, console: Console) -> RunOutcome:
     started = time.perf_counter()
     scenario, variants = prepare(path, opts)
+    if opts.slurm is not None and (problem := slurm_problem(opts.slurm)):
+        raise BenchError(problem)
     run_dir = results.create_run_dir(opts.results_dir, scenario.name)
     results.init_run(run_dir, path, [v.model_dump(mode="json", by_alias=True) for v in variants],
                      fingerprint.environment(scenario.digest()))
@@ -169,8 +175,8 @@ def run(path: Path, opts: RunOptions, console: Console) -> RunOutcome:
     forkserver = _start_forkserver(opts, variants, run_dir)
     interleave = opts.interleave if opts.interleave is not None else scenario.measure.interleave
     try:
-        _run_variants(variants, run_dir, outcome, forkserver, console, interleave,
-                      scenario.measure.max_live)
+        _run_variants(variants, run_dir, outcome, forkserver, console,
+                      interleave and opts.slurm is None, scenario.measure.max_live, opts.slurm)
     except KeyboardInterrupt:
         outcome.interrupted = True
         console.print(f"[yellow]interrupted: kept {len(outcome.records)} finished record(s) in "
@@ -205,14 +211,15 @@ def conclude(run_dir: Path, records: list[dict[str, Any]], opts: RunOptions, con
 def _start_forkserver(opts: RunOptions, variants: list[Variant], run_dir: Path
                       ) -> ForkServer | None:
     """Start importing TensorFlow at once, while the run is set up; None if nothing will fork."""
-    if opts.start_method != "forkserver" or all(v.is_cluster for v in variants):
+    if (opts.start_method != "forkserver" or opts.slurm is not None
+            or all(v.is_cluster for v in variants)):
         return None
     return ForkServer(worker_env(), run_dir / "logs" / "forkserver.log", str(run_dir)).start()
 
 
 def _run_variants(variants: list[Variant], run_dir: Path, outcome: RunOutcome,
                   forkserver: ForkServer | None, console: Console, interleave: bool,
-                  max_live: int | str) -> None:
+                  max_live: int | str, slurm: SlurmOptions | None = None) -> None:
     """Single-process variants in interleaved rounds (batches of at most `max_live` alive at
     once), or one after another; cluster variants one after another (their tasks do not wait at
     a gate yet). Each record is analysed, judged, appended and printed as it arrives."""
@@ -264,7 +271,8 @@ def _run_variants(variants: list[Variant], run_dir: Path, outcome: RunOutcome,
             progress.update(overall, description=f"variant {len(outcome.records) + 1}/"
                                                  f"{len(variants)}")
             started = time.perf_counter()
-            record = launcher_for(variant, forkserver).run(variant, run_dir, progress_for(variant))
+            record = launcher_for(variant, forkserver, slurm).run(variant, run_dir,
+                                                                  progress_for(variant))
             take(record, started)
 
 

@@ -8,11 +8,15 @@ import subprocess
 import sys
 import textwrap
 import tomllib
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
+
+from tests.browser import IN_CI
+from tests.slurm_cluster import LocalSlurm, SlurmUnavailable
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -96,6 +100,30 @@ def write_scenario(directory: Path, body: str, name: str = "t", model: str = "ml
 def _private_peak_cache(tmp_path_factory: pytest.TempPathFactory) -> None:
     """Workers cache the machine's matmul peak; tests measure it once into their own folder."""
     os.environ["BENCH_CACHE_DIR"] = str(tmp_path_factory.mktemp("bench-cache"))
+
+
+@pytest.fixture(scope="session")
+def slurm(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalSlurm]:
+    """A real single-node Slurm (tests/slurm_cluster.py) in a private network namespace, shared by the
+    session. Run commands inside it: subprocess.run(slurm.command(argv), env=slurm.env). Skips where
+    Slurm cannot run here, except with CI=true, where that fails instead."""
+    def unavailable(reason: str) -> None:
+        if IN_CI:
+            pytest.fail(f"CI=true but the Slurm test cluster cannot run: {reason}", pytrace=False)
+        pytest.skip(f"Slurm test cluster unavailable: {reason}")
+
+    problem = LocalSlurm.problem()
+    if problem is not None:
+        unavailable(problem)
+    cluster = LocalSlurm(tmp_path_factory.mktemp("slurm"))
+    try:
+        cluster.start()
+    except SlurmUnavailable as exc:
+        unavailable(str(exc))
+    try:
+        yield cluster
+    finally:
+        cluster.stop()
 
 
 @dataclass

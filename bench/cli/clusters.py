@@ -6,7 +6,7 @@ from __future__ import annotations
 import enum
 import sys
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated, Any, Optional
 
 import typer
 
@@ -29,17 +29,23 @@ def worker(
                                                     "TF_CONFIG variable, as Kubeflow's TFJob sets "
                                                     "it) or slurm (SlurmClusterResolver).")
                         ] = Resolver.tf_config,
-    port_base: Annotated[int, typer.Option(help="First port per node with --resolver slurm.")
-                         ] = 8888,
+    port_base: Annotated[Optional[int], typer.Option(
+        help="First port per node with --resolver slurm (default: from SLURM_JOB_ID, so jobs "
+             "sharing a node differ).")] = None,
+    record: Annotated[Optional[Path], typer.Option(
+        help="The chief writes its record here (JSON) instead of creating a run directory; "
+             "what `bench run --launcher slurm` gathers.")] = None,
 ) -> None:
     """Run ONE task of a cluster variant, started by a cluster manager (TFJob, SLURM, ...).
+
+    SCENARIO is a scenario file, or a run directory's variants.json.
 
     Every task of the cluster runs this same command; TF_CONFIG (or SLURM's variables) tells each
     which task it is. The chief writes the record.
     """
     from bench.launch.external import run_task
 
-    code = run_task(scenario, variant, results_dir, resolver.value, port_base)
+    code = run_task(scenario, variant, results_dir, resolver.value, port_base, record)
     raise typer.Exit(code=code)
 
 
@@ -54,31 +60,100 @@ def manifest(
     results_dir: Annotated[str, typer.Option(help="Results directory inside the pods.")
                            ] = "/results",
     namespace: Annotated[Optional[str], typer.Option(help="Kubernetes namespace.")] = None,
+    pvc: Annotated[Optional[str], typer.Option(help="PersistentVolumeClaim mounted at "
+                                               "--results-dir in every pod (ReadWriteMany when "
+                                               "pods can land on different nodes); without one "
+                                               "the record stays in the chief's container.")
+                   ] = None,
+    gpus: Annotated[bool, typer.Option("--gpus/--no-gpus", help="Request nvidia.com/gpu for the "
+                                       "replicas that compute (never for devices = \"cpu\" "
+                                       "variants); --no-gpus for CPU-only nodes.")] = True,
     out: Annotated[Optional[Path], typer.Option("--out", "-o", help="Write here (refuses to "
                                                 "overwrite) instead of stdout.")] = None,
 ) -> None:
-    """Write Kubeflow TFJob YAML for a scenario's MultiWorkerMirrored / ParameterServer variants."""
+    """Write Kubeflow TFJob YAML for a scenario's MultiWorkerMirrored / ParameterServer variants.
+
+    GPUs are requested by default because a benchmark that silently lands on CPU measures the
+    wrong thing; --no-gpus exists because a GPU limit keeps a pod Pending forever on a cluster
+    without GPU nodes.
+    """
     import yaml
 
-    from bench.launch.tfjob import tfjob
-    from bench.scenario.loading import load_variants
+    from bench.launch.tfjob import is_claim_name, tfjob
 
     if format != "tfjob":
         raise BenchError(f"--format: only 'tfjob' is supported, got {format!r}")
-    _, variants = load_variants(scenario)
-    wanted = [v for v in variants if v.is_cluster and (not variant or v.id in variant)]
-    missing = set(variant or []) - {v.id for v in wanted}
-    if missing or not wanted:
-        what = ", ".join(sorted(missing)) if missing else "no cluster variants"
-        raise BenchError(f"{scenario}: --variant: {what} (cluster variants: "
-                         f"{', '.join(v.id for v in variants if v.is_cluster) or 'none'})")
+    if pvc is not None and not is_claim_name(pvc):
+        raise BenchError(f"--pvc: {pvc!r} is not a PersistentVolumeClaim name (lowercase letters, "
+                         "digits, '-' and '.', starting and ending with a letter or digit, at "
+                         "most 253 characters)")
+    if pvc is not None and not results_dir.startswith("/"):
+        raise BenchError(f"--results-dir: {results_dir!r} must be an absolute path: it is where "
+                         "--pvc is mounted")
+    wanted = cluster_variants(scenario, variant)
     docs = [tfjob(v, image=image, scenario_path=scenario_path or str(scenario),
-                  results_dir=results_dir, namespace=namespace) for v in wanted]
+                  results_dir=results_dir, namespace=namespace, pvc=pvc, gpus=gpus)
+            for v in wanted]
+    if out is not None and out.exists():
+        raise BenchError(f"{out}: exists; not overwriting")
+    if pvc is None:  # stderr: stdout may be the YAML itself
+        sys.stderr.write(f"warning: no --pvc: the record stays only in the chief pod's own "
+                         f"filesystem ({results_dir}), out of kubectl cp's reach once the pod has "
+                         "finished; pass --pvc NAME to keep it\n")
     text = yaml.safe_dump_all(docs, sort_keys=False)
     if out is None:
         sys.stdout.write(text)
         return
-    if out.exists():
-        raise BenchError(f"{out}: exists; not overwriting")
     out.write_text(text)
     console.print(f"wrote {len(docs)} TFJob manifest(s) to {out}")
+
+
+def sbatch(
+    scenario: ScenarioArg,
+    variant: Annotated[Optional[list[str]], typer.Option(help="Variant id(s); default: every "
+                                                         "cluster variant.")] = None,
+    partition: Annotated[Optional[str], typer.Option(help="Slurm partition (#SBATCH "
+                                                     "--partition).")] = None,
+    sbatch_arg: Annotated[Optional[list[str]], typer.Option(
+        help="Another #SBATCH option, e.g. --sbatch-arg=--gres=gpu:8 (repeatable).")] = None,
+    results_dir: Annotated[str, typer.Option(help="Where the chief creates the run directory "
+                                                  "(on the shared filesystem).")] = "results",
+    out: Annotated[Optional[Path], typer.Option("--out", "-o", help="Write the script(s) into "
+                                                "this directory (one per variant) instead of "
+                                                "stdout.")] = None,
+) -> None:
+    """Write the Slurm batch script of each cluster variant, to submit yourself with sbatch.
+
+    It is the script `bench run --launcher slurm` submits, except that the chief writes a run
+    directory under --results-dir instead of handing its record to a waiting `bench run`.
+    """
+    from bench.launch.slurm import SlurmOptions, batch_script, cluster_worker_args
+
+    wanted = cluster_variants(scenario, variant)
+    options = SlurmOptions(partition, tuple(sbatch_arg or ()))
+    scripts = {v.id: batch_script(v, cluster_worker_args(scenario.resolve(), v,
+                                                         results_dir=results_dir),
+                                  f"bench-{v.id}-%j.log", options)
+               for v in wanted}
+    if out is None:
+        sys.stdout.write("\n".join(scripts.values()))
+        return
+    out.mkdir(parents=True, exist_ok=True)
+    for variant_id, text in scripts.items():
+        path = out / f"{variant_id}.sbatch"
+        path.write_text(text)
+        console.print(f"wrote {path}")
+
+
+def cluster_variants(scenario: Path, ids: list[str] | None) -> list[Any]:
+    """The scenario's cluster variants, or those of `ids` (each must be one)."""
+    from bench.scenario.loading import load_variants
+
+    _, variants = load_variants(scenario)
+    wanted = [v for v in variants if v.is_cluster and (not ids or v.id in ids)]
+    missing = set(ids or []) - {v.id for v in wanted}
+    if missing or not wanted:
+        what = ", ".join(sorted(missing)) if missing else "no cluster variants"
+        raise BenchError(f"{scenario}: --variant: {what} (cluster variants: "
+                         f"{', '.join(v.id for v in variants if v.is_cluster) or 'none'})")
+    return wanted

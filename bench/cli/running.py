@@ -11,6 +11,8 @@ import typer
 
 from bench.cli.common import ScenarioArg, console
 
+LAUNCHERS = ("local", "slurm")
+
 
 class StartMethod(enum.StrEnum):
     forkserver = "forkserver"
@@ -48,19 +50,36 @@ def run(
         "--control/--no-control",
         help="Add an A/A twin of the baseline variant and print the run's noise floor "
              "(default: measure.control, on).")] = None,
+    launcher: Annotated[str, typer.Option(
+        help="local: run every variant on this host; slurm: submit each variant as a Slurm "
+             "job (sbatch) and gather its record (the run directory must be on a filesystem "
+             "the compute nodes share).")] = "local",
+    partition: Annotated[Optional[str], typer.Option(
+        help="Slurm partition for --launcher slurm (default: Slurm's default).")] = None,
+    sbatch_arg: Annotated[Optional[list[str]], typer.Option(
+        help="Another #SBATCH option for --launcher slurm, e.g. --sbatch-arg=--gres=gpu:8 "
+             "(repeatable).")] = None,
 ) -> None:
     """Run every variant of SCENARIO, each in its own process, and write a run directory.
 
     Exit code: 0 when every variant is ok or skipped, 1 when any failed, 2 on bad input,
     130 when interrupted (finished records are kept).
     """
+    from bench.errors import BenchError
+    from bench.launch.slurm import SlurmOptions
     from bench.runner import RunOptions
     from bench.runner import run as run_scenario
 
+    if launcher not in LAUNCHERS:  # checked here for a one-line error, not typer's usage box
+        raise BenchError(f"--launcher: unknown launcher {launcher!r} (choose from: "
+                         f"{', '.join(LAUNCHERS)})")
+    if launcher == "local" and (partition or sbatch_arg):
+        raise BenchError("--partition and --sbatch-arg need --launcher slurm")
+    slurm = SlurmOptions(partition, tuple(sbatch_arg or ())) if launcher == "slurm" else None
     opts = RunOptions(results_dir=results_dir, quick=quick, warmup_steps=warmup, steps=steps,
                       repeats=repeats, timeout_s=timeout, only=only or [], report=report,
                       reports_dir=reports_dir, start_method=start_method.value,
-                      interleave=interleave, control=control)
+                      interleave=interleave, control=control, slurm=slurm)
     outcome = run_scenario(scenario, opts, console)
     raise typer.Exit(code=outcome.exit_code)
 

@@ -25,11 +25,18 @@ from bench.scenario.loading import load_variants
 from bench.scenario.schema import Scenario, Variant
 
 
-def find_variant(path: Path, variant_id: str) -> tuple[Scenario, Variant]:
-    scenario, variants = load_variants(path)
+def find_variant(path: Path, variant_id: str) -> tuple[str, Variant, Scenario | None]:
+    """The variant from a scenario file, or from a run directory's variants.json (what
+    `bench run --launcher slurm` gives its jobs: the variants as the run's options shaped them).
+    Returns the scenario's name, the variant and the scenario (None for a variants file)."""
+    if path.name == results.VARIANTS_FILE:
+        variants = [Variant.model_validate(v) for v in results.read_json(path)]
+        scenario = None
+    else:
+        scenario, variants = load_variants(path)
     for variant in variants:
         if variant.id == variant_id:
-            return scenario, variant
+            return variant.scenario_name, variant, scenario
     raise BenchError(f"{path}: no variant '{variant_id}' (have: {', '.join(v.id for v in variants)})")
 
 
@@ -79,14 +86,37 @@ def cluster_config(variant: Variant, resolver: str, port_base: int) -> dict[str,
     return config
 
 
+def port_base_for_job(environ: dict[str, str] | os._Environ[str] = os.environ) -> int:
+    """A port base that differs between Slurm jobs (so two jobs sharing a node do not collide):
+    20000 + 100 x (job id mod 400), below the usual ephemeral range."""
+    job = environ.get("SLURM_JOB_ID", "")
+    return 20000 + 100 * (int(job) % 400) if job.isdigit() else 8888
+
+
+def hide_gpus_unless_computing(variant: Variant, task_type: str) -> None:
+    """A ParameterServer coordinator, and its ps tasks unless the scenario puts them on GPUs,
+    do not compute: hide the GPUs a cluster manager gave them (bench.placement's rule)."""
+    if variant.strategy != "parameter_server":
+        return
+    if task_type == "chief" or (task_type == "ps" and variant.ps_devices != "gpu"):
+        os.environ["CUDA_VISIBLE_DEVICES"] = ""
+
+
 def run_task(scenario_path: Path, variant_id: str, results_dir: Path, resolver: str,
-             port_base: int) -> int:
-    scenario, variant = find_variant(scenario_path, variant_id)
+             port_base: int | None, record_path: Path | None = None) -> int:
+    """Run this process's task. The chief writes the record: to `record_path` when given (a
+    launcher gathers it), else into a new run directory under `results_dir`."""
+    scenario_name, variant, scenario = find_variant(scenario_path, variant_id)
     if not variant.is_cluster:
         raise BenchError(f"{scenario_path}: variant '{variant_id}' is not a cluster strategy; "
                          "use `bench run`")
-    config = cluster_config(variant, resolver, port_base)
+    config = cluster_config(variant, resolver,
+                            port_base if port_base is not None else port_base_for_job())
     task_type = config["task"]["type"]
+    hide_gpus_unless_computing(variant, task_type)
+    if os.environ.get("BENCH_TRACE_DIR"):  # one trace folder per task, as local clusters have
+        os.environ["BENCH_TRACE_DIR"] = str(Path(os.environ["BENCH_TRACE_DIR"]) /
+                                            f"{task_type}-{config['task']['index']}")
     if variant.strategy == "parameter_server" and task_type in ("ps", "worker"):
         from bench.launch import ps_server as server
         return server.main()
@@ -95,10 +125,14 @@ def run_task(scenario_path: Path, variant_id: str, results_dir: Path, resolver: 
     record = run_variant(variant, spawn_time=time.time(), progress=lambda done, total: None)
     record["cluster"] = {"network": "external", "spec": config["cluster"],
                          "resolver": resolver, "chief": "this task"}
-    if is_chief_config(config):
-        run_dir = results.create_run_dir(results_dir, scenario.name)
+    if is_chief_config(config) and record_path is not None:
+        results.write_json(record_path, record)
+        print(f"{record['status']}: record written to {record_path}")
+    elif is_chief_config(config):
+        run_dir = results.create_run_dir(results_dir, scenario_name)
         results.init_run(run_dir, scenario_path, [variant.model_dump(mode="json", by_alias=True)],
-                         fingerprint.environment(scenario.digest()))
+                         fingerprint.environment(scenario.digest() if scenario else
+                                                 variant.scenario_digest))
         results.append_record(run_dir, record)
         print(f"{record['status']}: record written to {run_dir / results.RECORDS_FILE}")
     else:
