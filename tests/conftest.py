@@ -161,7 +161,7 @@ def bench_run(scenario: Path, results: Path, *args: str, timeout: float = 900) -
 
 
 def run_in_fresh_dir(factory: pytest.TempPathFactory, name: str, body: str,
-                     model: str = "mlp") -> BenchRun:
+                     model: str = "mlp", *args: str) -> BenchRun:
     """For module-scoped fixtures: one real `bench run` of TINY_SCENARIO + body, shared by tests."""
     tmp = factory.mktemp(name)
-    return bench_run(write_scenario(tmp, body, name=name, model=model), tmp / "results")
+    return bench_run(write_scenario(tmp, body, name=name, model=model), tmp / "results", *args)

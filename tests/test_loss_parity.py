@@ -24,13 +24,14 @@ loss_parity = { steps = 5, batch = 32, tolerance = 0.01 }
 
 @pytest.fixture(scope="module")
 def healthy(tmp_path_factory: pytest.TempPathFactory) -> BenchRun:
-    return run_in_fresh_dir(tmp_path_factory, "parity", BODY)
+    return run_in_fresh_dir(tmp_path_factory, "parity", BODY, "mlp", "--no-control")
 
 
 @pytest.fixture(scope="module")
 def broken(tmp_path_factory: pytest.TempPathFactory) -> BenchRun:
     return run_in_fresh_dir(tmp_path_factory, "parity_broken", BODY,
-                            model="tests.fixtures.faulty:logits_doubled_under_two_replicas")
+                            "tests.fixtures.faulty:logits_doubled_under_two_replicas",
+                            "--no-control")
 
 
 def parity_of(run: BenchRun) -> dict[str, dict]:

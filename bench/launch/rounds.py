@@ -2,8 +2,8 @@
 
 A shared machine's speed drifts on a scale of seconds to minutes, so variants measured one after
 another are confounded with time: whichever runs in a slow spell looks slow. Instead, the
-variants of a batch all stay alive. Each starts (one at a time, so no build competes with
-another), warms up and waits at its gate. Then the rounds: in each, every live variant runs its
+variants of a batch all stay alive. They start, build and warm up side by side (one per core:
+nothing is timed yet) and wait at their gates. Then the rounds: in each, every live variant runs its
 next segment (a timed window; after the last window the traced window, then the unobserved
 block) alone, in a freshly shuffled order, while the others idle at their gates. Last, each
 finishes (checks, its record) one at a time. A slow spell now lands on every variant alike; this
@@ -45,6 +45,7 @@ POLL_S = 0.05
 HOST_BYTES_PER_LIVE = 1 << 30
 GPU_BYTES_PER_LIVE = 2 << 30
 MEMORY_SHARE = 0.6  # of what is free now: leave room for the rest of the machine
+BUILD_PARALLELISM = 4  # variants that build and warm up at once (never more than the cores)
 EXIT_GRACE_S = 30.0  # after its record is written, a worker has this long to leave
 
 
@@ -72,10 +73,11 @@ class LiveVariant:
         self.at = None
         os.write(self._writer, GO)
 
-    def run_to_gate(self) -> bool:
+    def run_to_gate(self, since: float | None = None) -> bool:
         """Wait while the worker runs, until it announces its next segment (True) or ends or
-        overruns its budget (False); the running time is charged to its budget."""
-        started = time.monotonic()
+        overruns its budget (False); the running time (from `since`, when it was released
+        together with others, else from now) is charged to its budget."""
+        started = time.monotonic() if since is None else since
         deadline = started + max(0.0, self.budget_s - self.active_s)
         try:
             while True:
@@ -139,6 +141,13 @@ def start(variant: Variant, run_dir: Path, forkserver: ForkServer | None,
     return LiveVariant(variant, run_dir, proc, fifo, announced, _writer=writer)
 
 
+def _build_groups(variants: list[Variant]) -> list[list[Variant]]:
+    """Variants that build and warm up at the same time: one per core (building is mostly
+    single-threaded Python tracing and graph optimisation), at most BUILD_PARALLELISM."""
+    width = max(1, min(BUILD_PARALLELISM, os.cpu_count() or 1))
+    return [variants[k:k + width] for k in range(0, len(variants), width)]
+
+
 def gate_timeout(variants: list[Variant]) -> float:
     """How long one worker may wait at its gate: every other variant's budget, run in full."""
     return sum(v.measure.timeout_s for v in variants) + EXIT_GRACE_S
@@ -154,10 +163,12 @@ def play(variants: list[Variant], run_dir: Path, forkserver: ForkServer | None,
     timeout_s = gate_timeout(variants)
     live: list[LiveVariant] = []
     try:
-        for variant in variants:  # one build at a time: the others idle at their gates
-            one = start(variant, run_dir, forkserver, progress_for(variant), timeout_s)
-            live.append(one)
-            one.run_to_gate()
+        for group in _build_groups(variants):  # builds run side by side: nothing is timed yet
+            since = time.monotonic()
+            started = [start(v, run_dir, forkserver, progress_for(v), timeout_s) for v in group]
+            live += started
+            for one in started:
+                one.run_to_gate(since)
         rounds = 0
         while waiting := [v for v in live if v.at is not None and v.at[0] != FINISH]:
             rng.shuffle(waiting)
