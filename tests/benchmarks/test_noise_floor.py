@@ -29,6 +29,7 @@ RUNS = int(os.environ.get("BENCH_NOISE_RUNS", "10"))
 TARGET_PCT = 3.0
 
 
+@pytest.mark.timeout(RUNS * 2 * 300)  # pytest's default 900 s ends 10 pairs after 7
 def test_noise_floor_interleaved_vs_sequential(benchmark, tmp_path: Path) -> None:
     floors: dict[str, list[float]] = {"interleaved": [], "sequential": []}
     walls: dict[str, list[float]] = {"interleaved": [], "sequential": []}
