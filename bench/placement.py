@@ -35,6 +35,9 @@ from bench.scenario.schema import Variant
 # Worker-side knobs the plan sets (read by bench.training.devices.configure).
 LOGICAL_GPU_MEMORY_ENV = "BENCH_LOGICAL_GPU_MEMORY_MB"  # memory limit of each logical GPU
 GPU_SHARED_ENV = "BENCH_GPU_SHARED"  # "1": other processes of the variant use the same GPUs
+# What a cluster's computing tasks run on ("gpu" | "cpu"): the ParameterServer coordinator, which
+# writes the record, computes nothing itself, so its own device kind would misstate the variant.
+CLUSTER_DEVICE_ENV = "BENCH_CLUSTER_COMPUTES_ON"
 MEMORY_SHARE = 0.9  # of a GPU's memory, split between its logical GPUs (the rest: CUDA context)
 DEFAULT_LOGICAL_GPU_MEMORY_MB = 2048  # when the GPU's memory is unknown
 PORT_PLACEHOLDER = "<port>"
@@ -212,7 +215,8 @@ def plan_variant(variant: Variant, inventory: Inventory,
         else:  # the coordinator and (unless asked) the parameter servers
             devices, env = ("cpu",), ({"CUDA_VISIBLE_DEVICES": ""} if inventory.gpus else {})
         plans.append(ProcessPlan(task.type, task.index, task.trains, devices,
-                                 {**env, "TF_CONFIG": tf_config(spec, task)}))
+                                 {**env, "TF_CONFIG": tf_config(spec, task),
+                                  CLUSTER_DEVICE_ENV: "gpu" if slices else "cpu"}))
     return plans
 
 

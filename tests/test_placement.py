@@ -47,6 +47,8 @@ def test_parameter_servers_and_the_coordinator_get_no_gpu(eight: dict) -> None:
                                                        ("worker", 1), ("ps", 0)]
     assert visible(procs, "ps") == [""] and visible(procs, "chief") == [""]
     assert visible(procs, "worker") == ["0", "1"]
+    # the coordinator writes the record: it is told what the computing tasks run on
+    assert {p["env"]["BENCH_CLUSTER_COMPUTES_ON"] for p in procs} == {"gpu"}
 
 
 def test_tf_config_names_each_task_and_leaves_ports_out(eight: dict) -> None:
@@ -89,6 +91,7 @@ def test_no_gpu_host_sets_no_cuda_variable() -> None:
     plans = plan_json(str(CLUSTERS), "--gpus", "0")
     assert all("CUDA_VISIBLE_DEVICES" not in p["env"] for procs in plans.values() for p in procs)
     assert plans[MWMS_2x2][0]["devices"] == ["cpu (2 logical)"]
+    assert {p["env"]["BENCH_CLUSTER_COMPUTES_ON"] for p in plans[PS]} == {"cpu"}
 
 
 def _variant(strategy: dict[str, Any], devices: str = "auto", **train: Any) -> Any:

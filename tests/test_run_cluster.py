@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from bench import fingerprint
 from bench.launch import netns
 from bench.timing import MAD_TO_SIGMA
 from tests.browser import IN_CI
@@ -121,6 +122,8 @@ def test_parameter_server_records_every_task(cluster_run: BenchRun) -> None:
     assert rec["strategy_info"]["class"].startswith("ParameterServerStrategy")
     assert rec["strategy_info"]["num_replicas_in_sync"] == 1
     assert rec["task"] == {"type": "chief", "index": 0}
+    # the coordinator computes nothing: the record says what the workers were planned to use
+    assert rec["devices"]["cluster_computes_on"] == ("gpu" if fingerprint.gpus() else "cpu")
     tasks = {t["task"]: t for t in rec["cluster"]["tasks"]}
     assert set(tasks) == {"chief-0", "worker-0", "worker-1", "ps-0"}
     for name in ("worker-0", "worker-1", "ps-0"):

@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 
 from bench.placement import (
+    CLUSTER_DEVICE_ENV,
     DEFAULT_LOGICAL_GPU_MEMORY_MB,
     GPU_SHARED_ENV,
     LOGICAL_GPU_MEMORY_ENV,
@@ -18,7 +19,8 @@ from bench.placement import (
     plan_layout,
 )
 
-__all__ = ["DeviceLayout", "configure", "describe", "plan_layout"]
+__all__ = ["DeviceLayout", "cluster_device_kind", "configure", "describe", "enable_memory_growth",
+           "gpu_facts", "plan_layout"]
 
 
 def configure(requested: str, replicas: int) -> DeviceLayout:
@@ -52,6 +54,13 @@ def configure(requested: str, replicas: int) -> DeviceLayout:
             cpu, [tf.config.LogicalDeviceConfiguration()] * layout.logical_cpus
         )
     return layout
+
+
+def cluster_device_kind() -> dict[str, str]:
+    """What the variant's computing cluster tasks run on, as the launcher planned it (a
+    ParameterServer coordinator itself computes on nothing); {} outside a planned cluster."""
+    kind = os.environ.get(CLUSTER_DEVICE_ENV)
+    return {"cluster_computes_on": kind} if kind else {}
 
 
 def describe() -> dict[str, list[str]]:
