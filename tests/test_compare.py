@@ -161,23 +161,6 @@ def test_a_store_compares_with_its_typical_run_not_a_burst(variants) -> None:
     assert chosen.status == "unchanged"  # not an "improvement" against the burst
 
 
-def test_a_real_slowdown_read_low_by_one_re_run_is_still_confirmed(variants) -> None:
-    """A 10% slowdown whose re-runs read 1.04 and 1.14 (seen here) holds; a burst does not."""
-    from bench.compare.detector import confirm
-
-    rng = np.random.default_rng(9)
-    default = variants[0]
-    base = [record(default, 1.0, rng)]
-
-    def candidate(scale: float) -> object:
-        return compare_records(base, [record(default, scale, rng)])
-
-    result = confirm(candidate(1.13), [candidate(1.04), candidate(1.14)])
-    assert result.verdicts[0].status == "regression", result.verdicts[0].note
-    burst = confirm(candidate(1.4), [candidate(1.0), candidate(1.01)])
-    assert burst.verdicts[0].status == "unchanged"
-
-
 def test_a_regression_must_hold_in_every_re_run(variants) -> None:
     from bench.compare.detector import confirm
 
@@ -196,7 +179,7 @@ def test_a_regression_must_hold_in_every_re_run(variants) -> None:
     assert by_key[default.id].status == "regression"
     assert "confirmed by 2 re-run(s)" in by_key[default.id].note
     assert by_key[mirrored.id].status == "unchanged"
-    assert "not confirmed: 1 of 2 re-run(s) slower by" in by_key[mirrored.id].note
+    assert "not confirmed: 1 of 2 re-run(s) regressed" in by_key[mirrored.id].note
     assert result.confirmations == 2 and result.caveat is None
 
 

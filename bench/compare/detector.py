@@ -11,7 +11,6 @@ certainty, and a fixed threshold alone flags noise.
 from __future__ import annotations
 
 import math
-import statistics
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -317,36 +316,29 @@ def compare_records(base: list[dict[str, Any]], cand: list[dict[str, Any]], *,
 
 
 def confirm(first: Comparison, reruns: list[Comparison]) -> Comparison:
-    """Keep a regression only if it holds in the re-runs: every re-run slower by at least half
-    the minimum effect, and the median ratio over the suspect run and its re-runs beyond it.
+    """Keep a regression only if every re-run of the candidate's variant regresses too.
 
     Interference on a shared machine only ever slows steps down, and it comes in bursts of tens
     of seconds: a burst during the candidate's variant looks like a regression, but it rarely
-    hits the same variant again in re-runs started later (such a re-run is near 1.0). A real
-    slowdown is there every time, though one re-run may read it low: asking each re-run for the
-    full minimum effect let a 10% slowdown through in 2 of 2 nights here (re-runs at 1.037 and
-    1.065), so a re-run needs half of it and the median all of it.
+    hits the same variant again in re-runs started later. A real slowdown is there every time.
     Re-runs are separate runs of the suspect variants, judged against the same baseline.
     """
     if not reruns:
         return first
     by_key = [{v.key: v for v in rerun.verdicts} for rerun in reruns]
     for verdict in first.verdicts:
-        if verdict.status != "regression" or verdict.ratio is None:
+        if verdict.status != "regression":
             continue
         again = [runs.get(verdict.key) for runs in by_key]
         ratios = ", ".join(f"{v.ratio:.3f}" if v and v.ratio else "-" for v in again)
-        seen = [verdict.ratio] + [v.ratio for v in again if v is not None and v.ratio]
-        held = sum(1 for v in again
-                   if v is not None and v.ratio and v.ratio >= 1 + verdict.min_effect / 2)
-        if held == len(again) and statistics.median(seen) >= 1 + verdict.min_effect:
+        held = sum(1 for v in again if v is not None and v.status == "regression")
+        if held == len(again):
             verdict.note = _joined(verdict.note, f"confirmed by {held} re-run(s) (ratios {ratios})")
         else:
             verdict.status = "unchanged"
             verdict.note = _joined(verdict.note, f"not confirmed: {held} of {len(again)} re-run(s) "
-                                                 f"slower by {verdict.min_effect / 2:.1%} or more "
-                                                 f"(ratios {ratios}); a burst of interference, "
-                                                 "most likely")
+                                                 f"regressed (ratios {ratios}); a burst of "
+                                                 "interference, most likely")
     first.confirmations = len(reruns)
     return first
 
