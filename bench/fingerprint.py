@@ -95,22 +95,25 @@ def gpus(timeout_s: float = 15.0) -> list[dict[str, Any]]:
     return []
 
 
-def _cuda_order(host: list[dict[str, Any]], cuda_visible: str | None) -> list[dict[str, Any]]:
-    """The host's GPUs in the order CUDA numbers them for this process.
+def cuda_visible_gpus(host: list[dict[str, Any]], cuda_visible: str | None
+                      ) -> list[tuple[str, dict[str, Any]]]:
+    """The host's GPUs in the order CUDA numbers them for a process, each with the
+    CUDA_VISIBLE_DEVICES entry that names it (its index when the variable is unset).
 
     CUDA_VISIBLE_DEVICES lists indices or UUID prefixes; CUDA ignores the list from its first
-    entry that names no GPU (a MIG id, "-1"), so that entry and the rest are dropped here too.
+    entry that names no GPU (a MIG id, "-1", a repeat), so that entry and the rest are dropped
+    here too ("" and "-1" hide every GPU).
     """
     if cuda_visible is None:
-        return sorted(host, key=lambda g: g["index"])
-    order = []
+        return [(str(g["index"]), g) for g in sorted(host, key=lambda g: g["index"])]
+    order: list[tuple[str, dict[str, Any]]] = []
     for token in (t.strip() for t in cuda_visible.split(",")):
         match = next((g for g in host if (token.isdigit() and g["index"] == int(token))
                       or (token.startswith("GPU-") and (g["uuid"] or "").startswith(token))),
                      None)
-        if match is None:
+        if match is None or any(match is seen for _, seen in order):
             break
-        order.append(match)
+        order.append((token, match))
     return order
 
 
@@ -123,7 +126,7 @@ def merge_gpu_views(host: list[dict[str, Any]], visible: list[tuple[str, dict[st
     at its CUDA position only when the model names agree, else the first free visible one of its
     model. TensorFlow GPUs nvidia-smi does not list (no nvidia-smi, MIG) keep None host facts.
     """
-    order = _cuda_order(host, cuda_visible)
+    order = [gpu for _, gpu in cuda_visible_gpus(host, cuda_visible)]
     taken: dict[int, tuple[str, dict[str, Any]]] = {}
     unmatched = []
     for position, (device, details) in enumerate(visible):

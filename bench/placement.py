@@ -55,12 +55,10 @@ class Inventory:
     def from_gpus(cls, gpus: list[dict[str, Any]], visible: str | None,
                   source: str = "nvidia-smi") -> Inventory:
         """The physical GPUs, restricted by a CUDA_VISIBLE_DEVICES already set (None: unset)."""
-        ids = [str(g["index"]) for g in gpus]
-        if visible is not None:
-            ids = visible_subset(visible, ids, [str(g.get("uuid") or "") for g in gpus])
-        memories = [g["memory_mb"] for g in gpus
-                    if g.get("memory_mb") and (str(g["index"]) in ids or g.get("uuid") in ids)]
-        return cls(tuple(ids), min(memories) if memories else None, source)
+        kept = fingerprint.cuda_visible_gpus(gpus, visible)
+        memories = [g["memory_mb"] for _, g in kept if g.get("memory_mb")]
+        return cls(tuple(token for token, _ in kept), min(memories) if memories else None,
+                   source)
 
     @classmethod
     def fake(cls, gpus: int, visible: str | None = None, memory_mb: int | None = None
@@ -84,17 +82,6 @@ def host_gpus() -> tuple[dict[str, Any], ...]:
 def detected_inventory() -> Inventory:
     """This host's inventory, as this process's CUDA_VISIBLE_DEVICES leaves it."""
     return Inventory.from_gpus(list(host_gpus()), os.environ.get("CUDA_VISIBLE_DEVICES"))
-
-
-def visible_subset(visible: str, indices: list[str], uuids: list[str]) -> list[str]:
-    """The devices CUDA keeps for a CUDA_VISIBLE_DEVICES value: entries up to the first one
-    that names no device ("" and "-1" hide them all)."""
-    kept: list[str] = []
-    for entry in (e.strip() for e in visible.split(",")):
-        if not (entry in indices or (entry and entry in uuids)) or entry in kept:
-            break
-        kept.append(entry)
-    return kept
 
 
 @dataclass(frozen=True)

@@ -104,3 +104,9 @@ def headline(record: dict[str, Any]) -> float:
     """examples/s over the timed windows' wall clock (older records: the median-step rate)."""
     throughput = record["throughput"]
     return float(throughput.get("headline") or throughput["median"])
+
+
+def scenario_data_sources(records: list[dict[str, Any]]) -> list[str]:
+    """The data the scenario's variants read; the yardstick reads its own fixed data."""
+    return sorted({str(r["data_source"]) for r in records
+                   if r.get("data_source") and control_role(r) != "yardstick"})

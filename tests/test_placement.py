@@ -8,8 +8,9 @@ from typing import Any
 
 import pytest
 
+from bench.fingerprint import cuda_visible_gpus
 from bench.launch.cluster_plan import plan_tasks
-from bench.placement import Inventory, plan_variant, visible_subset
+from bench.placement import Inventory, plan_variant
 from bench.scenario.loading import parse_scenario
 from bench.scenario.matrix import expand
 from tests.conftest import REPO, bench
@@ -133,9 +134,11 @@ def test_the_launch_addresses_go_into_tf_config() -> None:
 
 @pytest.mark.parametrize(("value", "kept"), [("", []), ("-1", []), ("1,0", ["1", "0"]),
                                              ("0,9,1", ["0"]), ("1,1", ["1"]),
-                                             ("GPU-abc,0", ["GPU-abc", "0"])])
+                                             ("GPU-abc,0", ["GPU-abc", "0"]),
+                                             ("GPU-abc,1", ["GPU-abc"])])  # a repeat, by UUID
 def test_cuda_visible_devices_is_read_as_cuda_reads_it(value: str, kept: list[str]) -> None:
-    assert visible_subset(value, ["0", "1", "2"], ["GPU-abc", "GPU-def", "GPU-123"]) == kept
+    host = [{"index": i, "uuid": uuid} for i, uuid in enumerate(["GPU-def", "GPU-abc", "GPU-123"])]
+    assert [token for token, _ in cuda_visible_gpus(host, value)] == kept
 
 
 @pytest.mark.parametrize("args", [("--gpus", "-1"), ("--gpus", "100000")])

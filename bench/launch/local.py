@@ -110,5 +110,10 @@ def variant_env(run_dir: Path, variant: Variant) -> dict[str, str]:
     """What a single-process variant's worker is told beyond the common worker environment: its
     devices (bench.placement), where to trace, where shared data is cached."""
     (main,) = plan_variant(variant, detected_inventory())
-    return {**main.env, "BENCH_TRACE_DIR": str(trace_dir(run_dir, variant)),
+    return {**main.env, **run_paths_env(run_dir, variant)}
+
+
+def run_paths_env(run_dir: Path, variant: Variant) -> dict[str, str]:
+    """Where a variant's worker traces and finds the run's shared data cache."""
+    return {"BENCH_TRACE_DIR": str(trace_dir(run_dir, variant)),
             "BENCH_DATA_CACHE": str(data_cache_dir(run_dir))}

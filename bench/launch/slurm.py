@@ -23,7 +23,7 @@ from typing import Any
 from bench import entrypoints
 from bench.errors import BenchError
 from bench.launch.cluster_plan import plan_tasks
-from bench.launch.local import data_cache_dir, record_path_of, trace_dir, worker_command
+from bench.launch.local import record_path_of, run_paths_env, worker_command
 from bench.launch.process import last_error_line
 from bench.placement import gpus_per_process
 from bench.protocol import ProgressFn
@@ -190,9 +190,9 @@ class SlurmLauncher:
             args = cluster_worker_args(run_dir / VARIANTS_FILE, variant, record=record_path)
         else:
             args = worker_command(run_dir, variant, record_path)
+        # not variant_env: Slurm, not this host's inventory, gives the job its GPUs
         env = {"TF_CPP_MIN_LOG_LEVEL": "2", "PYTHONUNBUFFERED": "1",
-               "BENCH_TRACE_DIR": str(trace_dir(run_dir, variant)),
-               "BENCH_DATA_CACHE": str(data_cache_dir(run_dir))}
+               **run_paths_env(run_dir, variant)}
         script = logs / f"{variant.id}.sbatch"
         script.write_text(batch_script(variant, args, str(output), self.options, env))
         job = SlurmJob.submit(script)

@@ -15,7 +15,7 @@ from typing import Any
 from bench import results
 from bench.axes import variant_key
 from bench.compare.noise import noise_floor
-from bench.records import control_role, counts_as_variant
+from bench.records import counts_as_variant, scenario_data_sources
 from bench.scaling import add_scaling_efficiency
 from bench.scenario.schema import BASELINE_STRATEGIES
 
@@ -72,8 +72,7 @@ class RunView:
 
     @property
     def data_sources(self) -> list[str]:
-        return sorted({str(r["data_source"]) for r in self.records
-                       if r.get("data_source") and control_role(r) != "yardstick"})
+        return scenario_data_sources(self.records)
 
     @property
     def fallback_reasons(self) -> list[str]:

@@ -11,7 +11,7 @@ from rich.table import Table
 from bench.checks.verdicts import KINDS
 from bench.compare.noise import describe as describe_noise_floor
 from bench.compare.noise import noise_floor, within_noise
-from bench.records import control_role, headline
+from bench.records import control_role, headline, scenario_data_sources
 from bench.report.records import step_breakdown
 from bench.report.runs import find_baselines
 
@@ -152,10 +152,7 @@ def render_summary(console: Console, records: list[dict[str, Any]]) -> None:
         if rec["status"] != "ok":
             console.print(f"  [{_STATUS_STYLE[rec['status']]}]{rec['status']}[/] "
                           f"{escape(rec['variant_id'])}: {escape(str(rec.get('reason')))}")
-    # the yardstick reads its own fixed data: not the scenario's
-    sources = {rec.get("data_source") for rec in records
-               if rec.get("data_source") and control_role(rec) != "yardstick"}
-    for source in sorted(sources):
+    for source in scenario_data_sources(records):
         console.print(f"data: {escape(source)}")
     for reason in sorted({rec["data_fallback_reason"] for rec in records
                           if rec.get("data_fallback_reason")}):

@@ -46,8 +46,7 @@ def configure(requested: str, replicas: int) -> DeviceLayout:
                 gpu, [tf.config.LogicalDeviceConfiguration(memory_limit=limit)]
                 * layout.logical_gpus_per_gpu)
     elif layout.kind == "gpu":
-        for gpu in gpus:
-            tf.config.experimental.set_memory_growth(gpu, True)
+        enable_memory_growth()
     elif layout.logical_cpus > 1:
         cpu = tf.config.list_physical_devices("CPU")[0]
         tf.config.set_logical_device_configuration(
