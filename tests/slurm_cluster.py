@@ -29,6 +29,8 @@ from collections.abc import Callable
 from pathlib import Path
 from types import TracebackType
 
+from bench.launch.netns import free_port
+
 DAEMONS = ("munged", "slurmctld", "slurmd")
 CLIENTS = ("sinfo", "srun", "sbatch", "scancel", "squeue", "scontrol")
 TOOLS = ("unshare", "nsenter", "getent", "ip")
@@ -103,12 +105,9 @@ def _tail(path: Path, lines: int = 25) -> str:
 
 def _free_host_port(taken: set[int]) -> int:
     """A port free on the host too, so "refused from outside" proves the daemon stays inside."""
-    while True:
-        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-            sock.bind(("127.0.0.1", 0))
-            port = int(sock.getsockname()[1])
-        if port not in taken:
-            return port
+    while (port := free_port()) in taken:
+        pass
+    return port
 
 
 class LocalSlurm:
