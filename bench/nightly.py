@@ -1,9 +1,11 @@
 """`bench nightly`: run the nightly scenarios into a baseline store, gate, report.
 
-Each scenario's new run is compared, as `bench compare STORE RUN` would, with the store's earlier
-runs of the same scenario (each variant against its typical stored run).
-Suspected regressions are re-run and must regress every time (bursts of interference on a shared
-machine rarely hit the same variant twice; a real slowdown always does). The store then keeps the
+Each scenario's new run is compared with the store's earlier runs of the same scenario. Once the
+store holds a few runs, each variant is judged by whole runs (bench.compare.runlevel): one figure
+per run, in yardstick steps, and suspected regressions are re-run so the test has several
+candidate runs against the store's. Before that, as `bench compare STORE RUN` would, and a
+suspect must regress in every re-run (bursts of interference on a shared machine rarely hit the
+same variant twice; a real slowdown always does). The store then keeps the
 new run, so tomorrow's gate has one more run of history. The HTML site
 of the whole store (with the trend and its detected steps) is rendered at the end, and each
 comparison is written beside it as Markdown and JSON for CI artefacts.
@@ -18,6 +20,7 @@ from pathlib import Path
 from rich.console import Console
 
 from bench import results
+from bench.compare import runlevel
 from bench.compare.detector import DEFAULT_ALPHA, Comparison, compare_records, confirm
 from bench.compare.stores import candidate, load_store, write_reports
 from bench.errors import BenchError
@@ -49,8 +52,10 @@ def gate(run_dir: Path, store: Path, out_dir: Path, console: Console,
          ) -> bool | None:
     """Compare one new run with the store; True on regression, None without a baseline yet.
 
-    Suspect regressions are re-run `confirm_runs` times (`rerun(variant ids)` → a run dir) and
-    kept only if every re-run regresses too (see `bench.compare.detector.confirm`).
+    With a store of `runlevel.MIN_STORE_RUNS` runs or more, each variant is judged by whole runs
+    (`bench.compare.runlevel`): suspects are re-run `confirm_runs` times (`rerun(variant ids)` →
+    a run dir) and every re-run adds a candidate run to the test. With a smaller store, a
+    suspect must regress in every re-run (`bench.compare.detector.confirm`).
     """
     records, scenario = candidate(run_dir)
     baseline = load_store(store, scenario, exclude=run_dir)
@@ -59,24 +64,32 @@ def gate(run_dir: Path, store: Path, out_dir: Path, console: Console,
                       "baseline store[/]")
         return None
     confirming = rerun is not None and confirm_runs > 0
+    by_runs = runlevel.usable(baseline.history)
 
     def judge(candidate_records: list[dict]) -> Comparison:
         # Re-runs stand in for the run-to-run interval, whose t-quantile for a few stored runs
         # would hide all but huge slowdowns (bench.compare.simulation.nightly_rates).
         result = compare_records(baseline.history[-1], candidate_records,
                                  history=baseline.history,
-                                 run_to_run=not confirming)
+                                 run_to_run=not confirming and not by_runs)
         if result.refused:
             raise BenchError(f"{run_dir}: {result.refused}")
         return result
 
     result = judge(records)
-    suspects = [v.key for v in result.verdicts if v.status == "regression"]
+    if by_runs:
+        suspects = runlevel.suspects(result, baseline.history, records)
+    else:
+        suspects = [v.key for v in result.verdicts if v.status == "regression"]
+    reruns: list[list[dict]] = []
     if suspects and confirming:
         console.print(f"[yellow]suspected: {', '.join(suspects)}; re-running them "
                       f"{confirm_runs} time(s) to confirm[/]")
-        result = confirm(result, [judge(results.read_records(rerun(suspects)))
-                                  for _ in range(confirm_runs)])
+        reruns = [results.read_records(rerun(suspects)) for _ in range(confirm_runs)]
+    if by_runs:
+        result = runlevel.decide(result, baseline.history, [records, *reruns])
+    elif reruns:
+        result = confirm(result, [judge(again) for again in reruns])
     out_dir.mkdir(parents=True, exist_ok=True)
     write_reports(result, baseline, run_dir, out_dir / f"compare-{run_dir.name}.md",
                   out_dir / f"compare-{run_dir.name}.json")

@@ -59,6 +59,9 @@ class RunOptions:
     # spawn: a new interpreter per variant (slower, for comparison or when fork is unwanted)
     start_method: str = "forkserver"
     interleave: bool | None = None  # None: the scenario's measure.interleave
+    # Multiplies the rounds (repeats) and the budget after the other overrides: `bench nightly`
+    # judges whole runs, and a run's figure is only as steady as its number of windows.
+    rounds_factor: int = 1
     control: bool | None = None  # None: the scenario's measure.control
     # Submit every variant as a Slurm job (bench.launch.slurm) instead of running it here;
     # jobs run one after another (a job cannot wait at an interleaving gate).
@@ -87,6 +90,9 @@ def apply_overrides(scenario: Scenario, opts: RunOptions) -> Scenario:
     for key in ("warmup_steps", "steps", "repeats", "timeout_s"):
         if getattr(opts, key) is not None:
             update[key] = getattr(opts, key)
+    if opts.rounds_factor > 1:
+        for key in ("repeats", "timeout_s"):
+            update[key] = update.get(key, getattr(scenario.measure, key)) * opts.rounds_factor
     k = scenario.train.steps_per_execution
     for key in ("warmup_steps", "steps"):
         if key in update:

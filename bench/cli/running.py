@@ -11,6 +11,11 @@ import typer
 
 from bench.cli.common import ScenarioArg, console
 
+# Nightly runs take 4x the scenario's rounds: a variant's run figure moved 4-9% between runs of
+# unchanged code with 6 windows here (bench.compare.runlevel), and 4x the windows halves that,
+# which a 10% slowdown needs to stand out. It costs about a minute per night for the default set.
+NIGHTLY_ROUNDS_FACTOR = 4
+
 LAUNCHERS = ("local", "slurm")
 
 
@@ -99,6 +104,10 @@ def nightly(
                        ] = 2,
     only: Annotated[Optional[list[str]], typer.Option(help="Run and gate only variants whose id "
                                                       "matches this glob (repeatable).")] = None,
+    rounds_factor: Annotated[int, typer.Option(min=1, help="Run N times the scenario's rounds "
+                                                         "(repeats): the gate judges whole runs, "
+                                                         "each as steady as its windows are many.")
+                             ] = NIGHTLY_ROUNDS_FACTOR,
 ) -> None:
     """Run SCENARIOS into the store, gate each new run against the store, render the report.
 
@@ -112,7 +121,8 @@ def nightly(
     from bench.runner import RunOptions
 
     outcome = run_nightly(scenarios or list(NIGHTLY_SCENARIOS), store, reports_dir,
-                          RunOptions(quick=quick, only=only or []), console,
+                          RunOptions(quick=quick, only=only or [], rounds_factor=rounds_factor),
+                          console,
                           confirm_runs=confirm)
     raise typer.Exit(code=outcome.exit_code)
 

@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 
 from bench.axes import variant_key
+from bench.compare.tdist import t_quantile
 from bench.compare.yardstick import relative_to_yardstick
 from bench.records import counts_as_variant
 
@@ -137,14 +138,8 @@ def compare_samples(base: list[np.ndarray], cand: list[np.ndarray], *, key: str 
     return Verdict(key, status, base_median, cand_median, ratio, low, high, p_value, min_effect)
 
 
-# One-sided 99% Student-t quantiles by degrees of freedom (no scipy dependency for 30 numbers).
-_T99 = [31.82, 6.965, 4.541, 3.747, 3.365, 3.143, 2.998, 2.896, 2.821, 2.764, 2.718, 2.681, 2.650,
-        2.624, 2.602, 2.583, 2.567, 2.552, 2.539, 2.528, 2.518, 2.508, 2.500, 2.492, 2.485,
-        2.479, 2.473, 2.467, 2.462, 2.457]
-
-
 def t99(df: int) -> float:
-    return _T99[df - 1] if df <= len(_T99) else 2.326
+    return t_quantile(df, 0.99)
 
 
 def run_to_run_check(verdict: Verdict, history_medians: list[float]) -> Verdict:

@@ -104,6 +104,54 @@ def nightly_rates(trials: int, shift: float, reruns: int = 2, store: int = 5,
     return {k: v / trials for k, v in sorted(counts.items())}
 
 
+def interleaved_run(rng: np.random.Generator, rounds: int, scale: float = 1.0,
+                    window_sd: float = 0.10, run_sd: float = 0.02, burst_p: float = 0.05
+                    ) -> list[dict]:
+    """One interleaved run of a variant beside the yardstick, as measured here: the machine's
+    speed drifts from round to round (both slowed alike), each window of each process has its own
+    noise (`window_sd`, log scale; 7-20% was seen between windows of 50 small steps), a window is
+    now and then hit by a burst (+20-100%), and each process has a lasting speed of its own
+    (`run_sd`)."""
+    machine = rng.lognormal(0.0, 0.15, rounds)
+
+    def windows(step_s: float) -> list[list[float]]:
+        own = rng.lognormal(0.0, run_sd)
+        noise = rng.lognormal(0.0, window_sd, rounds)
+        bursts = np.where(rng.random(rounds) < burst_p, rng.uniform(1.2, 2.0, rounds), 1.0)
+        return [[float(step_s * own * m * n * b)] for m, n, b in zip(machine, noise, bursts,
+                                                                     strict=True)]
+
+    batch = ["yardstick", "v"]
+    common = {"status": "ok", "interleave": {"batch": batch}, "devices": {"kind": "cpu"}}
+    variant = {"scenario_name": "sim", "strategy": "default", "min_effect": 0.05}
+    return [{**common, "variant_id": "yardstick", "samples": {"timed": windows(0.003)},
+             "variant": {**variant, "model": {"name": "yardstick"}, "control": "yardstick"}},
+            {**common, "variant_id": "v", "samples": {"timed": windows(0.005 * scale)},
+             "variant": {**variant, "model": {"name": "v"}}}]
+
+
+def runlevel_rates(trials: int, shift: float, rounds: int = 24, store: int = 7,
+                   reruns: int = 2, seed: int = 0, **noise: float) -> dict[str, float]:
+    """`bench nightly`'s run-level gate (bench.compare.runlevel) on simulated interleaved runs:
+    the share of A/A nights that flag the variant, and of nights with a `shift` slowdown."""
+    from bench.compare import runlevel
+
+    rng = np.random.default_rng(seed)
+    counts = {"aa": 0, "detect": 0, "aa_suspected": 0, "detect_suspected": 0}
+    for _ in range(trials):
+        history = [interleaved_run(rng, rounds, **noise) for _ in range(store)]
+        for kind, scale in (("aa", 1.0), ("detect", 1 + shift)):
+            cand = interleaved_run(rng, rounds, scale, **noise)
+            first = compare_records(history[-1], cand, history=history, run_to_run=False,
+                                    always_ci=False)
+            if not runlevel.suspects(first, history, cand):
+                continue
+            counts[f"{kind}_suspected"] += 1
+            again = [interleaved_run(rng, rounds, scale, **noise) for _ in range(reruns)]
+            counts[kind] += runlevel.decide(first, history, [cand, *again]).regressed
+    return {k: v / trials for k, v in counts.items()}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--trials", type=int, default=500)

@@ -62,14 +62,17 @@ def _relative(run: Run, medians: list[float]) -> Run:
     return out
 
 
-def relative_to_yardstick(base: Run, cand: Run, history: list[Run] | None
-                          ) -> tuple[Run, Run, list[Run] | None, bool]:
-    """The runs with every timed sample in yardstick steps, and True; or the runs unchanged and
-    False when any of them cannot be judged that way."""
-    runs = [base, cand, *(history or [])]
+def relative_runs(runs: list[Run]) -> tuple[list[Run], bool]:
+    """Every run with its timed samples in yardstick steps, and True; or the runs unchanged and
+    False when any of them cannot be judged that way (all or none: units must not mix)."""
     medians = [_round_medians(run) for run in runs]
     if any(m is None for m in medians):
-        return base, cand, history, False
-    base_rel, cand_rel, *history_rel = (_relative(run, m) for run, m in zip(runs, medians,
-                                                                             strict=True))
-    return base_rel, cand_rel, (history_rel if history is not None else None), True
+        return runs, False
+    return [_relative(run, m) for run, m in zip(runs, medians, strict=True)], True
+
+
+def relative_to_yardstick(base: Run, cand: Run, history: list[Run] | None
+                          ) -> tuple[Run, Run, list[Run] | None, bool]:
+    """`relative_runs` for a baseline, a candidate and an optional store history."""
+    (base_rel, cand_rel, *history_rel), relative = relative_runs([base, cand, *(history or [])])
+    return base_rel, cand_rel, (history_rel if history is not None else None), relative

@@ -78,6 +78,7 @@ def main() -> None:
         print(f"A/A night {k + 1}", flush=True)
         alarms += night(args.scenario, store, reports / f"aa{k}", args.only, args.quick)
     caught: dict[str, int] = {}
+    (work / "injected").mkdir()
     for spec in args.slowdown:
         n, _, label = spec.partition(":")
         injected = with_extra_matmul(args.scenario, int(n), work)
@@ -88,6 +89,9 @@ def main() -> None:
             shutil.copytree(store, copy)
             caught[label or n] += night(injected, copy, reports / f"inj{n}-{k}", args.only,
                                         args.quick)
+            # keep the injected run (its re-runs are in the reports' confirmations/) for analysis
+            injected_run = max(set(copy.iterdir()) - {copy / d.name for d in store.iterdir()})
+            shutil.move(injected_run, work / "injected" / f"{n}-{k}-{injected_run.name}")
             shutil.rmtree(copy)
     print(f"\n| nights | what | flagged |\n| --- | --- | --- |\n| {args.aa} | unchanged code (A/A) "
           f"| {alarms} false alarm(s) |")

@@ -1,0 +1,160 @@
+"""The nightly gate's test: a variant judged by whole runs, the candidate's against the store's.
+
+Step samples of one run cannot say how whole runs of the same code differ, and the window-to-window
+spread of one run understates nothing but also averages nothing: on this machine a window of 50
+steps lasts ~0.15 s, windows of one variant (in yardstick steps) spread 7-20%, and a variant's
+figure moved 4-9% between nightly runs of unchanged code, about what 6 such windows predict.
+
+So each run gives one figure per variant: the trimmed mean of its windows' log median step (in
+yardstick steps when every run compared has the yardstick; bench.compare.yardstick). The nightly
+run and its re-runs are the candidate's sample, the store's recent runs the baseline's, and a
+pooled-variance t-test on the figures decides. A slowdown counts when t is beyond the one-sided
+99% critical value and the shift exceeds the minimum effect; a looser bar (90%, half the effect)
+picks the suspects worth re-running. Each re-run adds a candidate figure, so confirmation adds
+power instead of asking three noisy runs to clear a strict bar each.
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from bench.compare.detector import Comparison
+from bench.compare.tdist import t_quantile
+from bench.compare.yardstick import relative_runs
+from bench.records import counts_as_variant
+
+Run = list[dict[str, Any]]
+
+STORE_RUNS = 10  # the store's most recent runs that make the baseline sample
+MIN_STORE_RUNS = 3  # fewer stored runs give no usable spread; the gate falls back
+TRIM = 0.2  # share of windows dropped at each end: robust to a burst, nearly a mean's efficiency
+SD_FLOOR = 0.01  # a lucky quiet store must not make 1% look significant
+
+SUSPECT = (0.90, 0.5)  # (one-sided level, share of the minimum effect) that earns a re-run
+DECIDE = (0.99, 1.0)  # what a regression must clear with every candidate run counted
+
+
+def run_figure(record: dict[str, Any]) -> float | None:
+    """Log of the variant's typical window in this run: the trimmed mean of its windows' log
+    median step; None for a record without timed samples."""
+    if record.get("status") != "ok":
+        return None
+    windows = [w for w in (record.get("samples") or {}).get("timed") or [] if len(w)]
+    if not windows:
+        return None
+    logs = np.sort(np.log([float(np.median(w)) for w in windows]))
+    cut = int(len(logs) * TRIM)
+    return float(logs[cut:len(logs) - cut].mean())
+
+
+@dataclass
+class RunTest:
+    """Candidate runs vs stored runs of one variant, in log space."""
+
+    shift: float  # mean candidate figure - mean stored figure
+    sd: float  # pooled run-to-run standard deviation (floored)
+    df: int
+    store_runs: int
+    candidate_runs: int
+
+    @property
+    def se(self) -> float:
+        return self.sd * math.sqrt(1 / self.store_runs + 1 / self.candidate_runs)
+
+    @property
+    def t(self) -> float:
+        return self.shift / self.se
+
+    def status(self, min_effect: float, bar: tuple[float, float]) -> str:
+        level, effect_share = bar
+        effect = math.log1p(min_effect * effect_share)
+        critical = t_quantile(self.df, level)
+        if self.t > critical and self.shift > effect:
+            return "regression"
+        if -self.t > critical and -self.shift > effect:
+            return "improvement"
+        return "unchanged"
+
+    def interval(self, level: float = 0.99) -> tuple[float, float]:
+        """The ratio's two-sided interval at `level` of each side."""
+        half = t_quantile(self.df, level) * self.se
+        return math.exp(self.shift - half), math.exp(self.shift + half)
+
+
+def run_test(stored: list[float], candidate: list[float]) -> RunTest | None:
+    """The pooled-variance comparison, or None when the store is too small to give a spread."""
+    k, n = len(stored), len(candidate)
+    if k < MIN_STORE_RUNS or n < 1:
+        return None
+    squares = sum((x - np.mean(stored)) ** 2 for x in stored) + \
+        sum((y - np.mean(candidate)) ** 2 for y in candidate)
+    df = k + n - 2
+    sd = max(math.sqrt(squares / df), SD_FLOOR)
+    return RunTest(float(np.mean(candidate) - np.mean(stored)), sd, df, k, n)
+
+
+def _by_name(run: Run) -> dict[str, dict[str, Any]]:
+    return {r["variant_id"]: r for r in run if counts_as_variant(r)}
+
+
+def _figures(runs: list[Run], name: str) -> list[float]:
+    found = (_by_name(run).get(name) for run in runs)
+    return [f for rec in found if rec is not None and (f := run_figure(rec)) is not None]
+
+
+def usable(history: list[Run]) -> bool:
+    return len(history) >= MIN_STORE_RUNS
+
+
+def run_level(first: Comparison, history: list[Run], candidate_runs: list[Run],
+              bar: tuple[float, float] = DECIDE) -> Comparison:
+    """A copy of `first` (the nightly run's comparison with the store) with its ok-vs-ok
+    verdicts decided by `run_test` at `bar`; variants with too few stored runs keep theirs. Step
+    figures become run figures (in yardstick steps when every run has the yardstick)."""
+    stored = history[-STORE_RUNS:]
+    runs, relative = relative_runs([*stored, *candidate_runs])
+    stored, candidate_runs = runs[:len(stored)], runs[len(stored):]
+    result = copy.deepcopy(first)
+    for verdict in result.verdicts:
+        if verdict.status not in ("regression", "improvement", "unchanged"):
+            continue
+        stored_figures = _figures(stored, verdict.key)
+        candidate_figures = _figures(candidate_runs, verdict.key)
+        test = run_test(stored_figures, candidate_figures)
+        if test is None:
+            continue
+        each = ", ".join(f"×{math.exp(f - np.mean(stored_figures)):.3f}" for f in candidate_figures)
+        effect = verdict.min_effect
+        verdict.status = test.status(effect, bar)
+        verdict.baseline_median_s = math.exp(float(np.mean(stored_figures)))
+        verdict.candidate_median_s = verdict.baseline_median_s * math.exp(test.shift)
+        verdict.ratio = math.exp(test.shift)
+        verdict.ci_low, verdict.ci_high = test.interval()
+        verdict.p_value = None
+        verdict.history_runs = test.store_runs
+        verdict.between_run_cv = test.sd
+        verdict.note = (f"run-level: {test.candidate_runs} candidate run(s) vs "
+                        f"{test.store_runs} stored, run-to-run sd {test.sd:.1%}, "
+                        f"t = {test.t:.2f} (a regression needs "
+                        f"{t_quantile(test.df, bar[0]):.2f} and > +{effect * bar[1]:.1%}); "
+                        f"each candidate run {each}")
+    result.relative = relative
+    return result
+
+
+def suspects(first: Comparison, history: list[Run], run: Run) -> list[str]:
+    """The variants of the nightly run worth re-running: past the looser `SUSPECT` bar."""
+    return [v.key for v in run_level(first, history, [run], SUSPECT).verdicts
+            if v.status == "regression"]
+
+
+def decide(first: Comparison, history: list[Run], runs: list[Run]) -> Comparison:
+    """The verdicts with every candidate run (the nightly run first, then its re-runs)."""
+    result = run_level(first, history, runs, DECIDE)
+    result.confirmations = len(runs) - 1
+    return result
