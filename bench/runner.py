@@ -226,12 +226,10 @@ def _start_forkserver(opts: RunOptions, variants: list[Variant], run_dir: Path
 def _run_variants(variants: list[Variant], run_dir: Path, outcome: RunOutcome,
                   forkserver: ForkServer | None, console: Console, interleave: bool,
                   max_live: int | str, slurm: SlurmOptions | None = None) -> None:
-    """Single-process variants in interleaved rounds (batches of at most `max_live` alive at
-    once), or one after another; cluster variants one after another (their tasks do not wait at
-    a gate yet). Each record is analysed, judged, appended and printed as it arrives."""
+    """Variants in interleaved rounds (batches of at most `max_live` alive at once; a cluster
+    variant is one participant), or one after another. Each record is analysed, judged,
+    appended and printed as it arrives."""
     parity = ParityJudge()
-    singles = [v for v in variants if not v.is_cluster]
-    clusters = [v for v in variants if v.is_cluster]
     with _progress_display(console) as progress:
         overall = progress.add_task("variants", total=len(variants))
 
@@ -263,17 +261,15 @@ def _run_variants(variants: list[Variant], run_dir: Path, outcome: RunOutcome,
             progress.advance(overall)
             console.print(render_outcome_line(record))
 
-        if interleave and singles:
-            live = rounds.max_live_for(len(singles)) if max_live == "auto" else int(max_live)
-            for batch in rounds.batches(singles, live):
+        if interleave:
+            live = rounds.max_live_for(len(variants)) if max_live == "auto" else int(max_live)
+            for batch in rounds.batches(variants, live):
                 started = time.perf_counter()
                 progress.update(overall, description=f"{len(batch)} variants, interleaved")
                 for record in rounds.play(batch, run_dir, forkserver, progress_for):
                     take(record, started)
-            sequential = clusters
-        else:
-            sequential = singles + clusters
-        for variant in sequential:
+            return
+        for variant in variants:
             progress.update(overall, description=f"variant {len(outcome.records) + 1}/"
                                                  f"{len(variants)}")
             started = time.perf_counter()

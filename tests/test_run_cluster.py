@@ -134,6 +134,24 @@ def test_parameter_server_records_every_task(cluster_run: BenchRun) -> None:
     assert rec["loss"]["final"] < rec["loss"]["initial"]
 
 
+def test_clusters_take_part_in_the_interleaved_rounds(cluster_run: BenchRun) -> None:
+    """Each cluster is one participant: all its training tasks wait at their gates together and
+    run each timed window together, while the other clusters idle."""
+    ok = [r for r in cluster_run.records if r["status"] == "ok"]
+    assert len(ok) == 4  # the yardstick, both MultiWorker CTL variants, ps1w2 CTL
+    batch = {r["variant_id"] for r in ok}
+    for rec in ok:
+        assert set(rec["interleave"]["batch"]) == batch
+        assert rec["interleave"]["rounds"] >= 2 and len(rec["interleave"]["positions"]) >= 2
+        assert rec["measurement"]["interleaved"] is True
+        assert len(rec["samples"]["timed"]) == 2  # one window per round
+        assert rec["measurement"]["gate_wait_s"] > 0  # it idled while others ran
+    mwm = cluster_run.by_id()["multi_worker_mirrored-w2x1-ctl-float32-gb32"]
+    assert all(t["step_time"]["n"] == 16 for t in mwm["cluster"]["tasks"])  # both workers, all
+    assert cluster_run.run_dir is not None
+    assert not list((cluster_run.run_dir / "logs").glob("*.gate"))  # every FIFO removed
+
+
 def test_no_task_outlives_the_run(cluster_run: BenchRun) -> None:
     assert cluster_run.run_dir is not None
     assert leftover_tasks(str(cluster_run.run_dir)) == []

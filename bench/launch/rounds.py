@@ -11,7 +11,8 @@ is Google Benchmark's random interleaving and asv's interleaving across processe
 whole training processes.
 
 A variant's budget (`measure.timeout_s`) counts only its own running time, not its time at the
-gate; past it, its process group is killed and the others go on.
+gate; past it, its process group is killed and the others go on. A cluster variant (MultiWorker,
+ParameterServer) is one participant: its supervisor releases all its training tasks together.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from bench.launch import cluster
 from bench.launch.forkserver import ForkServer
 from bench.launch.local import (
     collect_record,
@@ -66,6 +68,8 @@ class LiveVariant:
 
     @property
     def budget_s(self) -> float:
+        if self.variant.is_cluster:
+            return cluster.budget_s(self.variant)
         return self.variant.measure.timeout_s
 
     def release(self) -> None:
@@ -126,17 +130,23 @@ class LiveVariant:
 
 def start(variant: Variant, run_dir: Path, forkserver: ForkServer | None,
           progress: ProgressFn | None, gate_timeout_s: float) -> LiveVariant:
-    """Start a variant's worker with a gate: it builds, warms up and stops at its first window."""
+    """Start a variant's worker with a gate: it builds, warms up and stops at its first window.
+    A cluster variant's supervisor relays the gate to its training tasks (bench.launch.gate_relay)
+    and is never forked (its tasks are new interpreters anyway)."""
     fifo = run_dir / "logs" / f"{variant.id}.gate"
     fifo.unlink(missing_ok=True)
     os.mkfifo(fifo, 0o600)
     writer = os.open(fifo, os.O_RDWR)  # held by the parent, so a release never blocks
     announced: queue.Queue[tuple[str, int]] = queue.Queue()
-    record_path = record_path_of(run_dir, variant)
-    env = {**variant_env(run_dir, variant), GATE_ENV: str(fifo),
-           GATE_TIMEOUT_ENV: repr(gate_timeout_s)}
-    proc = WorkerProcess(worker_command(run_dir, variant, record_path), worker_env(env),
-                         run_dir / "logs" / f"{variant.id}.log", progress, forkserver=forkserver,
+    gate = {GATE_ENV: str(fifo), GATE_TIMEOUT_ENV: repr(gate_timeout_s)}
+    if variant.is_cluster:
+        cmd, env = cluster.supervisor_command(variant, run_dir), gate
+        forkserver = None
+    else:
+        cmd = worker_command(run_dir, variant, record_path_of(run_dir, variant))
+        env = {**variant_env(run_dir, variant), **gate}
+    proc = WorkerProcess(cmd, worker_env(env), run_dir / "logs" / f"{variant.id}.log", progress,
+                         forkserver=forkserver,
                          on_gate=lambda segment, index: announced.put((segment, index)))
     return LiveVariant(variant, run_dir, proc, fifo, announced, _writer=writer)
 
@@ -150,20 +160,24 @@ def _build_groups(variants: list[Variant]) -> list[list[Variant]]:
 
 def gate_timeout(variants: list[Variant]) -> float:
     """How long one worker may wait at its gate: every other variant's budget, run in full."""
-    return sum(v.measure.timeout_s for v in variants) + EXIT_GRACE_S
+    return sum(cluster.budget_s(v) if v.is_cluster else v.measure.timeout_s
+               for v in variants) + EXIT_GRACE_S
 
 
 def play(variants: list[Variant], run_dir: Path, forkserver: ForkServer | None,
          progress_for: Callable[[Variant], ProgressFn | None],
          rng: random.Random | None = None) -> Iterator[dict[str, Any]]:
-    """Run one batch of single-process variants with interleaved windows; yield each record
-    (in the variants' order) as it is taken. Every process is torn down, also on an error or
-    Ctrl-C."""
+    """Run one batch of variants with interleaved windows; yield each record as it is taken (in
+    the variants' order; clusters that cannot start here last). A cluster variant takes part as
+    one participant. Every process is torn down, also on an error or Ctrl-C."""
     rng = rng or random.Random()
     timeout_s = gate_timeout(variants)
     live: list[LiveVariant] = []
+    skipped = {v.id: record for v in variants if v.is_cluster
+               and (record := cluster.isolation_skip(v)) is not None}
+    runnable = [v for v in variants if v.id not in skipped]
     try:
-        for group in _build_groups(variants):  # builds run side by side: nothing is timed yet
+        for group in _build_groups(runnable):  # builds run side by side: nothing is timed yet
             since = time.monotonic()
             started = [start(v, run_dir, forkserver, progress_for(v), timeout_s) for v in group]
             live += started
@@ -179,9 +193,10 @@ def play(variants: list[Variant], run_dir: Path, forkserver: ForkServer | None,
             rounds += 1
         for one in live:
             record = one.finish()
-            record["interleave"] = {"batch": [v.id for v in variants], "rounds": rounds,
+            record["interleave"] = {"batch": [v.id for v in runnable], "rounds": rounds,
                                     "positions": one.positions}
             yield record
+        yield from skipped.values()
     finally:
         for one in live:
             one.close()

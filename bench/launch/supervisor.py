@@ -20,6 +20,7 @@ from typing import Any
 
 from bench import entrypoints, protocol, results
 from bench.launch.cluster_plan import Task, chief_of, cluster_spec, plan_tasks
+from bench.launch.gate_relay import GateRelay
 from bench.launch.local import trace_dir, worker_command, worker_env
 from bench.launch.netns import bring_loopback_up, free_port
 from bench.launch.process import WorkerProcess, last_error_line
@@ -97,8 +98,10 @@ def _describe_exit(code: int) -> str:
 class Cluster:
     """The processes of one attempt at running the variant."""
 
-    def __init__(self, variant: Variant, variants_path: Path, logs: Path) -> None:
+    def __init__(self, variant: Variant, variants_path: Path, logs: Path,
+                 relay: GateRelay) -> None:
         self.variant = variant
+        self.relay = relay
         self.tasks = plan_tasks(variant)
         self.chief = chief_of(self.tasks)
         self.logs = logs
@@ -115,10 +118,12 @@ class Cluster:
             cmd = (worker_command(run_dir, variant, record_path) if task.trains
                    else entrypoints.command(entrypoints.PS_SERVER))
             env = worker_env({**plan_for_task(plans, task).env,
-                              "BENCH_TRACE_DIR": str(trace_dir(run_dir, variant, task.name))})
+                              "BENCH_TRACE_DIR": str(trace_dir(run_dir, variant, task.name)),
+                              **relay.task_env(task)})
             self.procs[task] = WorkerProcess(
                 cmd, env, self.log_path(task),
-                _forward_progress if task == self.chief else None, new_session=False)
+                _forward_progress if task == self.chief else None, new_session=False,
+                on_gate=relay.on_gate(task) if task.trains else None)
 
     def log_path(self, task: Task) -> Path:
         return self.logs / f"{self.variant.id}.{task.name}.log"
@@ -149,8 +154,10 @@ class Cluster:
         return problem
 
     def watch(self, deadline: float) -> tuple[str, str | None]:
-        """Poll until every training task has a record or something fails: (status, reason)."""
-        while time.monotonic() < deadline:
+        """Poll until every training task has a record or something fails: (status, reason).
+        Time spent waiting for the runner's interleaved rounds moves the deadline."""
+        while time.monotonic() < deadline + self.relay.waiting_s():
+            self.relay.poll()
             for task, proc in self.procs.items():  # exits first: they are the root causes
                 code = proc.popen.poll()
                 if code is None or task in self.records:
@@ -198,19 +205,25 @@ def supervise(variant: Variant, variants_path: Path, logs: Path, network: str,
               attempts: int = 3) -> dict[str, Any]:
     deadline = time.monotonic() + variant.measure.timeout_s
     crashes: list[str] = []
-    for attempt in range(1, attempts + 1):
-        cluster = Cluster(variant, variants_path, logs)
-        try:
-            status, reason = cluster.watch(deadline)
-        except _Restart as restart:
+    relay = GateRelay(os.environ.get(protocol.GATE_ENV) or None, logs, variant.id)
+    try:
+        for attempt in range(1, attempts + 1):
+            relay.reset()
+            cluster = Cluster(variant, variants_path, logs, relay)
+            try:
+                status, reason = cluster.watch(deadline)
+            except _Restart as restart:
+                cluster.close()
+                if isinstance(restart, _NativeCrash):
+                    crashes.append(str(restart))
+                if attempt == attempts:
+                    return finish(base_record(variant), "failed",
+                                  reason=restart.final_reason(attempts))
+                continue
             cluster.close()
-            if isinstance(restart, _NativeCrash):
-                crashes.append(str(restart))
-            if attempt == attempts:
-                return finish(base_record(variant), "failed", reason=restart.final_reason(attempts))
-            continue
-        cluster.close()
-        break
+            break
+    finally:
+        relay.close()
     record = dict(cluster.records.get(cluster.chief) or base_record(variant))
     if status != "ok" or record.get("status") != status:
         error = None
