@@ -24,7 +24,7 @@ from typing import Any
 
 from bench.axes import VARIANT_AXES, axis_value
 from bench.errors import BenchError
-from bench.records import control_role, headline
+from bench.records import headline
 from bench.report.runs import RunView, load_run
 from bench.results import is_run_dir
 
@@ -32,9 +32,9 @@ TRACES_DIR = "traces"
 SUFFIX = ".bench"  # marks the event files bench wrote, so a rewrite can replace exactly them
 INSTALL_HINT = "pip install 'bench[tensorboard]'"
 
-# Beyond the matrix axes: how the variant ended, its A/A control role, and (when the record has
-# it) the Keras flavour.
-EXTRA_HPARAMS = ("status", "control", "keras")
+# Beyond the matrix axes: how the variant ended and (when the record has it) the Keras flavour.
+# The A/A control role is in the trial id already (`<baseline>-control`, `yardstick`).
+EXTRA_HPARAMS = ("status", "keras")
 
 
 def _ms(value: Any) -> float | None:
@@ -85,12 +85,11 @@ def _modules() -> tuple[Any, Any, Any, Any]:
 
 
 def hparams_of(record: dict[str, Any]) -> dict[str, bool | int | float | str]:
-    """The variant's axes (and status, control role, Keras flavour) as hparam values; an axis
-    the variant does not have (None) is left out rather than typed as a string."""
+    """The variant's axes (and status, Keras flavour) as hparam values; an axis the variant does
+    not have (None) is left out rather than typed as a string."""
     variant = record.get("variant") or {}
     values: dict[str, Any] = {axis: axis_value(variant, axis) for axis in VARIANT_AXES}
-    values.update(status=record.get("status"), control=control_role(record) or "no",
-                  keras=variant.get("keras"))
+    values.update(status=record.get("status"), keras=variant.get("keras"))
     effective = record.get("effective") or {}
     for axis in ("replicas", "per_replica_batch", "global_batch"):  # what really ran
         values[axis] = effective.get(axis, values[axis])
@@ -177,15 +176,29 @@ def variant_events(run: RunView, record: dict[str, Any]) -> list[Any]:
 
 
 def experiment_events(records: list[dict[str, Any]]) -> list[Any]:
-    """The experiment summary: which hparams and metrics the dashboard lists, with their names."""
+    """The experiment summary: which hparams and metrics the dashboard lists, with their names.
+
+    Hparams whose value differs between the variants are marked so: TensorBoard lists those
+    first (then by name) and shows the first five, so the table opens on what the run varied."""
     event_pb2, hparams, _, _ = _modules()
-    names = [*VARIANT_AXES, *EXTRA_HPARAMS]
-    present = {k for r in records for k in hparams_of(r)}
-    params = [hparams.HParam(name) for name in names if name in present]
+    from tensorboard.plugins.hparams import metadata, plugin_data_pb2
+
+    values: dict[str, set[Any]] = {}
+    for record in records:
+        for name, value in hparams_of(record).items():
+            values.setdefault(name, set()).add(value)
+    names = [name for name in (*VARIANT_AXES, *EXTRA_HPARAMS) if name in values]
     metrics = [hparams.Metric(tag, display_name=display, description=description)
                for tag, display, description, _ in METRICS]
+    summary = hparams.hparams_config_pb([hparams.HParam(name) for name in names], metrics)
+    value = summary.value[0]
+    experiment = metadata.parse_experiment_plugin_data(value.metadata.plugin_data.content)
+    for info in experiment.hparam_infos:
+        info.differs = len(values[info.name]) > 1
+    value.metadata.CopyFrom(metadata.create_summary_metadata(
+        plugin_data_pb2.HParamsPluginData(experiment=experiment)))
     return [event_pb2.Event(wall_time=max((_wall_time(r) for r in records), default=0.0),
-                            summary=hparams.hparams_config_pb(params, metrics))]
+                            summary=summary)]
 
 
 def write_run_events(run_dir: Path) -> list[Path]:
