@@ -127,6 +127,7 @@ def test_cli_exit_codes_and_reports(tmp_path: Path, variants) -> None:
         assert f"<td>{verdict['key']}</td>" in page
         assert f'aria-label="ratio {verdict["ratio"]:.3f}, interval {verdict["ci_low"]:.3f} to' in page
     assert not re.search(r"(src|href)=", page)  # one offline file: loads nothing
+    assert "&#34;" not in page  # the inlined stylesheet is not escaped into broken CSS
     named = tmp_path / "named.html"
     again = bench("compare", str(base), str(same), "--html", str(named))
     assert again.returncode == 0 and "no regression" in named.read_text()
