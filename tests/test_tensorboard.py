@@ -194,3 +194,28 @@ def test_bench_tensorboard_on_a_folder_that_is_no_run(tmp_path: Path) -> None:
     assert proc.returncode == 2
     assert proc.stderr.strip() == f"error: {tmp_path}: not a bench run directory (no variants.json)"
     assert "Traceback" not in proc.stderr and proc.stdout == ""
+
+
+def test_events_of_failed_variants_and_mixed_axis_types(tmp_path: Path) -> None:
+    """Fast, from records in bench's schema: a failed variant is in the table with its status and
+    no metrics; an axis that is a number in one variant and text in another is text in all."""
+    from tensorboard.plugins.hparams import metadata
+
+    from bench.report.tensorboard_events import write_run_events
+    from tests.fixtures.report_runs import standard_records, write_run
+
+    records = standard_records()
+    records[0]["variant"]["data"] = {"prefetch": 0}  # the others default to "autotune"
+    run_dir = write_run(tmp_path, "mixed-20261122T051803Z", records)
+    written = write_run_events(run_dir)
+    assert [p.name for p in written] == [r["variant_id"] for r in records]
+    multiplexer = _multiplexer(run_dir / "traces")
+    content = multiplexer.PluginRunToTagToContent(metadata.PLUGIN_NAME)
+    failed = "mirrored-r2-nccl-fit-float32-gb128"
+    start = metadata.parse_session_start_info_plugin_data(content[failed][metadata.SESSION_START_INFO_TAG])
+    assert start.hparams["status"].string_value == "failed"
+    assert not [t for t in multiplexer.Runs()[failed]["tensors"] if t.startswith("metrics/")]
+    prefetch = {metadata.parse_session_start_info_plugin_data(
+        content[r["variant_id"]][metadata.SESSION_START_INFO_TAG]).hparams["prefetch"].string_value
+        for r in records}
+    assert prefetch == {"0", "autotune"}

@@ -32,9 +32,10 @@ TRACES_DIR = "traces"
 SUFFIX = ".bench"  # marks the event files bench wrote, so a rewrite can replace exactly them
 INSTALL_HINT = "pip install 'bench[tensorboard]'"
 
-# Beyond the matrix axes: how the variant ended and (when the record has it) the Keras flavour.
-# The A/A control role is in the trial id already (`<baseline>-control`, `yardstick`).
-EXTRA_HPARAMS = ("status", "keras")
+# Beyond the matrix axes: how the variant ended and (when the record has it and the axes do not
+# name it yet) the Keras flavour. The A/A control role is in the trial id already
+# (`<baseline>-control`, `yardstick`).
+EXTRA_HPARAMS = ("status",) + (() if "keras" in VARIANT_AXES else ("keras",))
 
 
 def _ms(value: Any) -> float | None:
@@ -84,17 +85,30 @@ def _modules() -> tuple[Any, Any, Any, Any]:
     return event_pb2, hparams, scalars, RecordWriter
 
 
-def hparams_of(record: dict[str, Any]) -> dict[str, bool | int | float | str]:
+def hparams_of(record: dict[str, Any], as_text: frozenset[str] = frozenset()
+               ) -> dict[str, bool | int | float | str]:
     """The variant's axes (and status, Keras flavour) as hparam values; an axis the variant does
-    not have (None) is left out rather than typed as a string."""
+    not have (None) is left out rather than typed as a string. Axes in `as_text` are written as
+    text (e.g. `prefetch = [0, "autotune"]`: one hparam has one type across the sessions)."""
     variant = record.get("variant") or {}
     values: dict[str, Any] = {axis: axis_value(variant, axis) for axis in VARIANT_AXES}
-    values.update(status=record.get("status"), keras=variant.get("keras"))
+    values["status"] = record.get("status")
+    if "keras" in EXTRA_HPARAMS:
+        values["keras"] = variant.get("keras")
     effective = record.get("effective") or {}
     for axis in ("replicas", "per_replica_batch", "global_batch"):  # what really ran
         values[axis] = effective.get(axis, values[axis])
-    return {k: v if isinstance(v, bool | int | float) else str(v)
+    return {k: v if isinstance(v, bool | int | float) and k not in as_text else str(v)
             for k, v in values.items() if v is not None}
+
+
+def mixed_types(records: list[dict[str, Any]]) -> frozenset[str]:
+    """The hparams whose values are numbers in some records and text in others."""
+    kinds: dict[str, set[bool]] = {}
+    for record in records:
+        for name, value in hparams_of(record).items():
+            kinds.setdefault(name, set()).add(isinstance(value, str))
+    return frozenset(name for name, seen in kinds.items() if len(seen) > 1)
 
 
 def metrics_of(run: RunView, record: dict[str, Any]) -> dict[str, float]:
@@ -147,7 +161,8 @@ def _replace_events(logdir: Path, events: list[Any], record_writer: Any) -> Path
     return logdir / name
 
 
-def variant_events(run: RunView, record: dict[str, Any]) -> list[Any]:
+def variant_events(run: RunView, record: dict[str, Any],
+                   as_text: frozenset[str] = frozenset()) -> list[Any]:
     """The events of one variant: its hparams, its metrics, step times per phase, the loss."""
     event_pb2, hparams, scalars, _ = _modules()
     wall = _wall_time(record)
@@ -155,7 +170,7 @@ def variant_events(run: RunView, record: dict[str, Any]) -> list[Any]:
     def event(summary: Any, step: int = 0) -> Any:
         return event_pb2.Event(wall_time=wall, step=step, summary=summary)
 
-    events = [event(hparams.hparams_pb(hparams_of(record), trial_id=record.get("variant_id"),
+    events = [event(hparams.hparams_pb(hparams_of(record, as_text), trial_id=record.get("variant_id"),
                                        start_time_secs=wall))]
     descriptions = {tag: description for tag, _, description, _ in METRICS}
     events += [event(scalars.scalar_pb(tag, value, descriptions[tag]))
@@ -184,8 +199,9 @@ def experiment_events(records: list[dict[str, Any]]) -> list[Any]:
     from tensorboard.plugins.hparams import metadata, plugin_data_pb2
 
     values: dict[str, set[Any]] = {}
+    as_text = mixed_types(records)
     for record in records:
-        for name, value in hparams_of(record).items():
+        for name, value in hparams_of(record, as_text).items():
             values.setdefault(name, set()).add(value)
     names = [name for name in (*VARIANT_AXES, *EXTRA_HPARAMS) if name in values]
     metrics = [hparams.Metric(tag, display_name=display, description=description)
@@ -210,9 +226,10 @@ def write_run_events(run_dir: Path) -> list[Path]:
     run = load_run(run_dir)
     traces = run_dir / TRACES_DIR
     written = []
+    as_text = mixed_types(run.records)
     for record in run.records:
         logdir = traces / str(record.get("variant_id"))
-        _replace_events(logdir, variant_events(run, record), record_writer)
+        _replace_events(logdir, variant_events(run, record, as_text), record_writer)
         written.append(logdir)
     if run.records:
         _replace_events(traces, experiment_events(run.records), record_writer)
