@@ -27,8 +27,8 @@ from bench.errors import BenchError
 from bench.records import headline
 from bench.report.runs import RunView, load_run
 from bench.results import is_run_dir
+from bench.trace.serve import TRACES_DIR
 
-TRACES_DIR = "traces"
 SUFFIX = ".bench"  # marks the event files bench wrote, so a rewrite can replace exactly them
 INSTALL_HINT = "pip install 'bench[tensorboard]'"
 

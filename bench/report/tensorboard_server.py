@@ -21,8 +21,7 @@ from pathlib import Path
 from bench.entrypoints import TENSORBOARD, command
 from bench.errors import BenchError
 from bench.launch.groups import kill_group
-from bench.report.tensorboard_events import TRACES_DIR
-from bench.trace.serve import HOST
+from bench.trace.serve import HOST, TRACES_DIR
 
 _URL = re.compile(r"TensorBoard \S+ at (http://127\.0\.0\.1:(\d+)/)")
 
