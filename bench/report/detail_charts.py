@@ -120,6 +120,8 @@ def measurement_cost_chart(run: RunView) -> Chart:
                                           ("profiler", "profiler ×", "#f58518",
                                            TRACE_INFLATION_LIMIT)):
         values = [costs[vid][key] for vid in ids]
+        if all(v is None for v in values):  # e.g. --quick: nothing traced, no profiler bars
+            continue
         over = [v is not None and v > limit for v in values]
         data.append({
             "type": "bar", "orientation": "h", "name": name, "y": ids, "base": 1.0,
