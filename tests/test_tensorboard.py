@@ -219,3 +219,29 @@ def test_events_of_failed_variants_and_mixed_axis_types(tmp_path: Path) -> None:
         content[r["variant_id"]][metadata.SESSION_START_INFO_TAG]).hparams["prefetch"].string_value
         for r in records}
     assert prefetch == {"0", "autotune"}
+
+
+@pytest.mark.slow
+def test_several_runs_are_served_as_run_name_slash_variant(run: BenchRun, tmp_path: Path) -> None:
+    import json
+    import shutil
+    import urllib.request
+
+    from bench.report.tensorboard_server import TensorBoardServer
+
+    assert run.run_dir is not None
+    other = tmp_path / "elsewhere" / run.run_dir.name  # the same name: told apart by a suffix
+    shutil.copytree(run.run_dir, other)
+    with TensorBoardServer([run.run_dir, other]) as server:
+        pid = server.pid
+        assert listeners(pid) == [("127.0.0.1", server.port)]
+        wanted = {f"{name}/{r['variant_id']}" for r in run.records
+                  for name in (run.run_dir.name, f"{run.run_dir.name}-2")}
+        deadline, runs = time.monotonic() + 60, set()
+        while time.monotonic() < deadline and not wanted <= runs:
+            with urllib.request.urlopen(server.url + "data/runs", timeout=30) as response:
+                runs = set(json.loads(response.read()))
+            time.sleep(1)
+        assert wanted <= runs, sorted(runs)
+    with pytest.raises(ProcessLookupError):
+        os.killpg(pid, 0)
