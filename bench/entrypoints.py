@@ -14,6 +14,7 @@ FORK_SERVER = "bench.launch.forkserver_main"  # imports TensorFlow once, then fo
 CLUSTER_SUPERVISOR = "bench.launch.supervisor"  # starts, watches and tears down a local cluster
 PS_SERVER = "bench.launch.ps_server"  # a parameter-server task: a bare tf.distribute.Server
 DEVICE_PROBE = "bench.training.probe"  # prints the devices TensorFlow sees, as JSON
+TENSORBOARD = "tensorboard.main"  # TensorBoard's own server (bench tensorboard; not bench's code)
 CLI = "bench.cli"  # the `bench` command itself (a Slurm job's tasks run `bench worker`)
 
 ALL = (WORKER, TRACE_ANALYSIS, FORK_SERVER, CLUSTER_SUPERVISOR, PS_SERVER, DEVICE_PROBE, CLI)

@@ -100,6 +100,11 @@ def counts_as_variant(record: dict[str, Any]) -> bool:
     return control_role(record) not in ("twin", "yardstick")
 
 
+# Per-step observation costing more than this share of the step (observed ÷ unobserved) is
+# flagged: by the worker in the record, and by the report's measurement-cost chart.
+OBSERVER_FLAG_RATIO = 1.02
+
+
 def headline(record: dict[str, Any]) -> float:
     """examples/s over the timed windows' wall clock (older records: the median-step rate)."""
     throughput = record["throughput"]

@@ -8,6 +8,7 @@ A run directory is the unit every later tool (report, compare) reads:
         environment.json    the parent's environment fingerprint
         records.jsonl       one JSON record per finished variant, appended as each finishes
         logs/<variant>.log  each worker's stdout/stderr
+        traces/<variant>/   its profile and TensorBoard event files (bench.report.tensorboard_events)
 """
 
 from __future__ import annotations

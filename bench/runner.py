@@ -204,6 +204,7 @@ def conclude(run_dir: Path, records: list[dict[str, Any]], opts: RunOptions, con
     render_summary(console, add_scaling_efficiency(records))
     console.print(f"results: {run_dir / results.RECORDS_FILE}")
     report_started = time.perf_counter()
+    write_tensorboard_events(run_dir, console)
     if opts.report:
         render_report(run_dir, opts.reports_dir / run_dir.name, console)
     breakdown = overhead.run_breakdown(records, time.perf_counter() - started, {
@@ -276,6 +277,20 @@ def _run_variants(variants: list[Variant], run_dir: Path, outcome: RunOutcome,
             record = launcher_for(variant, forkserver, slurm).run(variant, run_dir,
                                                                   progress_for(variant))
             take(record, started)
+
+
+def write_tensorboard_events(run_dir: Path, console: Console) -> None:
+    """TensorBoard's view of the run beside each variant's profile (bench.report.tensorboard_events);
+    without tensorboard installed, one line says how to get it and the run goes on."""
+    from bench.report.tensorboard_events import write_run_events
+
+    try:
+        written = write_run_events(run_dir)
+    except (BenchError, OSError) as exc:
+        console.print(f"[yellow]TensorBoard events not written: {exc}[/]")
+        return
+    if written:
+        console.print(f"tensorboard: bench tensorboard {run_dir}")
 
 
 def render_report(run_dir: Path, out_dir: Path, console: Console) -> Path | None:

@@ -23,7 +23,13 @@ from bench.data import sources as data_mod
 from bench.errors import DataUnavailable, VariantSkipped
 from bench.perf import overhead
 from bench.protocol import FINISH, GATE_TIMEOUT_ENV, UNOBSERVED, ProgressFn
-from bench.records import base_record, error_from_exception, extra_failed, finish
+from bench.records import (
+    OBSERVER_FLAG_RATIO,
+    base_record,
+    error_from_exception,
+    extra_failed,
+    finish,
+)
 from bench.scenario.schema import Variant
 from bench.timing import Phases, round_up, steady_state_start, summarize, throughput
 from bench.training import devices, loops, models, precision, strategies
@@ -160,9 +166,6 @@ def start_state() -> dict[str, Any]:
     return {"pid": os.getpid(), "tf_context_initialized": bool(context.context()._initialized),
             "precision_policy": keras.mixed_precision.global_policy().name}
 
-
-# Per-step observation costing more than this share of the step is flagged in the report.
-OBSERVER_FLAG_RATIO = 1.02
 
 # Objects whose destruction would only cost time: the process leaves with os._exit instead.
 _KEPT_UNTIL_EXIT: list[Any] = []

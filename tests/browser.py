@@ -53,6 +53,19 @@ document.querySelectorAll(arguments[0]).forEach((el, i) => {
 return out;
 """
 
+# The text of the page including what web components keep in their shadow roots.
+_DEEP_TEXT = """
+const parts = [];
+const walk = (node) => {
+  if (node.nodeType === Node.TEXT_NODE) { parts.push(node.textContent); return; }
+  if (node.nodeName === "SCRIPT" || node.nodeName === "STYLE") return;
+  if (node.shadowRoot) walk(node.shadowRoot);
+  node.childNodes.forEach(walk);
+};
+if (document.body) walk(document.body);
+return parts.join(" ").replace(/\\s+/g, " ");
+"""
+
 _FLAGS = (
     "--headless=new",
     "--no-sandbox",  # we run as root in containers
@@ -66,8 +79,8 @@ _FLAGS = (
     # Belt and braces for "never touch the network": no proxy from the environment, and every host name
     # resolves to nothing (requests are still attempted, so they still appear in the performance log).
     "--no-proxy-server",
-    "--host-resolver-rules=MAP * ~NOTFOUND",
 )
+_RESOLVE_NOTHING = "--host-resolver-rules=MAP * ~NOTFOUND"
 
 
 @dataclass
@@ -137,19 +150,40 @@ def open_page(
     Raises FileNotFoundError for a missing page (Chromium would just show its error page, with no errors
     logged) and TimeoutError if the document itself has not finished loading within `wait_s`.
     """
+    path = Path(path).resolve()
+    if not path.is_file():  # Chromium would show its own error page and report no errors at all
+        raise FileNotFoundError(path)
+    return open_url(path.as_uri(), chart_selector=chart_selector, screenshot=screenshot, wait_s=wait_s,
+                    width=width)
+
+
+def open_url(
+    url: str,
+    *,
+    chart_selector: str = "[data-chart]",
+    screenshot: Path | None = None,
+    wait_s: float = 20.0,
+    width: int = 1400,
+    height: int = 1000,
+    wait_for_text: tuple[str, ...] = (),
+    local_origins: tuple[str, ...] = (),
+) -> PageReport:
+    """`open_page` for any URL, e.g. a server of ours on 127.0.0.1: requests that start with one of
+    `local_origins` count as local. With `wait_for_text`, also waits until every one of those strings
+    shows in the page's text, read through shadow roots too (TensorBoard's dashboards are web
+    components), and `text` is that deep text; a screenshot is then of the viewport (`width` x `height`),
+    since such apps scroll inside their own panes."""
     from selenium import webdriver
     from selenium.common.exceptions import TimeoutException
     from selenium.webdriver.chrome.service import Service
 
-    path = Path(path).resolve()
-    if not path.is_file():  # Chromium would show its own error page and report no errors at all
-        raise FileNotFoundError(path)
-    url = path.as_uri()
     options = webdriver.ChromeOptions()
     options.binary_location = str(CHROMIUM)
     for flag in _FLAGS:
         options.add_argument(flag)
-    options.add_argument(f"--window-size={width},1000")
+    # A server of ours on 127.0.0.1 stays reachable; every other host name still resolves to nothing.
+    options.add_argument(_RESOLVE_NOTHING + (", EXCLUDE 127.0.0.1" if local_origins else ""))
+    options.add_argument(f"--window-size={width},{height}")
     options.set_capability("goog:loggingPrefs", {"browser": "ALL", "performance": "ALL"})
     options.unhandled_prompt_behavior = "dismiss and notify"  # a stray native dialog raises, we record it
 
@@ -176,6 +210,9 @@ def open_page(
             except TimeoutException:
                 pass  # renderer still busy loading; chromedriver gave up waiting for it this time
             done = state["ready"] == "complete" and all(state["charts"].values())
+            if done and wait_for_text:
+                deep = run(driver.execute_script, _DEEP_TEXT) or ""
+                done = all(t in deep for t in wait_for_text)
             if done or time.monotonic() >= deadline:
                 break
             time.sleep(0.1)
@@ -185,14 +222,16 @@ def open_page(
 
         dialogs.extend(run(driver.execute_script, "return window.__dialogs || [];"))
         title = run(lambda: driver.title)
-        text = run(driver.execute_script, "return document.body ? document.body.innerText : '';")
+        text = run(driver.execute_script, _DEEP_TEXT if wait_for_text else
+                   "return document.body ? document.body.innerText : '';")
         if screenshot is not None:
             screenshot = Path(screenshot)
             screenshot.parent.mkdir(parents=True, exist_ok=True)
-            screenshot.write_bytes(run(_full_page_png, driver))
+            screenshot.write_bytes(base64.b64decode(driver.get_screenshot_as_base64()) if wait_for_text
+                                   else run(_full_page_png, driver))
 
         js_errors = [e["message"] for e in run(driver.get_log, "browser") if e.get("level") == "SEVERE"]
-        external = _external_requests(run(driver.get_log, "performance"))
+        external = _external_requests(run(driver.get_log, "performance"), local_origins)
         return PageReport(
             url=url,
             title=title,
@@ -244,7 +283,7 @@ def _full_page_png(driver: Any) -> bytes:
     return base64.b64decode(shot["data"])
 
 
-def _external_requests(entries: list[dict[str, Any]]) -> list[str]:
+def _external_requests(entries: list[dict[str, Any]], local_origins: tuple[str, ...] = ()) -> list[str]:
     """Request URLs from the performance log that would leave the machine, first occurrence order."""
     seen: dict[str, None] = {}
     for entry in entries:
@@ -256,7 +295,7 @@ def _external_requests(entries: list[dict[str, Any]]) -> list[str]:
             request_url = params["url"]
         else:
             continue
-        if not request_url.lower().startswith(LOCAL_SCHEMES):
+        if not request_url.lower().startswith(LOCAL_SCHEMES + local_origins):
             seen.setdefault(request_url, None)
     return list(seen)
 

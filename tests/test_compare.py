@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -120,6 +121,16 @@ def test_cli_exit_codes_and_reports(tmp_path: Path, variants) -> None:
     assert report["baseline_runs"] == 1 and "single run" in report["caveat"]
     assert "caveat: the baseline is a single run" in bad.stdout.replace("\n", " ")
     assert "> Caveat: the baseline is a single run" in md.read_text()
+    page = (tmp_path / "r.html").read_text()  # the HTML page goes beside the Markdown
+    assert "REGRESSION" in page and "Caveat: the baseline is a single run" in page
+    for verdict in report["verdicts"]:
+        assert f"<td>{verdict['key']}</td>" in page
+        assert f'aria-label="ratio {verdict["ratio"]:.3f}, interval {verdict["ci_low"]:.3f} to' in page
+    assert not re.search(r"(src|href)=", page)  # one offline file: loads nothing
+    assert "&#34;" not in page  # the inlined stylesheet is not escaped into broken CSS
+    named = tmp_path / "named.html"
+    again = bench("compare", str(base), str(same), "--html", str(named))
+    assert again.returncode == 0 and "no regression" in named.read_text()
     unusable = bench("compare", str(base), str(tmp_path / "nowhere"))
     assert unusable.returncode == 2 and "not a bench run directory" in unusable.stderr
     assert "Traceback" not in unusable.stderr

@@ -22,6 +22,7 @@ from bench.report.site import render_site
 from tests.conftest import bench
 from tests.fixtures.report_runs import (
     ENVIRONMENT,
+    cluster_record,
     ok_record,
     problem_record,
     standard_records,
@@ -48,7 +49,7 @@ def test_run_page_has_every_chart_with_the_run_data(site: Path) -> None:
     html = (site / "run-report_test-20261122T051803Z.html").read_text()
     figs = figures_in(html)
     assert set(figs) == {"throughput", "scaling", "breakdown", "distribution", "timeline",
-                         "precision"}
+                         "precision", "top-ops", "measurement-cost"}  # no workers: no cluster
     bars = figs["throughput"]["data"][0]
     assert bars["y"] == ["default-r1-fit-float32-gb64", "default-r1-fit-mixed_bfloat16-gb64",
                          "mirrored-r1-fit-float32-gb64", "mirrored-r2-fit-float32-gb128"]
@@ -71,7 +72,7 @@ def test_every_figure_is_valid_plotly(tmp_path: Path) -> None:
     """Figures are plain dicts for speed; plotly's own validator checks every property here."""
     import plotly.graph_objects as go
 
-    run = load_run(write_run(tmp_path, "r", standard_records()))
+    run = load_run(write_run(tmp_path, "r", [*standard_records(), cluster_record()]))
     charts = [*run_charts(run), trend_chart([run, run])]
     assert all(chart.rendered for chart in charts)
     for chart in charts:

@@ -23,7 +23,8 @@ _require_chromium = pytest.fixture(autouse=True)(require_chromium)
 
 NAME = "<script>alert(1)</script>"
 DESCRIPTION = "<img src=x onerror=alert(2)> tiny run for the browser test"
-CHARTS = {"throughput", "scaling", "breakdown", "distribution", "timeline", "precision"}
+CHARTS = {"throughput", "scaling", "breakdown", "distribution", "timeline", "precision", "top-ops",
+          "measurement-cost"}
 ARTIFACTS = REPO / "test-artifacts"
 
 BODY = f"""

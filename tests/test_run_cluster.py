@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -115,6 +116,27 @@ def test_multi_worker_records_global_and_per_worker_figures(cluster_run: BenchRu
         assert rec["loss"]["final"] < rec["loss"]["initial"]
     assert "planned 4 replicas, the strategy has 2" in " ".join(
         cluster_run.by_id()["multi_worker_mirrored-w2x2-ctl-float32-gb64"]["notes"])
+
+
+def test_the_report_and_tensorboard_show_each_worker(cluster_run: BenchRun) -> None:
+    """The run's report draws every MultiWorker worker's median step (the straggler view) and
+    lists them per variant; the variant's TensorBoard events sit beside its workers' profiles."""
+    assert cluster_run.run_dir is not None
+    name = cluster_run.run_dir.name
+    html = (cluster_run.run_dir.parent.parent / "reports" / name / f"run-{name}.html").read_text()
+    figure = re.search(r'data-figure="workers">(.*?)</script>', html, re.S)
+    assert figure, "no workers chart"
+    bars = json.loads(figure.group(1))["data"][0]
+    assert 'id="section-worker-tables"' in html
+    for vid in ("multi_worker_mirrored-w2x1-ctl-float32-gb32",
+                "multi_worker_mirrored-w2x2-ctl-float32-gb64"):
+        rec = cluster_run.by_id()[vid]
+        for task in rec["cluster"]["tasks"]:
+            label = f"{vid} · {task['task']}"
+            assert bars["x"][bars["y"].index(label)] == pytest.approx(task["step_time"]["median"] * 1e3)
+        folder = cluster_run.run_dir / "traces" / vid
+        assert len(list(folder.glob("events.out.tfevents.*"))) == 1
+        assert list(folder.glob("worker-*/plugins/profile"))
 
 
 def test_parameter_server_records_every_task(cluster_run: BenchRun) -> None:

@@ -27,6 +27,7 @@ from urllib.parse import quote, urlparse
 import pytest
 
 from tests.conftest import REPO, bench
+from tests.listeners import listeners
 
 pytestmark = pytest.mark.slow
 
@@ -169,30 +170,6 @@ def _get(url: str, attempts: int = 5) -> bytes:
     raise AssertionError("unreachable")
 
 
-def _listeners(pid: int) -> list[tuple[str, int]]:
-    """(address, port) of every TCP socket in LISTEN state owned by `pid`, from /proc."""
-    inodes = set()
-    for fd in Path(f"/proc/{pid}/fd").iterdir():
-        try:
-            target = os.readlink(fd)
-        except OSError:
-            continue
-        if target.startswith("socket:["):
-            inodes.add(target[len("socket:["):-1])
-    found = []
-    for table, family in (("/proc/net/tcp", socket.AF_INET), ("/proc/net/tcp6", socket.AF_INET6)):
-        if not Path(table).exists():
-            continue
-        for line in Path(table).read_text().splitlines()[1:]:
-            fields = line.split()
-            if fields[3] != "0A" or fields[9] not in inodes:  # 0A: LISTEN
-                continue
-            hex_addr, hex_port = fields[1].split(":")
-            raw = bytes.fromhex(hex_addr)
-            # /proc prints the address as host-order 32-bit words.
-            raw = b"".join(raw[i:i + 4][::-1] for i in range(0, len(raw), 4))
-            found.append((socket.inet_ntop(family, raw), int(hex_port, 16)))
-    return found
 
 
 def _find(doc: Any, key: str) -> list[Any]:
@@ -262,7 +239,7 @@ def test_serve_on_loopback_and_stop(run_dir: Path, tmp_path: Path, stop_signal: 
         assert b"<html" in _get(url).lower()
 
         # Only 127.0.0.1:<port> listens: no wildcard / gRPC listener from xprof.
-        assert _listeners(proc.pid) == [("127.0.0.1", port)]
+        assert listeners(proc.pid) == [("127.0.0.1", port)]
 
         proc.send_signal(stop_signal)
         assert proc.wait(timeout=10) == 0, stderr_path.read_text()[-3000:]

@@ -80,16 +80,22 @@ def compare(
                                         )] = False,
     markdown: Annotated[Optional[Path], typer.Option(help="Write a Markdown report here.")] = None,
     json_out: Annotated[Optional[Path], typer.Option("--json", help="Write JSON here.")] = None,
+    html: Annotated[Optional[Path], typer.Option(help="Write an HTML page here (default: beside "
+                                                      "--markdown or --json, same name, .html)."
+                                                 )] = None,
 ) -> None:
     """Flag statistically real slowdowns of CANDIDATE against BASELINE.
 
     A variant regresses only when Mann-Whitney U rejects equality, the bootstrap CI of the
     median step-time ratio lies above 1, and the slowdown exceeds the minimum effect. Exit code:
     1 on regression (or a variant that vanished or now fails), 0 otherwise, 2 on unusable input.
+    --markdown, --json and --html write the verdicts as files; the HTML page (one offline file)
+    goes beside the Markdown or JSON unless --html names it.
     """
     from bench.compare.detector import compare_records
     from bench.compare.stores import candidate as candidate_run
     from bench.compare.stores import load_store, write_reports
+    from bench.report.compare_page import html_path_beside, write_compare_html
     from bench.report.terminal import render_comparison
 
     try:
@@ -102,6 +108,8 @@ def compare(
     result = compare_records(store.history[-1], cand_records, min_effect=min_effect,
                              alpha=alpha, force=force, history=store.history)
     write_reports(result, store, candidate, markdown, json_out)
+    if (page := html or html_path_beside(markdown, json_out)) is not None:
+        write_compare_html(page, result, store.label, str(candidate), alpha)
     if result.refused:
         raise BenchError(result.refused)
     render_comparison(console, result, store.label, candidate.name, alpha)

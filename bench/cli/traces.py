@@ -1,4 +1,5 @@
-"""`bench trace`: a run's profiler traces as Chrome traces, and xprof's UI over them."""
+"""`bench trace` and `bench tensorboard`: a run in the tools people already open (Chrome traces,
+xprof's UI, TensorBoard), served on 127.0.0.1 only."""
 
 from __future__ import annotations
 
@@ -10,6 +11,8 @@ import typer
 from rich.markup import escape
 
 from bench.cli.common import console, err_console
+from bench.cli.serving import serve_until_interrupted
+from bench.errors import BenchError
 
 
 def trace(
@@ -29,9 +32,8 @@ def trace(
     failed to convert (--export-only), 2 on bad input, 130 when interrupted before serving.
     """
     import logging
-    import signal
 
-    from bench.trace.serve import export_chrome_traces, serve, trace_logdirs
+    from bench.trace.serve import TraceServer, export_chrome_traces, serve, trace_logdirs
 
     def out(text: str) -> None:
         console.print(escape(text), soft_wrap=True, highlight=False)
@@ -44,39 +46,63 @@ def trace(
         err_console.print(f"[yellow]warning:[/] {escape(str(xplane))}: not converted: "
                           f"{escape(message)}", soft_wrap=True, highlight=False)
 
-    # SIGTERM ends the command like Ctrl-C does: through KeyboardInterrupt and the finally below.
-    previous = {sig: signal.signal(sig, signal.default_int_handler)
-                for sig in (signal.SIGINT, signal.SIGTERM)}
-    server = None
-    try:
-        # A BenchError from here on passes through the finally below (restoring the handlers)
-        # on its way to the CLI's one error line.
-        logdirs = trace_logdirs(run_dir, variant)
+    logdirs: dict[str, Path] = {}
+
+    def start() -> TraceServer:
+        logdirs.update(trace_logdirs(run_dir, variant))
         for path in export_chrome_traces(run_dir, variant, on_error=on_error):
             out(str(path))
         if export_only:
             raise typer.Exit(code=1 if failed else 0)
-        logdir = run_dir / "traces" / variant if variant else run_dir / "traces"
-        server = serve(logdir, port)
+        server = serve(run_dir / "traces" / variant if variant else run_dir / "traces", port)
         # xprof sets its logger to INFO on import; keep per-request INFO lines out of the way.
         logging.getLogger("tensorboard.plugins.profile").setLevel(logging.WARNING)
+        return server
+
+    def announce(server: TraceServer) -> None:
         what = f"{run_dir.name}/{variant}" if variant else run_dir.name
         out(f"Serving traces of {what} at {server.url} (Ctrl-C to stop)")
         out(f"runs ({len(logdirs)} trace dir(s)):")
         for name in server.runs():
             out(f"  {name}")
-        while server.alive:
-            server.wait(0.5)
-        raise typer.Exit(code=1)  # the server thread ended by itself
-    except KeyboardInterrupt:
-        if server is None:
-            err_console.print("interrupted", highlight=False)
-            raise typer.Exit(code=130) from None
-        out("stopping")
-    finally:
-        if server is not None:
-            for sig in previous:  # a second Ctrl-C must not interrupt the shutdown
-                signal.signal(sig, signal.SIG_IGN)
-            server.stop()
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
+
+    serve_until_interrupted(start, announce, out)
+
+
+def tensorboard(
+    run_dirs: Annotated[list[Path], typer.Argument(help="Run directories (results/<scenario>-"
+                                                        "<time>).", show_default=False)],
+    port: Annotated[int, typer.Option(min=0, max=65535, help="Port on 127.0.0.1 (0: a free one)."
+                                      )] = 0,
+    write_only: Annotated[bool, typer.Option("--write-only", help="(Re)write the event files, "
+                                             "do not serve.")] = False,
+) -> None:
+    """Serve TensorBoard over runs on 127.0.0.1: HParams (axes and figures of every variant),
+    step-time scalars and the profiles.
+
+    First (re)writes each run's event files beside its profiles (bench run writes them too), then
+    runs TensorBoard in a process group of its own until Ctrl-C / SIGTERM. Exit code: 0, 2 on
+    bad input or when TensorBoard does not start, 130 when interrupted before serving.
+    """
+    from bench.report.tensorboard_events import write_run_events
+    from bench.report.tensorboard_server import TensorBoardServer
+
+    def out(text: str) -> None:
+        console.print(escape(text), soft_wrap=True, highlight=False)
+        sys.stdout.flush()
+
+    def start() -> TensorBoardServer:
+        for run_dir in run_dirs:
+            written = write_run_events(run_dir)
+            if not written:
+                raise BenchError(f"{run_dir}: no finished variant records yet")
+            out(f"{run_dir}: event files of {len(written)} variant(s) written")
+        if write_only:
+            raise typer.Exit(code=0)
+        return TensorBoardServer(run_dirs, port)
+
+    def announce(server: TensorBoardServer) -> None:
+        out(f"Serving TensorBoard (pid {server.pid}) at {server.url} (Ctrl-C to stop)")
+        out(f"HParams table: {server.url}#hparams")
+
+    serve_until_interrupted(start, announce, out)

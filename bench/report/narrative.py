@@ -11,8 +11,14 @@ from typing import Any
 from bench.checks.verdicts import ACCURACY, LOSS_PARITY, CheckKind
 from bench.compare.noise import describe as describe_noise_floor
 from bench.compare.noise import within_noise
-from bench.records import counts_as_variant, headline
-from bench.report.records import precision_pairs
+from bench.records import OBSERVER_FLAG_RATIO, counts_as_variant, headline
+from bench.report.records import (
+    TRACE_INFLATION_LIMIT,
+    measurement_costs,
+    precision_pairs,
+    straggler_note,
+    worker_rows,
+)
 from bench.report.runs import RunView
 from bench.scaling import replicas_of
 from bench.scenario.schema import BASELINE_STRATEGIES
@@ -166,6 +172,27 @@ def unsettled(run: RunView) -> str | None:
         f"{r['variant_id']} (first {r['steady_state_start']} steps)" for r in recs) + ".")
 
 
+def stragglers(run: RunView) -> str | None:
+    """Per multi-worker variant: its slowest worker against its fastest."""
+    notes = [f"{r['variant_id']}: {straggler_note(rows)}" for r in run.ok if (rows := worker_rows(r))]
+    return ("Workers: " + "; ".join(notes) + ".") if notes else None
+
+
+def measurement_cost(run: RunView) -> str | None:
+    """The variants whose observation or tracing cost more than its limit."""
+    costs = [(r["variant_id"], measurement_costs(r)) for r in run.ok]
+    observed = [f"{vid} ×{c['observer']:.2f}" for vid, c in costs if c["observer_flagged"]]
+    traced = [f"{vid} ×{c['profiler']:.2f}" for vid, c in costs if c["profiler_flagged"]]
+    parts = []
+    if observed:
+        parts.append(f"per-step observation slowed the steps over {OBSERVER_FLAG_RATIO:g}× "
+                     f"(observed ÷ unobserved): {', '.join(observed)}")
+    if traced:
+        parts.append(f"tracing slowed the traced steps over {TRACE_INFLATION_LIMIT:g}×: "
+                     f"{', '.join(traced)}")
+    return ("Measuring cost: " + "; ".join(parts) + ".") if parts else None
+
+
 def data_notes(run: RunView) -> list[str]:
     return [f"Data fallback: {reason}." for reason in run.fallback_reasons]
 
@@ -175,6 +202,6 @@ def summarize_run(run: RunView) -> list[str]:
         return ["This run has no records yet."]
     lines = [describe_noise_floor(run.noise_floor), fastest(run), best_scaling(run),
              input_bound(run), precision_speedups(run),
-             utilization(run), loss_parity(run), accuracy(run),
+             utilization(run), stragglers(run), measurement_cost(run), loss_parity(run), accuracy(run),
              *failures(run), unsettled(run), *data_notes(run)]
     return [line for line in lines if line]

@@ -71,3 +71,73 @@ def step_breakdown(rec: dict[str, Any]) -> dict[str, Any] | None:
             "scaled_ms": {k: share * untraced_ms for k, share in shares.items()},
             "traced_step_ms": total, "profiler_ratio": ratio,
             "inflated": bool(ratio and ratio > TRACE_INFLATION_LIMIT)}
+
+
+def op_shares(rec: dict[str, Any]) -> list[dict[str, Any]]:
+    """The trace's top ops as shares of the step: each op's self time over the traced steps'
+    wall time (bench's own clock around them), and that share applied to the untraced median
+    step, as the breakdown does. Host ops on parallel threads overlap, so shares can add up to
+    more than 100%. Empty without an analysis or traced step times."""
+    analysis = (rec.get("trace") or {}).get("analysis") or {}
+    traced_ms = sum((rec.get("samples") or {}).get("traced") or []) * 1e3
+    if analysis.get("status") != "ok" or not traced_ms:
+        return []
+    untraced_ms = ((rec.get("step_time") or {}).get("median") or 0.0) * 1e3
+    out = []
+    for op in analysis.get("top_ops") or []:
+        share = float(op.get("self_time_ms_total") or 0.0) / traced_ms
+        out.append({"name": op.get("name"), "type": op.get("type"), "share": share,
+                    "untraced_ms": share * untraced_ms, "occurrences": op.get("occurrences")})
+    return out
+
+
+# A worker whose median step is this much slower than the fastest one is called a straggler.
+STRAGGLER_RATIO = 1.10
+
+
+def worker_rows(rec: dict[str, Any]) -> list[dict[str, Any]]:
+    """Each training task of a cluster record: its step-time median, p5/p95, robust spread, its
+    ratio to the fastest task's median, and its trace's compute/collective shares when traced."""
+    tasks = [t for t in (rec.get("cluster") or {}).get("tasks") or []
+             if t.get("trains") and (t.get("step_time") or {}).get("median")]
+    if not tasks:
+        return []
+    fastest = min(t["step_time"]["median"] for t in tasks)
+    rows = []
+    for task in tasks:
+        step = task["step_time"]
+        parts = ((task.get("trace_analysis") or {}).get("breakdown_ms") or {})
+        total = sum(v for v in (parts.get(k) for k in BREAKDOWN_PARTS) if v)
+        rows.append({"task": task.get("task"), "median_ms": step["median"] * 1e3,
+                     "p5_ms": (step.get("p5") or step["median"]) * 1e3,
+                     "p95_ms": (step.get("p95") or step["median"]) * 1e3,
+                     "spread_pct": (task.get("throughput") or {}).get("spread_pct"),
+                     "vs_fastest": step["median"] / fastest,
+                     "compute_share": (parts.get("compute") or 0.0) / total if total else None,
+                     "collective_share": (parts.get("collective") or 0.0) / total if total else None})
+    return rows
+
+
+def straggler_note(rows: list[dict[str, Any]]) -> str:
+    """The slowest worker against the fastest, and, since a synchronous step waits for its
+    slowest worker, the worker with the most compute (the others spend that time in collectives)."""
+    slowest = max(rows, key=lambda r: r["vs_fastest"])
+    verdict = "a straggler" if slowest["vs_fastest"] > STRAGGLER_RATIO else "no straggler"
+    note = (f"slowest {slowest['task']}: ×{slowest['vs_fastest']:.3f} the fastest worker's median "
+            f"({verdict}; the limit is ×{STRAGGLER_RATIO:.2f})")
+    traced = [r for r in rows if r["compute_share"] is not None]
+    if len(traced) > 1:
+        busiest = max(traced, key=lambda r: r["compute_share"])
+        note += (f"; most compute: {busiest['task']} ({busiest['compute_share']:.0%} of its step), "
+                 "the others' collective time is largely waiting for it")
+    return note
+
+
+def measurement_costs(rec: dict[str, Any]) -> dict[str, Any]:
+    """What measuring cost a variant: the observer ratio (observed ÷ unobserved block) and the
+    profiler's (traced ÷ untraced median step), each with whether it crosses its limit."""
+    observer = rec.get("observer") or {}
+    profiler = (rec.get("trace") or {}).get("overhead_ratio")
+    return {"observer": observer.get("ratio"), "observer_flagged": bool(observer.get("flagged")),
+            "profiler": profiler,
+            "profiler_flagged": bool(profiler and profiler > TRACE_INFLATION_LIMIT)}

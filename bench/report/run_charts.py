@@ -1,11 +1,13 @@
 """The charts of one run's page: throughput, scaling, the profiler's step breakdown, step-time
-distribution and timeline, and mixed precision against float32, in the order the page shows them."""
+distribution and timeline, and mixed precision against float32, in the order the page shows them
+(with the per-worker, top-ops and measurement-cost charts of bench.report.detail_charts)."""
 
 from __future__ import annotations
 
 from typing import Any
 
 from bench.report.chart import Chart, categories_axis, colour, layout, line_shape
+from bench.report.detail_charts import measurement_cost_chart, top_ops_chart, workers_chart
 from bench.report.records import (
     iqr_whiskers,
     ok_with_throughput,
@@ -281,5 +283,6 @@ def precision_chart(run: RunView) -> Chart:
 
 def run_charts(run: RunView) -> list[Chart]:
     """Every chart of a run's page, in the order the page shows them."""
-    return [throughput_chart(run), scaling_chart(run), breakdown_chart(run),
-            distribution_chart(run), timeline_chart(run), precision_chart(run)]
+    return [throughput_chart(run), scaling_chart(run), workers_chart(run), breakdown_chart(run),
+            top_ops_chart(run), distribution_chart(run), timeline_chart(run), precision_chart(run),
+            measurement_cost_chart(run)]

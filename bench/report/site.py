@@ -46,7 +46,11 @@ class RunPage:
     traces: list[tables.TraceRow]
     environment: list[tuple[str, str]]
     devices: list[tuple[str, str]]
+    workers: list[tables.DetailTable] = field(default_factory=list)
+    top_ops: list[tables.DetailTable] = field(default_factory=list)
     columns: tuple[str, ...] = tables.COLUMNS
+    worker_columns: tuple[str, ...] = tables.WORKER_COLUMNS
+    op_columns: tuple[str, ...] = tables.OP_COLUMNS
     prefix: str = ""
 
 
@@ -65,7 +69,8 @@ def build_run_page(run: RunView, out_dir: Path) -> RunPage:
         run=run, charts=run_charts(run), summary=narrative.summarize_run(run),
         rows=[tables.figures_row(run, rec) for rec in run.records],
         problems=tables.problem_rows(run, out_dir), traces=tables.trace_rows(run, out_dir),
-        environment=tables.flatten(run.environment), devices=tables.device_rows(run))
+        environment=tables.flatten(run.environment), devices=tables.device_rows(run),
+        workers=tables.worker_tables(run), top_ops=tables.top_op_tables(run))
 
 
 def group_by_scenario(runs: list[RunView]) -> list[ScenarioGroup]:

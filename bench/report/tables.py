@@ -15,7 +15,13 @@ from typing import Any
 from bench.checks.verdicts import ACCURACY, LOSS_PARITY, CheckKind
 from bench.compare.noise import within_noise
 from bench.records import headline
-from bench.report.records import BREAKDOWN_PARTS, step_breakdown
+from bench.report.records import (
+    BREAKDOWN_PARTS,
+    op_shares,
+    step_breakdown,
+    straggler_note,
+    worker_rows,
+)
 from bench.report.runs import RunView
 from bench.scaling import replicas_of
 from bench.scenario.schema import BASELINE_STRATEGIES
@@ -173,3 +179,50 @@ def device_rows(run: RunView) -> list[tuple[str, str]]:
         key = f"{dev.get('kind')}: {', '.join(dev.get('physical') or [])}"
         seen.setdefault(key, []).append(rec["variant_id"])
     return [(key, f"{len(ids)} variant(s)") for key, ids in seen.items()]
+
+
+@dataclass(frozen=True)
+class DetailTable:
+    """One variant's rows of a detail table (its workers, or its trace's top ops)."""
+
+    variant_id: str
+    rows: list[list[Cell]]
+    note: str = ""
+
+
+WORKER_COLUMNS = ("worker", "median step ms", "p5 ms", "p95 ms", "spread %", "× fastest",
+                  "compute %", "collective %")
+
+
+def worker_tables(run: RunView) -> list[DetailTable]:
+    """Each cluster variant's workers, and which one was slowest against the fastest."""
+    out = []
+    for rec in run.ok:
+        rows = worker_rows(rec)
+        if not rows:
+            continue
+        out.append(DetailTable(rec["variant_id"], [
+            [_txt(r["task"]), _num(r["median_ms"], ".2f"), _num(r["p5_ms"], ".2f"),
+             _num(r["p95_ms"], ".2f"), _num(r["spread_pct"], ".1f"), _num(r["vs_fastest"], ".3f"),
+             _num(r["compute_share"], ".0f", 100), _num(r["collective_share"], ".0f", 100)]
+            for r in rows], straggler_note(rows)))
+    return out
+
+
+OP_COLUMNS = ("op", "type", "% of step", "ms of the untraced step", "occurrences")
+
+
+def top_op_tables(run: RunView) -> list[DetailTable]:
+    """Each traced variant's top ops as shares of the step (bench.report.records.op_shares)."""
+    out = []
+    for rec in run.ok:
+        ops = op_shares(rec)
+        if not ops:
+            continue
+        split = step_breakdown(rec)
+        note = (f"tracing slowed these steps {split['profiler_ratio']:.1f}×: read the shares"
+                if split and split["inflated"] else "")
+        out.append(DetailTable(rec["variant_id"], [
+            [_txt(op["name"]), _txt(op["type"]), _num(op["share"], ".1f", 100),
+             _num(op["untraced_ms"], ".3f"), _num(op["occurrences"], "d")] for op in ops], note))
+    return out

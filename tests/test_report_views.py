@@ -1,0 +1,78 @@
+"""The report's views inside a variant: its trace's top ops as shares of the untraced step, the
+workers of a multi-worker variant (a straggler shows), and what measuring cost (observer and
+profiler ratios). Records in bench's schema from tests/fixtures/report_runs.py; the real
+MultiWorker run is in tests/test_report_browser.py."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from bench.report.detail_charts import measurement_cost_chart, top_ops_chart, workers_chart
+from bench.report.narrative import summarize_run
+from bench.report.records import op_shares, worker_rows
+from bench.report.runs import RunView, load_run
+from bench.report.site import render_site
+from tests.fixtures.report_runs import cluster_record, standard_records, write_run
+
+
+@pytest.fixture
+def run(tmp_path: Path) -> RunView:
+    return load_run(write_run(tmp_path / "results", "views-20261122T051803Z",
+                              [*standard_records(), cluster_record(straggler=1.3)]))
+
+
+def test_top_ops_are_shares_of_the_traced_step_applied_to_the_untraced_step(run: RunView) -> None:
+    rec = next(r for r in run.ok if r["variant_id"] == "default-r1-fit-float32-gb64")
+    ops = op_shares(rec)
+    assert [op["name"] for op in ops] == ["model/dense/MatMul", "adam/Sqrt"]
+    assert ops[0]["share"] == pytest.approx(0.4)  # not the trace's 60% of op time
+    # 40% of the untraced median step, not of the 1.2x slower traced step
+    assert ops[0]["untraced_ms"] == pytest.approx(0.4 * rec["step_time"]["median"] * 1e3)
+    figure = top_ops_chart(run).figure
+    assert figure is not None
+    heat = figure["data"][0]
+    column = heat["x"].index("default-r1-fit-float32-gb64")
+    assert heat["y"][0] == "model/dense/MatMul" and heat["z"][0][column] == pytest.approx(40.0)
+
+
+def test_a_straggler_shows_in_the_worker_chart_the_tables_and_the_summary(run: RunView,
+                                                                          tmp_path: Path) -> None:
+    rec = next(r for r in run.ok if r["variant"]["strategy"] == "multi_worker_mirrored")
+    rows = worker_rows(rec)
+    assert [r["task"] for r in rows] == ["worker-0", "worker-1", "worker-2"]
+    assert [round(r["vs_fastest"], 2) for r in rows] == [1.0, 1.02, 1.3]
+    bars = workers_chart(run).figure["data"][0]
+    assert bars["marker"]["color"][2] == "#d62728" and bars["marker"]["color"][1] != "#d62728"
+    summary = "\n".join(summarize_run(run))
+    assert "slowest worker-2: ×1.300 the fastest worker's median (a straggler" in summary
+    assert "most compute: worker-2" in summary
+    render_site([run.path], tmp_path / "site")
+    html = (tmp_path / "site" / f"run-{run.name}.html").read_text()
+    assert 'id="section-worker-tables"' in html and "× fastest" in html
+    assert 'id="section-top-op-tables"' in html and "model/dense/MatMul" in html
+
+
+def test_measurement_costs_name_the_variants_over_their_limits(run: RunView) -> None:
+    summary = "\n".join(summarize_run(run))
+    assert ("per-step observation slowed the steps over 1.02× (observed ÷ unobserved): "
+            "multi_worker_mirrored-w3x1-ctl-float32-gb192 ×1.06") in summary
+    assert "tracing slowed the traced steps" not in summary  # 1.2x is under the 1.5x limit
+    observer, profiler = measurement_cost_chart(run).figure["data"]
+    assert observer["base"] == 1.0
+    index = observer["y"].index("multi_worker_mirrored-w3x1-ctl-float32-gb192")
+    assert observer["x"][index] == pytest.approx(0.06)
+    assert observer["marker"]["line"]["width"][index] == 2.5  # flagged: outlined
+    assert profiler["customdata"][0] == pytest.approx(1.2)
+
+
+def test_views_say_what_is_missing_without_traces_or_clusters(tmp_path: Path) -> None:
+    records = standard_records()
+    for rec in records:
+        rec.pop("trace", None)
+        rec.pop("observer", None)
+    bare = load_run(write_run(tmp_path, "bare-20261122T051803Z", records))
+    assert "has an analysed trace" in top_ops_chart(bare).note
+    assert "per-worker" in workers_chart(bare).note
+    assert not measurement_cost_chart(bare).rendered
