@@ -67,7 +67,7 @@ def nightly(session: nox.Session) -> None:
 
     Exits non-zero on a regression. Extra arguments go to `bench nightly` (e.g. `-- --quick`).
     """
-    session.install(*PINNED, "-e", ".[cpu]")
+    session.install(*PINNED, "-e", ".[cpu,tensorboard]")
     session.run("bench", "nightly", *session.posargs)
 
 
@@ -76,6 +76,6 @@ def perf(session: nox.Session) -> None:
     """bench timing itself: wall time per phase and per variant, duty cycle, command start-up
     and peak memory, medians over 3 runs of the default scenario per start method (a few
     minutes). Extra arguments go to `bench perf` (e.g. `-- --runs 5`)."""
-    session.install(*PINNED, "-e", ".[cpu]")
+    session.install(*PINNED, "-e", ".[cpu,tensorboard]")
     args = session.posargs or ["--start-method", "forkserver", "--start-method", "spawn"]
     session.run("bench", "perf", *args)

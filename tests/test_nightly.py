@@ -1,7 +1,8 @@
 """`bench nightly` end to end: a store that starts empty, an A/A night, a deliberately slow night.
 
 The slow night adds a real 768 x 768 matmul to every step (`model.extra_matmul`), several times
-the tiny MLP's step here, and must hold through two confirming re-runs; `compare.min_effect =
+the tiny MLP's step here, and is judged by whole runs against a store of three (the nightly run
+and its two re-runs against the stored runs, bench.compare.runlevel); `compare.min_effect =
 0.5` keeps run-to-run drift on this shared machine (up to ~20% between runs of the same code,
 more in bursts) from failing the A/A night.
 """
@@ -47,7 +48,7 @@ def test_first_night_starts_the_store_then_gates(tmp_path: Path) -> None:
     code, out = nightly(scenario, store, reports)
     assert code == 0, out
     assert "this run starts the baseline store" in out
-    (first,) = store.iterdir()
+    assert len(list(store.iterdir())) == 1
     assert (reports / "index.html").exists()
 
     code, out = nightly(scenario, store, reports)  # same code again: A/A
@@ -57,9 +58,12 @@ def test_first_night_starts_the_store_then_gates(tmp_path: Path) -> None:
     (verdict,) = [json.loads(p.read_text()) for p in reports.glob("compare-*.json")]
     assert verdict["regressed"] is False and verdict["verdicts"][0]["status"] == "unchanged"
 
-    slow_store = tmp_path / "slow_store"  # the first night as the only baseline
-    slow_store.mkdir()
-    shutil.copytree(first, slow_store / first.name)
+    code, out = nightly(scenario, store, reports)  # a third run: now judged by whole runs
+    assert code == 0, out
+    assert len(list(store.iterdir())) == 3
+
+    slow_store = tmp_path / "slow_store"  # a copy: the slow night must not join the store
+    shutil.copytree(store, slow_store)
     (tmp_path / "slow").mkdir()
     slow = write_scenario(tmp_path / "slow", BODY + "\n[model]\nextra_matmul = 768\n",
                           name="nightly_t")
@@ -70,7 +74,11 @@ def test_first_night_starts_the_store_then_gates(tmp_path: Path) -> None:
     (md,) = (tmp_path / "slow_reports").glob("compare-*.md")
     row = next(line for line in md.read_text().splitlines()
                if line.startswith("| default-r1-fit-float32-gb16 |"))
-    assert "| regression |" in row and "confirmed by 2 re-run(s)" in row
+    # the nightly run and its two re-runs against the store's three runs, in yardstick steps
+    assert "| regression |" in row and "run-level: 3 candidate run(s) vs 3 stored" in row
+    (result,) = [json.loads(p.read_text()) for p in (tmp_path / "slow_reports").glob("compare-*.json")]
+    verdict = next(v for v in result["verdicts"] if v["key"] == "default-r1-fit-float32-gb16")
+    assert verdict["ratio"] > 1.5 and verdict["ci_low"] > 1.0
     page = (tmp_path / "slow_reports" / "scenario-nightly_t.html").read_text()
     assert "Detected steps" in page and "regression: step time ×" in page
 
