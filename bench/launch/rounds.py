@@ -59,7 +59,7 @@ class LiveVariant:
     run_dir: Path
     proc: WorkerProcess
     fifo: Path
-    announced: queue.Queue[tuple[str, int]]
+    announced: queue.Queue[tuple[str, int, float]]  # segment, index, when it was announced
     at: tuple[str, int] | None = None  # the segment it waits to run, while at the gate
     active_s: float = 0.0  # running time so far, charged against measure.timeout_s
     timed_out: bool = False
@@ -80,13 +80,16 @@ class LiveVariant:
     def run_to_gate(self, since: float | None = None) -> bool:
         """Wait while the worker runs, until it announces its next segment (True) or ends or
         overruns its budget (False); the running time (from `since`, when it was released
-        together with others, else from now) is charged to its budget."""
+        together with others, else from now, until its announcement) is charged to its budget:
+        a variant that reached its gate early is not charged for the others it was built with."""
         started = time.monotonic() if since is None else since
         deadline = started + max(0.0, self.budget_s - self.active_s)
+        ended: float | None = None
         try:
             while True:
                 try:
-                    self.at = self.announced.get(timeout=POLL_S)
+                    segment, index, ended = self.announced.get(timeout=POLL_S)
+                    self.at = (segment, index)
                     return True
                 except queue.Empty:
                     pass
@@ -97,7 +100,7 @@ class LiveVariant:
                     self.proc.kill()
                     return False
         finally:
-            self.active_s += time.monotonic() - started
+            self.active_s += max(0.0, (ended or time.monotonic()) - started)
 
     def finish(self) -> dict[str, Any]:
         """Release the worker from its last gate (if it is at one) and take its record."""
@@ -137,7 +140,7 @@ def start(variant: Variant, run_dir: Path, forkserver: ForkServer | None,
     fifo.unlink(missing_ok=True)
     os.mkfifo(fifo, 0o600)
     writer = os.open(fifo, os.O_RDWR)  # held by the parent, so a release never blocks
-    announced: queue.Queue[tuple[str, int]] = queue.Queue()
+    announced: queue.Queue[tuple[str, int, float]] = queue.Queue()
     gate = {GATE_ENV: str(fifo), GATE_TIMEOUT_ENV: repr(gate_timeout_s)}
     if variant.is_cluster:
         cmd, env = cluster.supervisor_command(variant, run_dir), gate
@@ -147,7 +150,8 @@ def start(variant: Variant, run_dir: Path, forkserver: ForkServer | None,
         env = {**variant_env(run_dir, variant), **gate}
     proc = WorkerProcess(cmd, worker_env(env), run_dir / "logs" / f"{variant.id}.log", progress,
                          forkserver=forkserver,
-                         on_gate=lambda segment, index: announced.put((segment, index)))
+                         on_gate=lambda segment, index: announced.put(
+                             (segment, index, time.monotonic())))
     return LiveVariant(variant, run_dir, proc, fifo, announced, _writer=writer)
 
 

@@ -16,6 +16,7 @@ Prints one line per night and a table at the end. Usage (about 30 s per night he
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import re
 import shutil
@@ -40,10 +41,18 @@ def night(scenario: Path, store: Path, reports: Path, only: list[str], quick: bo
                           env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"}, timeout=3600)
     if proc.returncode not in (0, 1):
         raise SystemExit(f"bench nightly failed ({proc.returncode}): {proc.stderr[-2000:]}")
-    flagged = re.findall(r"(\S+)\s+│\s+regression", proc.stdout)
-    print(f"    exit {proc.returncode}{' flagged: ' + ', '.join(flagged) if flagged else ''}",
-          flush=True)
+    print(f"    exit {proc.returncode}; {verdicts(reports)}", flush=True)
     return proc.returncode
+
+
+def verdicts(reports: Path) -> str:
+    """Each variant's verdict and ratio in the night's comparison (none on the first night)."""
+    found = sorted(reports.glob("compare-*.json"))
+    if not found:
+        return "no comparison"
+    result = json.loads(found[-1].read_text())
+    return ", ".join(f"{v['key']} {v['status']} x{v['ratio']:.3f}" if v.get("ratio") else
+                     f"{v['key']} {v['status']}" for v in result["verdicts"])
 
 
 def with_extra_matmul(scenario: Path, n: int, out_dir: Path) -> Path:
