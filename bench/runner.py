@@ -28,7 +28,7 @@ from bench.protocol import ProgressFn
 from bench.report.terminal import render_outcome_line, render_summary
 from bench.scaling import add_scaling_efficiency
 from bench.scenario.loading import load_scenario
-from bench.scenario.matrix import expand
+from bench.scenario.matrix import block_steps, expand
 from bench.scenario.schema import (
     BASELINE_STRATEGIES,
     CheckConfig,
@@ -87,7 +87,7 @@ def apply_overrides(scenario: Scenario, opts: RunOptions) -> Scenario:
     for key in ("warmup_steps", "steps", "repeats", "timeout_s"):
         if getattr(opts, key) is not None:
             update[key] = getattr(opts, key)
-    k = scenario.train.steps_per_execution
+    k = block_steps(scenario.train)
     for key in ("warmup_steps", "steps"):
         if key in update:
             update[key] = round_up(update[key], k)
