@@ -29,6 +29,7 @@ from typing import Any
 from bench.launch.forkserver import ForkServer
 from bench.launch.local import (
     collect_record,
+    forkserver_for,
     record_path_of,
     variant_env,
     worker_command,
@@ -136,7 +137,8 @@ def start(variant: Variant, run_dir: Path, forkserver: ForkServer | None,
     env = {**variant_env(run_dir, variant), GATE_ENV: str(fifo),
            GATE_TIMEOUT_ENV: repr(gate_timeout_s)}
     proc = WorkerProcess(worker_command(run_dir, variant, record_path), worker_env(env),
-                         run_dir / "logs" / f"{variant.id}.log", progress, forkserver=forkserver,
+                         run_dir / "logs" / f"{variant.id}.log", progress,
+                         forkserver=forkserver_for(variant, forkserver),
                          on_gate=lambda segment, index: announced.put((segment, index)))
     return LiveVariant(variant, run_dir, proc, fifo, announced, _writer=writer)
 

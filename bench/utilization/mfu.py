@@ -24,8 +24,8 @@ def utilization(variant: Variant, layout: DeviceLayout, batch: tuple[Any, Any],
                 "(tasks share a host, or the peak benchmark does not run there)"}
     try:
         # A plain copy of the model (outside the strategy) gives the graph to count.
-        plain = models.build_model(variant.model.name, tuple(batch[0].shape[1:]),
-                                   int(variant.data.num_classes), variant.model.extra_matmul)
+        plain = models.build_configured(variant.model, tuple(batch[0].shape[1:]),
+                                        int(variant.data.num_classes))
         step_flops, source = flops.count(plain, *batch)
         device_peak = peak.peak_flops(layout.devices[0], layout.kind, variant.precision)
     except Exception as exc:  # a utilisation figure is a bonus, not the measurement
