@@ -257,7 +257,7 @@ def measure(variant: Variant, spawn_time: float, progress: ProgressFn) -> dict[s
             **overhead.harness_overhead(result.harness_s, total_steps, step_stats.median),
         },
         "step_time": step_stats.to_dict(),
-        "throughput": throughput(windows, global_batch, result.window_s).to_dict(),
+        "throughput": throughput(windows, global_batch, result.window_s, k).to_dict(),
         "measurement": {"interleaved": gate.interleaved, "gate_wait_s": gate.waited_s,
                         "gate_wait_by_segment": gate.waited_by_segment,
                         "window_s": result.window_s,
