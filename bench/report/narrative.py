@@ -12,7 +12,7 @@ from bench.checks.verdicts import ACCURACY, LOSS_PARITY, CheckKind
 from bench.compare.noise import describe as describe_noise_floor
 from bench.compare.noise import within_noise
 from bench.records import counts_as_variant, headline
-from bench.report.records import precision_pairs
+from bench.report.records import keras_pairs, precision_pairs
 from bench.report.runs import RunView
 from bench.scaling import replicas_of
 from bench.scenario.schema import BASELINE_STRATEGIES
@@ -83,6 +83,15 @@ def precision_speedups(run: RunView) -> str | None:
         return None
     parts = [f"{m['variant_id']} {_versus(_thr(m) / _thr(f), run)}" for f, m in pairs]
     return "Mixed precision vs float32: " + "; ".join(parts) + "."
+
+
+def keras_flavours(run: RunView) -> str | None:
+    """tf-keras against Keras 3 on the same strategy, API, precision and batch."""
+    pairs = keras_pairs(run.records)
+    if not pairs:
+        return None
+    parts = [f"{t['variant_id']} {_versus(_thr(t) / _thr(k), run)}" for k, t in pairs]
+    return "tf-keras vs Keras 3 (same strategy, API and precision): " + "; ".join(parts) + "."
 
 
 def utilization(run: RunView) -> str | None:
@@ -174,7 +183,7 @@ def summarize_run(run: RunView) -> list[str]:
     if not run.records:
         return ["This run has no records yet."]
     lines = [describe_noise_floor(run.noise_floor), fastest(run), best_scaling(run),
-             input_bound(run), precision_speedups(run),
+             input_bound(run), precision_speedups(run), keras_flavours(run),
              utilization(run), loss_parity(run), accuracy(run),
              *failures(run), unsettled(run), *data_notes(run)]
     return [line for line in lines if line]

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import importlib
 import importlib.metadata
-import importlib.util
 import os
 import sys
 from types import ModuleType, SimpleNamespace
@@ -49,9 +48,12 @@ def use(flavour: str) -> None:
                                    "TensorFlow is imported, and this process has imported it "
                                    "already (it must be a fresh interpreter)")
             os.environ[LEGACY_KERAS_ENV] = "1"
-        if importlib.util.find_spec("tf_keras") is None:
-            raise VariantSkipped(f"train.keras = \"tf_keras\" but tf-keras is not installed: "
-                                 f"{install_hint()}")
+        try:
+            importlib.import_module("tf_keras")
+        except ImportError as exc:
+            raise VariantSkipped(f"train.keras = \"tf_keras\" but tf-keras cannot be imported "
+                                 f"({exc}); install it without pulling the full tensorflow "
+                                 f"wheel: {install_hint()}") from None
     _chosen = flavour
 
 
