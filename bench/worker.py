@@ -270,6 +270,7 @@ def measure(variant: Variant, spawn_time: float, progress: ProgressFn) -> dict[s
         "utilization": utilised,
         "checks": checked,
         "keras": flavour.describe(),
+        "model_params": models.parameter_counts(model),
         "env": {"tensorflow": tf.__version__, "keras": keras.__version__,
                 "keras_flavour": flavour.chosen(), "pid": os.getpid()},
         "notes": notes,

@@ -77,21 +77,23 @@ def input_bound(run: RunView) -> str | None:
     return f"No variant is input-bound (the largest input share is {pct:.1f}%, {top['variant_id']})."
 
 
-def precision_speedups(run: RunView) -> str | None:
-    pairs = precision_pairs(run.records)
+def _pair_ratios(title: str, pairs: list[tuple[dict[str, Any], dict[str, Any]]],
+                 run: RunView) -> str | None:
+    """"title: other-variant ×ratio; ..." for (reference, other) pairs, or None without pairs."""
     if not pairs:
         return None
-    parts = [f"{m['variant_id']} {_versus(_thr(m) / _thr(f), run)}" for f, m in pairs]
-    return "Mixed precision vs float32: " + "; ".join(parts) + "."
+    parts = [f"{o['variant_id']} {_versus(_thr(o) / _thr(r), run)}" for r, o in pairs]
+    return f"{title}: " + "; ".join(parts) + "."
+
+
+def precision_speedups(run: RunView) -> str | None:
+    return _pair_ratios("Mixed precision vs float32", precision_pairs(run.records), run)
 
 
 def keras_flavours(run: RunView) -> str | None:
     """tf-keras against Keras 3 on the same strategy, API, precision and batch."""
-    pairs = keras_pairs(run.records)
-    if not pairs:
-        return None
-    parts = [f"{t['variant_id']} {_versus(_thr(t) / _thr(k), run)}" for k, t in pairs]
-    return "tf-keras vs Keras 3 (same strategy, API and precision): " + "; ".join(parts) + "."
+    return _pair_ratios("tf-keras vs Keras 3 (same strategy, API and precision)",
+                        keras_pairs(run.records), run)
 
 
 def utilization(run: RunView) -> str | None:

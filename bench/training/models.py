@@ -8,6 +8,7 @@ descriptions and input rules a scenario is checked against live in `bench.scenar
 from __future__ import annotations
 
 import importlib
+import math
 from collections.abc import Callable
 from typing import Any
 
@@ -165,6 +166,13 @@ def build_model(name: str, input_shape: tuple[int, ...], num_classes: int,
     if not hasattr(model, "trainable_variables"):
         raise ValueError(f"model '{name}': builder returned {type(model).__name__}, not a Keras model")
     return with_extra_matmul(model, input_shape, extra_matmul) if extra_matmul else model
+
+
+def parameter_counts(model: Any) -> dict[str, int]:
+    """Trainable and total weights: what model.trainable (a frozen base) leaves to train."""
+    def size(weights: Any) -> int:
+        return sum(math.prod(int(d) for d in w.shape) for w in weights)
+    return {"trainable": size(model.trainable_weights), "total": size(model.weights)}
 
 
 def build_configured(cfg: Any, input_shape: tuple[int, ...], num_classes: int) -> Any:
