@@ -26,7 +26,7 @@ from bench.protocol import FINISH, GATE_TIMEOUT_ENV, UNOBSERVED, ProgressFn
 from bench.records import base_record, error_from_exception, extra_failed, finish
 from bench.scenario.schema import Variant
 from bench.timing import Phases, round_up, steady_state_start, summarize, throughput
-from bench.training import devices, flavour, loops, models, precision, strategies
+from bench.training import devices, flavour, known_failures, loops, models, precision, strategies
 from bench.training.gate import Gate
 from bench.training.schedule import LoopResult, Schedule
 from bench.training.tracing import TraceWindow
@@ -289,7 +289,10 @@ def run_variant(variant: Variant, spawn_time: float,
         finish(record, "failed", reason=str(exc), error=error_from_exception(exc))
     except Exception as exc:  # a crash inside TF is the variant's result, not the worker's
         error = error_from_exception(exc)
-        finish(record, "failed", reason=f"{error['type']}: {error['message']}", error=error)
+        if known := known_failures.skip_reason(variant, exc):
+            finish(record, "skipped", reason=known, error=error)
+        else:
+            finish(record, "failed", reason=f"{error['type']}: {error['message']}", error=error)
     record["peak_rss_mb"] = overhead.peak_rss_mb()
     return record
 

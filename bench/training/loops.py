@@ -171,9 +171,12 @@ def _unobserved_fit(model: Any, feed: FitInput, steps: int) -> float:
 _KEPT: list[Any] = []
 
 
-def _replica_step(strategy: Any, model: Any, optimizer: Any, global_batch: int, precision: str
-                  ) -> tuple[Any, Callable[[Any, Any], Any]]:
-    """The per-replica training step shared by the custom loop and the parameter-server loop."""
+def _replica_step(strategy: Any, model: Any, optimizer: Any, global_batch: int, precision: str,
+                  jit_compile: bool = False) -> tuple[Any, Callable[[Any, Any], Any]]:
+    """The per-replica training step shared by the custom loop and the parameter-server loop.
+
+    With jit_compile the replica step is what XLA compiles (as Keras compiles its step on the
+    data), not the function around it: `next(iterator)` has no XLA kernel (IteratorGetNext)."""
     import tensorflow as tf
 
     optimizer = precision_policy.wrap_for_custom_loop(optimizer, precision)
@@ -196,7 +199,8 @@ def _replica_step(strategy: Any, model: Any, optimizer: Any, global_batch: int, 
         optimizer.apply_gradients(zip(grads, model.trainable_variables, strict=True))
         return loss
 
-    return optimizer, replica_step
+    return optimizer, (tf.function(replica_step, jit_compile=True) if jit_compile
+                       else replica_step)
 
 
 def run_custom_loop(strategy: Any, model: Any, optimizer: Any, dist_dataset: Any, *,
@@ -206,14 +210,15 @@ def run_custom_loop(strategy: Any, model: Any, optimizer: Any, dist_dataset: Any
     """`strategy.run` under `tf.function` over a distributed dataset, loss reduced to the host."""
     import tensorflow as tf
 
-    optimizer, replica_step = _replica_step(strategy, model, optimizer, global_batch, precision)
+    optimizer, replica_step = _replica_step(strategy, model, optimizer, global_batch, precision,
+                                            jit_compile)
 
     def one_step(iterator: Any) -> Any:
         x, y = next(iterator)
         per_replica = strategy.run(replica_step, args=(x, y))
         return strategy.reduce(tf.distribute.ReduceOp.SUM, per_replica, axis=None)
 
-    @tf.function(jit_compile=jit_compile)
+    @tf.function
     def train_block(iterator: Any) -> Any:
         loss = one_step(iterator)
         if steps_per_execution > 1:  # decided at trace time: K=1 keeps a loop-free graph
@@ -258,7 +263,8 @@ def run_parameter_server_loop(strategy: Any, model: Any, optimizer: Any, dataset
     import tensorflow as tf
 
     coordinator = tf.distribute.experimental.coordinator.ClusterCoordinator(strategy)
-    optimizer, replica_step = _replica_step(strategy, model, optimizer, global_batch, precision)
+    optimizer, replica_step = _replica_step(strategy, model, optimizer, global_batch, precision,
+                                            jit_compile)
 
     @tf.function
     def per_worker_dataset() -> Any:
@@ -266,7 +272,7 @@ def run_parameter_server_loop(strategy: Any, model: Any, optimizer: Any, dataset
 
     iterator = iter(coordinator.create_per_worker_dataset(per_worker_dataset))
 
-    @tf.function(jit_compile=jit_compile)
+    @tf.function
     def train_step(it: Any) -> Any:
         x, y = next(it)
         return strategy.run(replica_step, args=(x, y))
