@@ -57,6 +57,13 @@ keras = "tf_keras"
 name = "parameter_server"
 workers = 2
 keras = "tf_keras"
+
+[[strategies]]
+name = "parameter_server"
+ps = 2
+workers = 1
+partitioner = "fixed"
+keras = "tf_keras"
 """
 
 
@@ -91,7 +98,8 @@ def test_every_tf_keras_cell_runs_with_tf_keras(flavours_run: BenchRun) -> None:
                 "mirrored-r2-numpy-tf_keras-fit-float32-gb32",
                 "default-r1-tf_keras-ctl-float32-gb16",
                 "multi_worker_mirrored-w2x1-tf_keras-fit-float32-gb32",
-                "parameter_server-ps1w2-tf_keras-fit-float32-gb16"]
+                "parameter_server-ps1w2-tf_keras-fit-float32-gb16",
+                "parameter_server-ps2w1-fixed-tf_keras-fit-float32-gb16"]
     assert sorted(by_id) == sorted(expected)
     for vid, rec in by_id.items():
         assert rec["status"] == "ok", (vid, rec.get("reason"))
@@ -110,6 +118,9 @@ def test_every_tf_keras_cell_runs_with_tf_keras(flavours_run: BenchRun) -> None:
     assert ps["timing"]["steps_per_sample"] == 4
     assert any("parameter server fit" in note for note in ps["notes"])
     assert 0.5 < ps["throughput"]["headline"] / ps["throughput"]["median"] < 1.5
+    # tf-keras variables can be sharded across the parameter servers (Keras 3's cannot)
+    sharded = by_id["parameter_server-ps2w1-fixed-tf_keras-fit-float32-gb16"]["strategy_info"]
+    assert sharded["variable_partitioner"] == "FixedShardsPartitioner"
     # the NumPy feed: Keras built the pipeline from the arrays
     assert by_id["mirrored-r2-numpy-tf_keras-fit-float32-gb32"]["variant"]["data"]["feed"] == \
         "numpy"
