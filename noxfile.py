@@ -12,6 +12,9 @@ nox.options.sessions = ["lint", "tests"]
 nox.options.reuse_existing_virtualenvs = True
 
 PINNED = ("-c", "constraints.txt")
+# tf-keras (train.keras = "tf_keras") declares only `tensorflow`, which would pull the full GPU wheel
+# next to tensorflow-cpu: it is installed on its own, without dependencies.
+TF_KERAS = ("--no-deps", "tf-keras")
 LOCK_HEADER = """\
 # The known-good dependency set CI installs (pip install -c constraints.txt ...): a new release of a
 # dependency cannot turn CI red without a change of ours. Updated on purpose with `nox -s lock`
@@ -24,7 +27,16 @@ LOCK_HEADER = """\
 def tests(session: nox.Session) -> None:
     """The full suite, including the slow TensorFlow-subprocess tests (what CI runs)."""
     session.install(*PINNED, "-e", ".[cpu,test]")
+    session.install(*PINNED, *TF_KERAS)
     session.run("pytest", "-m", "not benchmark", *session.posargs)
+
+
+def _install_latest_tf_keras(session: nox.Session) -> None:
+    """The tf-keras release of the installed TensorFlow's minor version (tf-keras tracks it)."""
+    version = session.run("python", "-c", "import importlib.metadata as m; "
+                          "print('.'.join(m.version('tensorflow-cpu').split('.')[:2]))",
+                          silent=True).strip()
+    session.install("--no-deps", f"tf-keras~={version}.0")
 
 
 @nox.session
@@ -32,6 +44,7 @@ def tests_latest(session: nox.Session) -> None:
     """The full suite against the newest releases that pyproject.toml allows (no constraints):
     what `nox -s lock` would pin next."""
     session.install("--upgrade", "-e", ".[cpu,test]")
+    _install_latest_tf_keras(session)
     session.run("pytest", "-m", "not benchmark", *session.posargs)
 
 
@@ -39,6 +52,7 @@ def tests_latest(session: nox.Session) -> None:
 def lock(session: nox.Session) -> None:
     """Rewrite constraints.txt from a fresh install of the newest releases. Run tests_latest first."""
     session.install("--upgrade", "-e", ".[cpu,test]")
+    _install_latest_tf_keras(session)
     frozen = session.run("python", "-m", "pip", "freeze", "--exclude-editable", silent=True)
     pins = [line for line in frozen.splitlines() if line and not line.startswith(("bench", "#"))]
     with open("constraints.txt", "w", encoding="utf-8") as out:

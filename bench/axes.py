@@ -13,14 +13,22 @@ from typing import Any
 
 # Input-pipeline settings that a scenario may sweep as matrix axes (under the record's "data").
 DATA_AXES = ("map_parallelism", "prefetch")
+# Training settings that a scenario may sweep as matrix axes (under the record's "train").
+TRAIN_AXES = ("keras", "steps_per_execution", "jit_compile")
+# Where the other nested axes live in a variant record, by axis name: (section, field).
+NESTED_AXES = {"feed": ("data", "feed"), "trainable": ("model", "trainable"),
+           **{axis: ("train", axis) for axis in TRAIN_AXES},
+           **{axis: ("data", axis) for axis in DATA_AXES}}
 
 # Every axis, in display order, with the value a record from before that axis existed means
-# (None: the axis was always recorded). "model" is the model's name; DATA_AXES come last.
+# (None: the axis was always recorded). "model" is the model's name; DATA_AXES come last. The Keras
+# flavour is an axis, so Keras 3 and tf-keras records are never compared or scaled as one.
 VARIANT_AXES: dict[str, Any] = {
     "strategy": None, "replicas": None, "workers": 1, "ps": 0, "devices_per_worker": 1,
     "cross_device_ops": None, "collective": "auto", "api": None, "distribute_dataset": None,
     "precision": None, "batch_rule": None, "per_replica_batch": None, "global_batch": None,
-    "model": None, **{axis: "autotune" for axis in DATA_AXES},
+    "model": None, "trainable": "all", "keras": "keras3", "steps_per_execution": 1,
+    "jit_compile": False, "feed": "dataset", **{axis: "autotune" for axis in DATA_AXES},
 }
 
 
@@ -28,8 +36,10 @@ def axis_value(variant: dict[str, Any], axis: str) -> Any:
     """One axis of a variant record (`record["variant"]`), old records read with the defaults."""
     if axis == "model":
         return (variant.get("model") or {}).get("name")
-    where = (variant.get("data") or {}) if axis in DATA_AXES else variant
-    return where.get(axis, VARIANT_AXES[axis])
+    if axis in NESTED_AXES:
+        section, field = NESTED_AXES[axis]
+        return (variant.get(section) or {}).get(field, VARIANT_AXES[axis])
+    return variant.get(axis, VARIANT_AXES[axis])
 
 
 def variant_axes(variant: dict[str, Any], without: Iterable[str] = ()) -> dict[str, Any]:

@@ -38,6 +38,10 @@ GPU_SHARED_ENV = "BENCH_GPU_SHARED"  # "1": other processes of the variant use t
 # What a cluster's computing tasks run on ("gpu" | "cpu"): the ParameterServer coordinator, which
 # writes the record, computes nothing itself, so its own device kind would misstate the variant.
 CLUSTER_DEVICE_ENV = "BENCH_CLUSTER_COMPUTES_ON"
+# tf-keras instead of Keras 3: TensorFlow reads it once, at import, so it is in the environment a
+# tf_keras variant's processes start with (and such a process is never forked from the fork
+# server, which has imported TensorFlow with Keras 3).
+LEGACY_KERAS_ENV = "TF_USE_LEGACY_KERAS"
 MEMORY_SHARE = 0.9  # of a GPU's memory, split between its logical GPUs (the rest: CUDA context)
 DEFAULT_LOGICAL_GPU_MEMORY_MB = 2048  # when the GPU's memory is unknown
 PORT_PLACEHOLDER = "<port>"
@@ -170,10 +174,32 @@ def _slices(ids: tuple[str, ...], processes: int, per_process: int) -> tuple[lis
     return [[ids[i % len(ids)]] for i in range(processes)], math.ceil(processes / len(ids))
 
 
+def needs_fresh_interpreter(variant: Variant) -> bool:
+    """A tf_keras variant cannot be forked from a process that imported TensorFlow with Keras 3."""
+    return variant.train.keras == "tf_keras"
+
+
 def plan_variant(variant: Variant, inventory: Inventory,
                  addresses: list[str] | None = None) -> list[ProcessPlan]:
-    """Every process `variant` starts on a host with `inventory`. Cluster processes get TF_CONFIG
-    with `addresses` (one per task); without them the ports are left out."""
+    """Every process `variant` starts on a host with `inventory` (a tf_keras variant's with
+    TF_USE_LEGACY_KERAS=1)."""
+    plans = _plan_processes(variant, inventory, addresses)
+    if not (extra := flavour_env(variant)):
+        return plans
+    return [ProcessPlan(p.role, p.index, p.trains, p.devices, {**p.env, **extra})
+            for p in plans]
+
+
+def flavour_env(variant: Variant) -> dict[str, str]:
+    """What the Keras flavour adds to every process's environment (a Slurm job's, a `bench
+    worker` task's too)."""
+    return {LEGACY_KERAS_ENV: "1"} if needs_fresh_interpreter(variant) else {}
+
+
+def _plan_processes(variant: Variant, inventory: Inventory,
+                    addresses: list[str] | None = None) -> list[ProcessPlan]:
+    """Cluster processes get TF_CONFIG with `addresses` (one per task); without them the ports
+    are left out."""
     thread_mode = variant.train.gpu_thread_mode
     use_gpu = variant.devices == "gpu" or (variant.devices == "auto" and inventory.gpus > 0)
     if variant.strategy == "tpu":

@@ -24,11 +24,12 @@ from bench.launch.forkserver import ForkServer
 from bench.launch.local import data_cache_dir, worker_env
 from bench.launch.slurm import SlurmOptions, slurm_problem
 from bench.perf import overhead
+from bench.placement import needs_fresh_interpreter
 from bench.protocol import ProgressFn
 from bench.report.terminal import render_outcome_line, render_summary
 from bench.scaling import add_scaling_efficiency
 from bench.scenario.loading import load_scenario
-from bench.scenario.matrix import expand
+from bench.scenario.matrix import block_steps, expand
 from bench.scenario.schema import (
     BASELINE_STRATEGIES,
     CheckConfig,
@@ -93,7 +94,7 @@ def apply_overrides(scenario: Scenario, opts: RunOptions) -> Scenario:
     if opts.rounds_factor > 1:
         for key in ("repeats", "timeout_s"):
             update[key] = update.get(key, getattr(scenario.measure, key)) * opts.rounds_factor
-    k = scenario.train.steps_per_execution
+    k = block_steps(scenario.train)
     for key in ("warmup_steps", "steps"):
         if key in update:
             update[key] = round_up(update[key], k)
@@ -219,7 +220,7 @@ def _start_forkserver(opts: RunOptions, variants: list[Variant], run_dir: Path
                       ) -> ForkServer | None:
     """Start importing TensorFlow at once, while the run is set up; None if nothing will fork."""
     if (opts.start_method != "forkserver" or opts.slurm is not None
-            or all(v.is_cluster for v in variants)):
+            or all(v.is_cluster or needs_fresh_interpreter(v) for v in variants)):
         return None
     return ForkServer(worker_env(), run_dir / "logs" / "forkserver.log", str(run_dir)).start()
 

@@ -161,15 +161,18 @@ class Throughput:
 
 
 def throughput(repeats: Sequence[Sequence[float]], global_batch: int,
-               window_s: Sequence[float] | None = None) -> Throughput:
+               window_s: Sequence[float] | None = None, steps_per_sample: int = 1) -> Throughput:
     """From the per-step samples of each window and, when the loop kept them, the wall-clock
-    seconds of each window (else the sum of its samples stands in)."""
+    seconds of each window (else the sum of its samples stands in). Each sample is the per-step
+    time of a block of `steps_per_sample` steps (steps_per_execution, parameter-server blocks),
+    so a window ran len(samples) x steps_per_sample steps."""
     pooled = [s for window in repeats for s in window]
     stats = summarize(pooled)
-    walls = list(window_s) if window_s else [sum(w) for w in repeats]
+    k = steps_per_sample
+    walls = list(window_s) if window_s else [k * sum(w) for w in repeats]
     if len(walls) != len(repeats):
         raise ValueError(f"{len(walls)} window clocks for {len(repeats)} windows")
-    examples = [global_batch * len(w) for w in repeats]
+    examples = [global_batch * len(w) * k for w in repeats]
     return Throughput(
         headline=sum(examples) / sum(walls),
         median=global_batch / stats.median,

@@ -32,7 +32,7 @@ from bench.records import (
 )
 from bench.scenario.schema import Variant
 from bench.timing import Phases, round_up, steady_state_start, summarize, throughput
-from bench.training import devices, loops, models, precision, strategies
+from bench.training import devices, flavour, known_failures, loops, models, precision, strategies
 from bench.training.gate import Gate
 from bench.training.schedule import LoopResult, Schedule
 from bench.training.tracing import TraceWindow
@@ -100,7 +100,7 @@ def _strategy_and_layout(variant: Variant) -> tuple[Any, devices.DeviceLayout]:
         # Collectives are configured at program startup: before any op touches the context.
         return strategies.build_multi_worker(variant.collective, variant.measure.timeout_s), layout
     if variant.strategy == "parameter_server":
-        if problem := strategies.partitioner_problem(variant.partitioner):
+        if problem := strategies.partitioner_problem(variant.partitioner, variant.train.keras):
             raise VariantSkipped(problem)
         return strategies.build_parameter_server(variant.partitioner, variant.ps), layout
     return strategies.build_strategy(variant.strategy, variant.cross_device_ops, layout), layout
@@ -160,11 +160,10 @@ def start_state() -> dict[str, Any]:
     no TensorFlow context (so no device layout yet) and the float32 policy. The isolation test
     reads this from every record.
     """
-    import keras
     from tensorflow.python.eager import context
 
     return {"pid": os.getpid(), "tf_context_initialized": bool(context.context()._initialized),
-            "precision_policy": keras.mixed_precision.global_policy().name}
+            "precision_policy": flavour.keras().mixed_precision.global_policy().name}
 
 
 # Objects whose destruction would only cost time: the process leaves with os._exit instead.
@@ -176,12 +175,14 @@ def measure(variant: Variant, spawn_time: float, progress: ProgressFn) -> dict[s
     phases = Phases()
     phases.seconds["start"] = max(0.0, time.time() - spawn_time)  # spawn (or fork) → here
     with phases("import"):
-        import keras
+        flavour.use(variant.train.keras)  # before TensorFlow is imported (tf_keras)
         import tensorflow as tf
+        keras = flavour.keras()
     started = start_state()
 
     with phases("build"):
-        if variant.api == "fit" and (problem := strategies.keras_fit_problem(variant.strategy)):
+        if variant.api == "fit" and (problem := strategies.keras_fit_problem(
+                variant.strategy, variant.train.keras)):
             raise VariantSkipped(problem)
         strategy, layout = _strategy_and_layout(variant)
         policy = precision.apply_policy(variant.precision)
@@ -195,26 +196,29 @@ def measure(variant: Variant, spawn_time: float, progress: ProgressFn) -> dict[s
             return data_mod.make_dataset(loaded, variant.data, global_batch, input_context)
 
         with strategy.scope():
-            model = models.build_model(variant.model.name,
-                                       data_mod.model_input_shape(loaded, variant.data),
-                                       loaded.num_classes, variant.model.extra_matmul)
+            model = models.build_configured(variant.model,
+                                            data_mod.model_input_shape(loaded, variant.data),
+                                            loaded.num_classes)
             optimizer = loops.make_optimizer(variant.train.optimizer, variant.learning_rate)
         probe_batch = next(iter(dataset().take(1)))
         initial_loss = loops.batch_loss(model, probe_batch)
 
     m, k = variant.measure, variant.train.steps_per_execution
     if variant.strategy == "parameter_server":
-        k = max(k, 2 * variant.workers)  # a block gives every worker steps to run concurrently
+        # a block gives every worker steps to run concurrently (whole executions of k steps)
+        k = round_up(max(k, 2 * variant.workers), k)
     warmup_steps, steps = round_up(m.warmup_steps, k), round_up(m.steps, k)
     total_steps = warmup_steps + m.repeats * steps
     trace = _trace_window(variant, k)
     gate = Gate.from_env(float(os.environ.get(GATE_TIMEOUT_ENV) or m.timeout_s))
     schedule = Schedule(warmup_steps, steps, m.repeats, gate)
+    arrays = (data_mod.numpy_feed(loaded, (total_steps + (trace.steps if trace else 0))
+                                  * global_batch) if variant.data.feed == "numpy" else None)
     with phases("loop"):
         result = loops.train(variant, strategy, model, optimizer, dataset,
                              global_batch=global_batch, schedule=schedule,
                              steps_per_execution=k, jit_compile=variant.train.jit_compile,
-                             progress=progress, trace=trace)
+                             progress=progress, trace=trace, arrays=arrays)
     _KEPT_UNTIL_EXIT.append(result.iterator)  # see LoopResult.iterator
     observer = _observe_unobserved(result, gate, steps, phases)
     gate.wait(FINISH)
@@ -256,7 +260,7 @@ def measure(variant: Variant, spawn_time: float, progress: ProgressFn) -> dict[s
             **overhead.harness_overhead(result.harness_s, total_steps, step_stats.median),
         },
         "step_time": step_stats.to_dict(),
-        "throughput": throughput(windows, global_batch, result.window_s).to_dict(),
+        "throughput": throughput(windows, global_batch, result.window_s, k).to_dict(),
         "measurement": {"interleaved": gate.interleaved, "gate_wait_s": gate.waited_s,
                         "gate_wait_by_segment": gate.waited_by_segment,
                         "window_s": result.window_s,
@@ -268,7 +272,10 @@ def measure(variant: Variant, spawn_time: float, progress: ProgressFn) -> dict[s
         "loss": {"initial": initial_loss, "final": final_loss},
         "utilization": utilised,
         "checks": checked,
-        "env": {"tensorflow": tf.__version__, "keras": keras.__version__, "pid": os.getpid()},
+        "keras": flavour.describe(),
+        "model_params": models.parameter_counts(model),
+        "env": {"tensorflow": tf.__version__, "keras": keras.__version__,
+                "keras_flavour": flavour.chosen(), "pid": os.getpid()},
         "notes": notes,
     }
 
@@ -285,7 +292,10 @@ def run_variant(variant: Variant, spawn_time: float,
         finish(record, "failed", reason=str(exc), error=error_from_exception(exc))
     except Exception as exc:  # a crash inside TF is the variant's result, not the worker's
         error = error_from_exception(exc)
-        finish(record, "failed", reason=f"{error['type']}: {error['message']}", error=error)
+        if known := known_failures.skip_reason(variant, exc):
+            finish(record, "skipped", reason=known, error=error)
+        else:
+            finish(record, "failed", reason=f"{error['type']}: {error['message']}", error=error)
     record["peak_rss_mb"] = overhead.peak_rss_mb()
     return record
 

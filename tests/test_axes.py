@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from bench.axes import DATA_AXES, VARIANT_AXES, axis_value, variant_axes, variant_key
+from bench.axes import NESTED_AXES, VARIANT_AXES, axis_value, variant_axes, variant_key
 from bench.compare.detector import identity
 from bench.report.records import precision_pairs
 from bench.scaling import group_key
@@ -25,8 +25,9 @@ def changed(variant: dict[str, Any], axis: str) -> dict[str, Any]:
     """The same variant with one axis set to a value no real variant has."""
     if axis == "model":
         return {**variant, "model": {**variant["model"], "name": "another"}}
-    if axis in DATA_AXES:
-        return {**variant, "data": {**variant["data"], axis: 99}}
+    if axis in NESTED_AXES:
+        section, field = NESTED_AXES[axis]
+        return {**variant, section: {**variant[section], field: 99}}
     return {**variant, axis: "other"}
 
 

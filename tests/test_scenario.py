@@ -132,6 +132,17 @@ def test_duplicate_variants_are_rejected() -> None:
     ({"scenario": {"name": "s"}, "strategies": [{"name": "default"}]}, "batch",
      "required key is missing"),
     ({**BASE, "extra": 1}, "extra", "unknown key"),
+    (scenario(train={"api": "fit"}, data={"feed": "numpy", "resize": [14, 14]}), "data.resize",
+     "host-side preprocessing runs in bench's tf.data pipeline"),
+    (scenario(strategies=[{"name": "parameter_server", "workers": 2, "feed": "numpy",
+                           "api": "fit"}]), "strategies[0].feed", "per-worker dataset"),
+    (scenario(model={"trainable": "head"}), "model.trainable", "'mlp' has none"),
+    (scenario(data={"shape": [32, 32, 3]}, strategies=[
+        {"name": "default", "model": {"name": "applications.MobileNetV2", "trainable": 156}}]),
+     "strategies[0].model.trainable", "156 is more layers than MobileNetV2's base has (155)"),
+    (scenario(strategies=[{"name": "default", "model": {"name": "resnet50"}}]),
+     "strategies[0].model.name", "needs images [H, W >= 32, 3]"),
+    (scenario(train={"jit_compile": ["maybe"]}), "train.jit_compile", "valid boolean"),
 ])
 def test_errors_name_the_field(doc: dict, field: str, message: str) -> None:
     with pytest.raises(ScenarioError) as info:
@@ -140,6 +151,31 @@ def test_errors_name_the_field(doc: dict, field: str, message: str) -> None:
     assert text.startswith(f"f.toml: {field}: "), text
     assert message in text
     assert "\n" not in text
+
+
+def test_keras_spe_jit_and_trainable_are_axes_with_ids_that_name_them() -> None:
+    doc = scenario(data={"shape": [32, 32, 3]},
+                   train={"api": "fit", "keras": ["keras3", "tf_keras"],
+                          "steps_per_execution": [1, 2], "jit_compile": [False, True]},
+                   measure={"steps": 4, "warmup_steps": 2})
+    variants = variants_of(doc)
+    assert len(variants) == 8
+    ids = {v.id for v in variants}
+    assert {"default-r1-fit-float32-gb32", "default-r1-tf_keras-spe2-xla-fit-float32-gb32"} <= ids
+    tfk = next(v for v in variants if v.id == "default-r1-tf_keras-spe2-xla-fit-float32-gb32")
+    assert (tfk.train.keras, tfk.train.steps_per_execution, tfk.train.jit_compile) == (
+        "tf_keras", 2, True)
+    assert tfk.axes()["keras"] == "tf_keras"
+    frozen = variants_of(scenario(data={"shape": [32, 32, 3]}, train={"api": "fit"}, strategies=[
+        {"name": "default"},
+        {"name": "mirrored", "replicas": 2, "api": "fit", "feed": "numpy", "keras": "tf_keras"},
+        {"name": "default", "model": {"name": "resnet50", "trainable": ["head", 10, "all"]}}]))
+    assert [v.id for v in frozen] == [
+        "default-r1-fit-float32-gb32", "mirrored-r2-numpy-tf_keras-fit-float32-gb64",
+        "default-r1-resnet50-head-fit-float32-gb32", "default-r1-resnet50-ft10-fit-float32-gb32",
+        "default-r1-resnet50-fit-float32-gb32"]
+    assert [v.model.trainable for v in frozen[2:]] == ["head", 10, "all"]
+    assert frozen[1].data.feed == "numpy" and frozen[0].data.feed == "dataset"
 
 
 def test_steps_must_be_a_multiple_of_steps_per_execution() -> None:
@@ -182,6 +218,17 @@ MALFORMED = {
                       "name='mirrored'\nreplicas=0\n", "strategies[0].replicas[0]:"),
     "unknown_strategy": ("[scenario]\nname='x'\n[batch]\nper_replica=8\n[[strategies]]\n"
                          "name='horovod'\n", "strategies[0].name:"),
+    "unknown_keras": ("[scenario]\nname='x'\n[batch]\nper_replica=8\n[train]\nkeras='keras2'\n"
+                      "[[strategies]]\nname='default'\n", "train.keras:"),
+    "numpy_ctl": ("[scenario]\nname='x'\n[data]\nfeed='numpy'\n[batch]\nper_replica=8\n"
+                  "[[strategies]]\nname='default'\n", "data.feed: 'numpy' feeds Keras fit only"),
+    "numpy_tfds": ("[scenario]\nname='x'\n[data]\nname='tfds'\ntfds_name='mnist'\nfeed='numpy'\n"
+                   "[batch]\nper_replica=8\n[train]\napi='fit'\n[[strategies]]\nname='default'\n",
+                   "data.feed: 'numpy' feeds fit the in-memory arrays; data 'tfds'"),
+    "frozen_too_many": ("[scenario]\nname='x'\n[data]\nshape=[32, 32, 3]\n[model]\n"
+                        "name='resnet50'\ntrainable=[\"head\", 500]\n[batch]\nper_replica=8\n"
+                        "[[strategies]]\nname='default'\n",
+                        "model.trainable: 500 is more layers than ResNet50's base has (176)"),
 }
 
 

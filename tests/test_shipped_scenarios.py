@@ -65,11 +65,22 @@ OK: dict[str, list[str]] = {
         "multi_worker_mirrored-w3x1-ring-ctl-dsfn-float32-gb192"],
     "resnet50": [
         "default-r1-fit-float32-gb8"],
+    # the seeds' tutorials: every path runs here, MWMS and PS fit through tf-keras
+    "seed_tutorials": [
+        "default-r1-fit-float32-gb16",
+        "default-r1-ctl-float32-gb16", "default-r1-fit-mixed_bfloat16-gb16",
+        "default-r1-ctl-mixed_bfloat16-gb16", "mirrored-r2-numpy-fit-float32-gb32",
+        "multi_worker_mirrored-w2x1-tf_keras-fit-float32-gb32",
+        "parameter_server-ps1w2-tf_keras-fit-float32-gb16",
+        "default-r1-resnet50-head-fit-float32-gb16", "default-r1-resnet50-ft10-fit-float32-gb16"],
     "strategy_shootout": [
         "default-r1-ctl-float32-gb64",
         "one_device-r1-ctl-float32-gb64", "mirrored-r2-ctl-float32-gb128",
         "central_storage-r2-ctl-float32-gb128", "multi_worker_mirrored-w2x1-ctl-float32-gb128",
         "parameter_server-ps1w2-ctl-float32-gb64"],
+    "transformer": [
+        "default-r1-fit-float32-gb32",
+        "default-r1-ctl-float32-gb32", "mirrored-r2-fit-float32-gb64", "mirrored-r2-ctl-float32-gb64"],
 }
 SKIPPED: dict[str, dict[str, str]] = {
     "clusters": {
@@ -114,6 +125,12 @@ def test_shipped_scenario_runs_quick(scenario: Path, tmp_path: Path) -> None:
         rec = records[vid]
         assert rec["throughput"]["median"] == pytest.approx(
             rec["effective"]["global_batch"] / rec["step_time"]["median"]), vid
+        assert rec["keras"]["flavour"] == ("tf_keras" if "-tf_keras-" in vid else "keras3"), vid
+    if scenario.stem == "seed_tutorials":  # freezing: the head alone trains, then 10 layers more
+        head, tuned = (records[f"default-r1-resnet50-{t}-fit-float32-gb16"]["model_params"]
+                       for t in ("head", "ft10"))
+        assert head["total"] == tuned["total"]
+        assert head["trainable"] < tuned["trainable"] < tuned["total"]
     # the baseline (listed first), its A/A twin and the yardstick: the only control variants
     controls = {vid: rec["variant"]["control"] for vid, rec in records.items() if rec["variant"]["control"]}
     assert controls == ({ok[0]: "baseline", f"{ok[0]}-control": "twin", "yardstick": "yardstick"}

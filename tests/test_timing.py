@@ -73,6 +73,15 @@ def test_throughput_uses_the_global_batch() -> None:
     assert repeats == [[0.01] * 10, [0.02] * 10]  # inputs untouched
 
 
+def test_throughput_counts_every_step_of_a_block() -> None:
+    # 5 samples per window, each the per-step time of a block of 4 steps: 20 steps a window
+    thr = throughput([[0.01] * 5, [0.01] * 5], global_batch=32, window_s=[0.2, 0.2],
+                     steps_per_sample=4)
+    assert thr.headline == pytest.approx(32 * 40 / 0.4)
+    assert thr.headline == pytest.approx(thr.median)  # the window clock agrees with the samples
+    assert throughput([[0.01] * 5], 32, steps_per_sample=4).headline == pytest.approx(3200.0)
+
+
 def test_steady_state_tolerates_noise_but_not_a_slow_phase() -> None:
     rng = np.random.default_rng(3)
     noisy = list(0.01 * (1 + 0.15 * rng.standard_normal(300)))

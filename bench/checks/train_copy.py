@@ -11,17 +11,15 @@ def train_copy(variant: Any, strategy: Any, data: Any, data_cfg: Any, *, batch: 
                learning_rate: float, steps: int) -> tuple[Any, Callable[..., Any]]:
     """A fresh model from the scenario's seed, trained `steps` steps of global batch `batch`
     through the variant's own API path; returns it with the dataset function it trained on."""
-    import keras
-
     from bench.data import sources as data_mod
-    from bench.training import loops, models
+    from bench.training import flavour, loops, models
     from bench.training.gate import Gate
     from bench.training.schedule import Schedule
 
-    keras.utils.set_random_seed(variant.data.seed)
+    flavour.keras().utils.set_random_seed(variant.data.seed)
     with strategy.scope():
-        model = models.build_model(variant.model.name, data_mod.model_input_shape(data, data_cfg),
-                                   data.num_classes, variant.model.extra_matmul)
+        model = models.build_configured(variant.model, data_mod.model_input_shape(data, data_cfg),
+                                        data.num_classes)
         optimizer = loops.make_optimizer(variant.train.optimizer, learning_rate)
 
     def dataset(input_context: Any = None) -> Any:

@@ -69,6 +69,18 @@ class LoadedData:
         return pipeline.shard_examples(ds, input_context)
 
 
+def fit_arrays(data: LoadedData, examples: int) -> Arrays:
+    """What `fit(x, y, batch_size=...)` is fed with data.feed = "numpy": float32 images (uint8
+    scaled to [0, 1], as the seeds prepare them) and int32 labels, repeated to hold at least
+    `examples`, so one epoch covers the whole run and no epoch boundary falls inside it."""
+    x = (data.x.astype(np.float32) / 255.0 if data.x.dtype == np.uint8
+         else data.x.astype(np.float32, copy=False))
+    reps = max(1, -(-examples // len(x)))
+    if reps == 1:
+        return x, data.y.astype(np.int32, copy=False)
+    return (np.concatenate([x] * reps), np.concatenate([data.y.astype(np.int32)] * reps))
+
+
 class _Missing(DataUnavailable):
     """A source that simply is not there: normal, so not worth a warning when another works."""
 

@@ -11,10 +11,10 @@ synthetic substitute is only ever used when the scenario says `fallback = "synth
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from bench.data import pipeline
-from bench.data.arrays import load_arrays, unavailable
+from bench.data.arrays import LoadedData, fit_arrays, load_arrays, unavailable
 from bench.errors import DataUnavailable, one_line
 from bench.scenario.rules import output_shape, pairing_problem
 from bench.scenario.schema import ARRAY_DATASETS, DataConfig, Variant
@@ -75,6 +75,14 @@ def load_for(variant: Variant) -> Data:
     if isinstance(data, FileData):
         data.check_pipelines(variant.data, variant.workers if variant.is_cluster else 1)
     return data
+
+
+def numpy_feed(data: Data, examples: int) -> tuple[Any, Any]:
+    """The in-memory arrays for feed = "numpy" (the scenario rules allow it for in-memory data
+    only, so anything else here is a bug, not a user's mistake)."""
+    if not isinstance(data, LoadedData):
+        raise TypeError(f"feed = \"numpy\" needs in-memory arrays, not {type(data).__name__}")
+    return fit_arrays(data, examples)
 
 
 def model_input_shape(data: Data, cfg: DataConfig) -> tuple[int, ...]:

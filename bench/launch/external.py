@@ -21,6 +21,7 @@ from typing import Any
 from bench import fingerprint, results
 from bench.errors import BenchError
 from bench.launch.cluster_plan import is_chief_config, plan_tasks
+from bench.placement import flavour_env
 from bench.scenario.loading import load_variants
 from bench.scenario.schema import Scenario, Variant
 
@@ -110,6 +111,7 @@ def run_task(scenario_path: Path, variant_id: str, results_dir: Path, resolver: 
     if not variant.is_cluster:
         raise BenchError(f"{scenario_path}: variant '{variant_id}' is not a cluster strategy; "
                          "use `bench run`")
+    os.environ.update(flavour_env(variant))  # before the Slurm resolver imports TensorFlow
     config = cluster_config(variant, resolver,
                             port_base if port_base is not None else port_base_for_job())
     task_type = config["task"]["type"]

@@ -16,7 +16,12 @@ from bench import entrypoints
 from bench.fingerprint import HOST_GPUS_ENV
 from bench.launch.forkserver import ForkServer
 from bench.launch.process import Outcome, WorkerProcess, last_error_line
-from bench.placement import detected_inventory, host_gpus, plan_variant
+from bench.placement import (
+    detected_inventory,
+    host_gpus,
+    needs_fresh_interpreter,
+    plan_variant,
+)
 from bench.protocol import ProgressFn
 from bench.records import failed
 from bench.results import VARIANTS_FILE, read_json
@@ -98,7 +103,14 @@ class LocalLauncher:
         record_path = record_path_of(run_dir, variant)
         return run_worker_command(variant, run_dir, worker_command(run_dir, variant, record_path),
                                   record_path, variant.measure.timeout_s, progress,
-                                  variant_env(run_dir, variant), self.forkserver)
+                                  variant_env(run_dir, variant),
+                                  forkserver_for(variant, self.forkserver))
+
+
+def forkserver_for(variant: Variant, forkserver: ForkServer | None) -> ForkServer | None:
+    """The fork server, unless the variant needs a fresh interpreter (tf_keras: see
+    bench.placement.needs_fresh_interpreter)."""
+    return None if needs_fresh_interpreter(variant) else forkserver
 
 
 def record_path_of(run_dir: Path, variant: Variant) -> Path:

@@ -31,6 +31,7 @@ from bench.launch import cluster
 from bench.launch.forkserver import ForkServer
 from bench.launch.local import (
     collect_record,
+    forkserver_for,
     record_path_of,
     variant_env,
     worker_command,
@@ -149,7 +150,7 @@ def start(variant: Variant, run_dir: Path, forkserver: ForkServer | None,
         cmd = worker_command(run_dir, variant, record_path_of(run_dir, variant))
         env = {**variant_env(run_dir, variant), **gate}
     proc = WorkerProcess(cmd, worker_env(env), run_dir / "logs" / f"{variant.id}.log", progress,
-                         forkserver=forkserver,
+                         forkserver=forkserver_for(variant, forkserver),
                          on_gate=lambda segment, index: announced.put(
                              (segment, index, time.monotonic())))
     return LiveVariant(variant, run_dir, proc, fifo, announced, _writer=writer)

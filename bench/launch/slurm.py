@@ -25,7 +25,7 @@ from bench.errors import BenchError
 from bench.launch.cluster_plan import plan_tasks
 from bench.launch.local import record_path_of, run_paths_env, worker_command
 from bench.launch.process import last_error_line
-from bench.placement import gpus_per_process
+from bench.placement import flavour_env, gpus_per_process
 from bench.protocol import ProgressFn
 from bench.records import failed
 from bench.results import VARIANTS_FILE, read_json
@@ -192,7 +192,7 @@ class SlurmLauncher:
             args = worker_command(run_dir, variant, record_path)
         # not variant_env: Slurm, not this host's inventory, gives the job its GPUs
         env = {"TF_CPP_MIN_LOG_LEVEL": "2", "PYTHONUNBUFFERED": "1",
-               **run_paths_env(run_dir, variant)}
+               **run_paths_env(run_dir, variant), **flavour_env(variant)}
         script = logs / f"{variant.id}.sbatch"
         script.write_text(batch_script(variant, args, str(output), self.options, env))
         job = SlurmJob.submit(script)

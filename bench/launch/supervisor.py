@@ -165,6 +165,8 @@ class Cluster:
                 if task.trains and code == 0 and self.record_path(task).exists():
                     self.records[task] = results.read_json(self.record_path(task))
                     self.record_path(task).unlink()  # merged into the variant's record
+                elif (skipped := self._chief_skipped()) is not None:
+                    return "skipped", skipped  # the chief knew why first: a peer's crash follows
                 else:
                     return "failed", self._exit_problem(task, code)
             for task, rec in self.records.items():
@@ -181,6 +183,16 @@ class Cluster:
         waiting = [t.name for t in self.tasks if t.trains and t not in self.records]
         return "failed", (f"timed out after {self.variant.measure.timeout_s:g} s "
                           f"(measure.timeout_s) waiting for {', '.join(waiting)}")
+
+    def _chief_skipped(self) -> str | None:
+        """The chief's skip reason when it has written a skipped record (a known limitation, e.g.
+        XLA collectives on CPU, after which a peer may crash in native code), else None."""
+        path = self.record_path(self.chief)
+        record = results.read_json(path) if path.exists() else None
+        if record and record.get("status") == "skipped":
+            self.records[self.chief] = record
+            return str(record["reason"])
+        return None
 
     def task_summaries(self) -> list[dict[str, Any]]:
         out = []

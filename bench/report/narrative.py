@@ -14,6 +14,7 @@ from bench.compare.noise import within_noise
 from bench.records import OBSERVER_FLAG_RATIO, counts_as_variant, headline
 from bench.report.records import (
     TRACE_INFLATION_LIMIT,
+    keras_pairs,
     measurement_costs,
     precision_pairs,
     straggler_note,
@@ -83,12 +84,23 @@ def input_bound(run: RunView) -> str | None:
     return f"No variant is input-bound (the largest input share is {pct:.1f}%, {top['variant_id']})."
 
 
-def precision_speedups(run: RunView) -> str | None:
-    pairs = precision_pairs(run.records)
+def _pair_ratios(title: str, pairs: list[tuple[dict[str, Any], dict[str, Any]]],
+                 run: RunView) -> str | None:
+    """"title: other-variant ×ratio; ..." for (reference, other) pairs, or None without pairs."""
     if not pairs:
         return None
-    parts = [f"{m['variant_id']} {_versus(_thr(m) / _thr(f), run)}" for f, m in pairs]
-    return "Mixed precision vs float32: " + "; ".join(parts) + "."
+    parts = [f"{o['variant_id']} {_versus(_thr(o) / _thr(r), run)}" for r, o in pairs]
+    return f"{title}: " + "; ".join(parts) + "."
+
+
+def precision_speedups(run: RunView) -> str | None:
+    return _pair_ratios("Mixed precision vs float32", precision_pairs(run.records), run)
+
+
+def keras_flavours(run: RunView) -> str | None:
+    """tf-keras against Keras 3 on the same strategy, API, precision and batch."""
+    return _pair_ratios("tf-keras vs Keras 3 (same strategy, API and precision)",
+                        keras_pairs(run.records), run)
 
 
 def utilization(run: RunView) -> str | None:
@@ -201,7 +213,8 @@ def summarize_run(run: RunView) -> list[str]:
     if not run.records:
         return ["This run has no records yet."]
     lines = [describe_noise_floor(run.noise_floor), fastest(run), best_scaling(run),
-             input_bound(run), precision_speedups(run),
-             utilization(run), stragglers(run), measurement_cost(run), loss_parity(run), accuracy(run),
+             input_bound(run), precision_speedups(run), keras_flavours(run),
+             utilization(run), stragglers(run), measurement_cost(run), loss_parity(run),
+             accuracy(run),
              *failures(run), unsettled(run), *data_notes(run)]
     return [line for line in lines if line]

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from bench.axes import variant_key
+from bench.axes import axis_value, variant_key
 from bench.records import counts_as_variant
 from bench.report.runs import RunView
 from bench.timing import percentile
@@ -38,15 +38,27 @@ def iqr_whiskers(rec: dict[str, Any]) -> tuple[float, float]:
     return median - gb / percentile(steps, 75), gb / percentile(steps, 25) - median
 
 
+def axis_pairs(records: Sequence[dict[str, Any]], axis: str, reference: Any
+               ) -> list[tuple[dict[str, Any], dict[str, Any]]]:
+    """(record with `axis` = reference, record with another value) pairs of ok records that
+    differ in nothing but that axis."""
+    def key(rec: dict[str, Any]) -> tuple[Any, ...]:
+        return variant_key(rec["variant"], without=(axis,))
+
+    ok = [r for r in records if r.get("status") == "ok"]
+    refs = {key(r): r for r in ok if axis_value(r["variant"], axis) == reference}
+    return [(refs[key(r)], r) for r in ok
+            if axis_value(r["variant"], axis) != reference and key(r) in refs]
+
+
 def precision_pairs(records: Sequence[dict[str, Any]]) -> list[tuple[dict[str, Any], dict[str, Any]]]:
     """(float32 record, mixed-precision record) pairs that differ in nothing but the policy."""
-    def key(rec: dict[str, Any]) -> tuple[Any, ...]:
-        return variant_key(rec["variant"], without=("precision",))
+    return axis_pairs(records, "precision", "float32")
 
-    f32 = {key(r): r for r in records if r.get("status") == "ok"
-           and r["variant"].get("precision") == "float32"}
-    return [(f32[key(r)], r) for r in records if r.get("status") == "ok"
-            and r["variant"].get("precision") != "float32" and key(r) in f32]
+
+def keras_pairs(records: Sequence[dict[str, Any]]) -> list[tuple[dict[str, Any], dict[str, Any]]]:
+    """(Keras 3 record, tf-keras record) pairs: the same strategy, API and all, either Keras."""
+    return axis_pairs(records, "keras", "keras3")
 
 
 # Tracing that slowed the traced steps by more than this is named beside the breakdown.
@@ -141,3 +153,15 @@ def measurement_costs(rec: dict[str, Any]) -> dict[str, Any]:
     return {"observer": observer.get("ratio"), "observer_flagged": bool(observer.get("flagged")),
             "profiler": profiler,
             "profiler_flagged": bool(profiler and profiler > TRACE_INFLATION_LIMIT)}
+
+
+def api_label(variant: dict[str, Any]) -> str:
+    """The API column: fit or ctl, with what else tells the path apart (dataset distribution,
+    a NumPy feed, tf-keras)."""
+    api = variant["api"]
+    if api == "ctl":
+        from_fn = variant["distribute_dataset"] == "distribute_datasets_from_function"
+        api = f"ctl ({'dsfn' if from_fn else 'dist'})"
+    if axis_value(variant, "feed") == "numpy":
+        api += " numpy"
+    return api + (" tf-keras" if axis_value(variant, "keras") == "tf_keras" else "")

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from bench import results
-from bench.axes import variant_key
+from bench.axes import axis_value, variant_key
 from bench.compare.noise import noise_floor
 from bench.records import counts_as_variant, scenario_data_sources
 from bench.scaling import add_scaling_efficiency
@@ -104,6 +104,11 @@ def baseline_key(variant: dict[str, Any]) -> tuple[Any, ...]:
     return variant_key(variant, without=_STRATEGY_SHAPE)
 
 
+def _loose_key(variant: dict[str, Any]) -> tuple[Any, ...]:
+    """What a baseline must share at the least: the API, the precision and the Keras flavour."""
+    return tuple(axis_value(variant, axis) for axis in ("api", "precision", "keras"))
+
+
 def find_baselines(records: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
     """variant id → the ok default/one_device record with the same API, precision and per-replica
     batch (falling back to the same API and precision)."""
@@ -115,7 +120,7 @@ def find_baselines(records: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
             continue
         v = rec["variant"]
         exact = [b for b in bases if baseline_key(b["variant"]) == baseline_key(v)]
-        loose = [b for b in bases if baseline_key(b["variant"])[:2] == baseline_key(v)[:2]]
+        loose = [b for b in bases if _loose_key(b["variant"]) == _loose_key(v)]
         if exact or loose:
             out[rec["variant_id"]] = (exact or loose)[0]
     return out

@@ -17,6 +17,7 @@ from bench.compare.noise import within_noise
 from bench.records import headline
 from bench.report.records import (
     BREAKDOWN_PARTS,
+    api_label,
     op_shares,
     step_breakdown,
     straggler_note,
@@ -74,7 +75,7 @@ def figures_row(run: RunView, rec: dict[str, Any]) -> list[Cell]:
     return [
         _txt(rec.get("variant_id")), _txt(v.get("strategy")),
         Cell(str(replicas_of(rec)) if v else "–", replicas_of(rec) if v else 0, True),
-        _txt(v.get("api")), _txt(v.get("precision")),
+        _txt(api_label(v)), _txt(v.get("precision")),
         _num(effective.get("global_batch"), ","),
         _num(headline(rec) if thr else None, ",.0f"), _num(thr.get("median"), ",.0f"),
         _num(thr.get("spread_pct"), ".1f"), _versus_cell(vs_base, run.noise_floor),

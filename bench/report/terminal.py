@@ -12,7 +12,7 @@ from bench.checks.verdicts import KINDS
 from bench.compare.noise import describe as describe_noise_floor
 from bench.compare.noise import noise_floor, within_noise
 from bench.records import control_role, headline, scenario_data_sources
-from bench.report.records import step_breakdown
+from bench.report.records import api_label, keras_pairs, step_breakdown
 from bench.report.runs import find_baselines
 
 if TYPE_CHECKING:
@@ -114,6 +114,21 @@ def _replicas_cell(variant: dict[str, Any], effective: dict[str, Any]) -> str:
     return text
 
 
+def render_keras_pairs(console: Console, records: list[dict[str, Any]]) -> None:
+    """Keras 3 against tf-keras for each variant that ran with both."""
+    pairs = keras_pairs(records)
+    if not pairs:
+        return
+    table = Table(title="Keras 3 vs tf-keras (examples/s, same strategy, API and precision)")
+    for column in ("variant (Keras 3)", "Keras 3", "tf-keras", "tf-keras / Keras 3"):
+        table.add_column(column, justify="left" if column.startswith("variant") else "right")
+    for k3, tfk in pairs:
+        ratio = headline(tfk) / headline(k3) if headline(k3) else float("nan")
+        table.add_row(escape(k3["variant_id"]), format_throughput(k3), format_throughput(tfk),
+                      f"×{ratio:.2f}")
+    console.print(table)
+
+
 def render_summary(console: Console, records: list[dict[str, Any]]) -> None:
     table = Table(title="Throughput (examples/s: examples ÷ wall clock of the timed windows ± "
                         "robust CV of step time; typical step: global batch ÷ median step)")
@@ -127,10 +142,7 @@ def render_summary(console: Console, records: list[dict[str, Any]]) -> None:
     baselines = find_baselines(records)
     for rec in records:
         v = rec["variant"]
-        api = v["api"]
-        if api == "ctl":
-            from_fn = v["distribute_dataset"] == "distribute_datasets_from_function"
-            api = f"ctl ({'dsfn' if from_fn else 'dist'})"
+        api = api_label(v)
         strategy = v["strategy"] + ("" if v["cross_device_ops"] == "auto"
                                     else f" [{v['cross_device_ops']}]")
         if v.get("control"):
@@ -144,6 +156,7 @@ def render_summary(console: Console, records: list[dict[str, Any]]) -> None:
                       format_efficiency(rec),
                       f"[{style}]{rec['status']}[/]")
     console.print(table)
+    render_keras_pairs(console, records)
     console.print(describe_noise_floor(floor))
     if floor is not None:
         console.print("  [dim]vs baseline: headline ratio to the same API and precision on one "

@@ -12,6 +12,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 _IMPORT_PATH = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$")
+# "applications.<Builder>": any keras.applications builder, weights=None, with a new head
+APPLICATIONS_PREFIX = "applications."
+_APPLICATION = re.compile(r"^applications\.[A-Z]\w*$")
 
 
 @dataclass(frozen=True)
@@ -20,6 +23,10 @@ class ModelInfo:
     description: str
     # What input the model needs, checked at scenario load: None, or why `shape` does not fit.
     input_problem: Callable[[tuple[int, ...]], str | None] = lambda shape: None
+    # keras.applications models: the builder's name, and the layers of its base (include_top=False,
+    # pooling="avg": len(base.layers), as the transfer-learning guide counts them), None if unknown
+    application: str | None = None
+    base_layers: int | None = None
 
 
 def _needs_images(channels: int | None = None, min_side: int = 1
@@ -51,7 +58,8 @@ MODELS: dict[str, ModelInfo] = {
         ModelInfo("lstm", "Seed LSTM: masking, 2x LSTM 64, Dense; variable-length series "
                   "[timesteps, features]", _needs_sequences),
         ModelInfo("resnet50", "ResNet50 from keras.applications, weights=None (no download); "
-                  "images [H, W, 3], H, W >= 32", _needs_images(3, 32)),
+                  "images [H, W, 3], H, W >= 32; model.trainable: all | head | N",
+                  _needs_images(3, 32), "ResNet50", 176),
         ModelInfo("transformer", "One Transformer encoder block (4 heads, d_model 64, FFN 128) "
                   "over a sequence, or an image's rows as tokens", _needs_tokens),
     )
@@ -59,18 +67,55 @@ MODELS: dict[str, ModelInfo] = {
 
 
 
+# Layers of keras.applications bases (include_top=False, pooling="avg"), counted with Keras 3.15
+# and tf-keras 2.21 (the same); other builders are counted by the worker once built.
+APPLICATION_BASE_LAYERS = {
+    "ResNet50": 176, "ResNet50V2": 191, "MobileNetV2": 155, "MobileNetV3Small": 158,
+    "EfficientNetB0": 238, "EfficientNetV2B0": 271, "DenseNet121": 428, "VGG16": 20,
+    "ConvNeXtTiny": 134,
+}
+
+
+def model_info(name: str) -> ModelInfo | None:
+    """A registered model, or an "applications.<Builder>" one; None for a user's builder."""
+    if name in MODELS:
+        return MODELS[name]
+    if _APPLICATION.match(name):
+        builder = name.removeprefix(APPLICATIONS_PREFIX)
+        return ModelInfo(name, f"keras.applications.{builder}, weights=None, new head",
+                         _needs_images(3, 32), builder, APPLICATION_BASE_LAYERS.get(builder))
+    return None
+
+
 def input_problem(name: str, shape: tuple[int, ...]) -> str | None:
     """Why a registered model cannot take inputs of `shape` (None: it can, or it is a user's)."""
-    info = MODELS.get(name)
+    info = model_info(name)
     return info.input_problem(tuple(shape)) if info else None
 
 
+def trainable_problem(name: str, trainable: str | int) -> str | None:
+    """Why `model.trainable = trainable` cannot apply to model `name` (None: it can)."""
+    if trainable == "all":
+        return None
+    info = model_info(name)
+    if info is None or info.application is None:
+        return (f"{trainable!r} freezes the base of a keras.applications model (resnet50 or "
+                f"\"applications.<Builder>\"); '{name}' has none: use \"all\"")
+    if isinstance(trainable, int) and info.base_layers is not None and \
+            trainable > info.base_layers:
+        return (f"{trainable} is more layers than {info.application}'s base has "
+                f"({info.base_layers})")
+    return None
+
+
 def validate_model_name(name: str) -> None:
-    """Accept a registered name or a well-formed import path; the import itself happens later."""
-    if name in MODELS or _IMPORT_PATH.match(name):
+    """Accept a registered name, "applications.<Builder>" or a well-formed import path; the
+    import itself happens later."""
+    if name in MODELS or _APPLICATION.match(name) or _IMPORT_PATH.match(name):
         return
     known = ", ".join(sorted(MODELS))
-    raise ValueError(f"unknown model '{name}' (known: {known}; or 'package.module:function')")
+    raise ValueError(f"unknown model '{name}' (known: {known}; \"applications.<Builder>\" for "
+                     "any keras.applications builder; or 'package.module:function')")
 
 
 # What `bench list` says of each strategy a scenario can name (schema.StrategyName).

@@ -15,7 +15,7 @@ from pydantic import BaseModel, ValidationError
 
 from bench.errors import ScenarioError
 from bench.scenario.matrix import expand
-from bench.scenario.rules import check_data_fields, check_pairing
+from bench.scenario.rules import check_data_fields, check_feed, check_pairing
 from bench.scenario.schema import (
     BatchConfig,
     CheckConfig,
@@ -37,7 +37,7 @@ def _field_path(loc: tuple[Any, ...]) -> str:
     for part in loc:
         if isinstance(part, int):
             out += f"[{part}]"
-        elif str(part).startswith(("function-", "literal[", "int", "list[")):
+        elif str(part).startswith(("function-", "literal[", "int", "list[", "bool")):
             continue  # pydantic's internal validator tags, meaningless to a user
         else:
             out += f".{part}" if out else str(part)
@@ -53,7 +53,7 @@ _MODELS_BY_SECTION: dict[str, type[BaseModel]] = {
 
 
 def _allowed_keys(section: str) -> list[str]:
-    model = _MODELS_BY_SECTION.get(section.split("[")[0], Scenario)
+    model = _MODELS_BY_SECTION.get(section.rsplit(".", 1)[-1].split("[")[0], Scenario)
     return sorted((f.alias or name) for name, f in model.model_fields.items())
 
 
@@ -88,6 +88,7 @@ def parse_scenario(data: dict[str, Any], source: str = "<scenario>") -> Scenario
         raise ScenarioError(source, field or None, message) from None
     check_data_fields(scenario, source)
     check_pairing(scenario, source)
+    check_feed(scenario, source)
     return scenario
 
 

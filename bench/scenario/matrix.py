@@ -10,9 +10,17 @@ import itertools
 import math
 from typing import Any
 
-from bench.axes import DATA_AXES
+from bench.axes import DATA_AXES, TRAIN_AXES
 from bench.errors import ScenarioError
-from bench.scenario.schema import BatchConfig, DataConfig, Scenario, StrategyConfig, Variant
+from bench.scenario.schema import (
+    BatchConfig,
+    DataConfig,
+    ModelConfig,
+    Scenario,
+    StrategyConfig,
+    TrainConfig,
+    Variant,
+)
 
 
 def _scaled_lr(batch: BatchConfig, global_batch: int, reference_batch: int) -> float:
@@ -25,12 +33,13 @@ def _scaled_lr(batch: BatchConfig, global_batch: int, reference_batch: int) -> f
 
 
 def _variant_id(strategy: str, shape: str, devices: str, options: tuple[str, ...], api: str,
-                dd: str | None, precision: str, global_batch: int) -> str:
+                dd: str | None, precision: str, global_batch: int,
+                training: tuple[str, ...] = ()) -> str:
     parts = [strategy, shape]
     if devices != "auto":
         parts.append(devices)
     parts += [o for o in options if o not in ("auto", "none")]
-    parts.append(api)
+    parts += [*training, api]
     if dd == "distribute_datasets_from_function":
         parts.append("dsfn")
     parts += [precision, f"gb{global_batch}"]
@@ -68,6 +77,38 @@ def _data_points(data: DataConfig) -> list[tuple[DataConfig, str]]:
     return points
 
 
+def _train_points(train: TrainConfig, keras: list[str]) -> list[tuple[TrainConfig, list[str]]]:
+    """The training axes (Keras flavour x steps_per_execution x jit_compile): one TrainConfig of
+    scalars each, with the id parts that tell it apart. Values other than the defaults always
+    show in the id ("tf_keras", "spe4", "xla"), so an id never changes with its siblings."""
+    axes = [keras, train.axis_values("steps_per_execution"), train.axis_values("jit_compile")]
+    points = []
+    for flavour, k, jit in itertools.product(*axes):
+        label = ([flavour] if flavour != "keras3" else []) + ([f"spe{k}"] if k != 1 else [])
+        label += ["xla"] if jit else []
+        points.append((train.model_copy(update=dict(zip(TRAIN_AXES, (flavour, k, jit),
+                                                        strict=True))), label))
+    return points
+
+
+def _model_points(model: ModelConfig, named: bool) -> list[tuple[ModelConfig, list[str]]]:
+    """The model's trainable axis (all | head | N): one ModelConfig each, with its id parts; the
+    model's name too when a strategy entry chose its own model (`named`)."""
+    points = []
+    for value in model.axis_values("trainable"):
+        label = [model.name.rsplit(".", 1)[-1].rsplit(":", 1)[-1].lower()] if named else []
+        if value != "all":
+            label.append("head" if value == "head" else f"ft{value}")
+        points.append((model.model_copy(update={"trainable": value}), label))
+    return points
+
+
+def block_steps(train: TrainConfig) -> int:
+    """The step count every warmup and timed window must be a multiple of: each
+    steps_per_execution value of the axis divides it."""
+    return math.lcm(*train.axis_values("steps_per_execution"))
+
+
 def expand(scenario: Scenario, source: str = "<scenario>") -> list[Variant]:
     """Expand every list-valued axis into the cross product of concrete variants, in file order."""
     batch = scenario.batch
@@ -77,9 +118,12 @@ def expand(scenario: Scenario, source: str = "<scenario>") -> list[Variant]:
     for s_index, strat in enumerate(scenario.strategies):
         batch_values = batch.per_replica if batch.rule == "weak" else batch.global_batch
         assert batch_values is not None  # guaranteed by BatchConfig validation
-        for shape, batch_value, precision, api in itertools.product(
-            _shapes(strat), batch_values, strat.precision or train.precision, train.api
-        ):
+        data_cfg = scenario.data.model_copy(update={"feed": strat.feed or scenario.data.feed})
+        for shape, batch_value, precision, api, (model, model_label), (train_cfg, train_label) in (
+            itertools.product(_shapes(strat), batch_values, strat.precision or train.precision,
+                              strat.api or train.api,
+                              _model_points(strat.model or scenario.model, strat.model is not None),
+                              _train_points(train, strat.keras or train.axis_values("keras")))):
             replicas = shape["replicas"]
             if batch.rule == "weak":
                 per_replica, global_batch = batch_value, batch_value * replicas
@@ -94,10 +138,12 @@ def expand(scenario: Scenario, source: str = "<scenario>") -> list[Variant]:
                 per_replica, global_batch = batch_value // replicas, batch_value
                 reference = batch.lr_reference_batch or batch_value
             dd_values: list[str | None] = list(train.distribute_dataset) if api == "ctl" else [None]
-            for dd, (data, data_label) in itertools.product(dd_values, _data_points(scenario.data)):
+            for dd, (data, data_label) in itertools.product(dd_values, _data_points(data_cfg)):
                 options = (shape["cross_device_ops"], shape["collective"], strat.partitioner)
+                training = (*model_label, *(["numpy"] if data.feed == "numpy" else []),
+                            *train_label)
                 vid = _variant_id(strat.name, shape["label"], strat.devices, options, api, dd,
-                                  precision, global_batch) + data_label
+                                  precision, global_batch, training) + data_label
                 if vid in seen:
                     raise ScenarioError(source, f"strategies[{s_index}]",
                                         f"variant '{vid}' is declared twice")
@@ -116,8 +162,8 @@ def expand(scenario: Scenario, source: str = "<scenario>") -> list[Variant]:
                     distribute_dataset=dd, batch_rule=batch.rule, per_replica_batch=per_replica,
                     global_batch=global_batch,
                     learning_rate=_scaled_lr(batch, global_batch, reference),
-                    lr_scaling=batch.lr_scaling, model=scenario.model, data=data,
-                    train=train, measure=scenario.measure, check=scenario.check,
+                    lr_scaling=batch.lr_scaling, model=model, data=data,
+                    train=train_cfg, measure=scenario.measure, check=scenario.check,
                 ))
     parity = scenario.check.loss_parity
     for v in variants:
@@ -125,11 +171,12 @@ def expand(scenario: Scenario, source: str = "<scenario>") -> list[Variant]:
             raise ScenarioError(source, "check.loss_parity.batch",
                                 f"{parity.batch} does not split over the {v.replicas} replicas "
                                 f"of {v.id}")
-    k = train.steps_per_execution
+    k = block_steps(train)
     if k > 1:
         m = scenario.measure
         for field, value in (("warmup_steps", m.warmup_steps), ("steps", m.steps)):
             if value % k:
                 raise ScenarioError(source, f"measure.{field}",
-                                    f"{value} is not a multiple of train.steps_per_execution={k}")
+                                    f"{value} is not a multiple of train.steps_per_execution "
+                                    f"(every value of it: {k})")
     return variants

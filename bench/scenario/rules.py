@@ -8,8 +8,15 @@ The worker applies the same shape rules once it has read files whose shape only 
 from __future__ import annotations
 
 from bench.errors import ScenarioError
-from bench.scenario.catalogue import input_problem
-from bench.scenario.schema import ARRAY_DATASETS, FILE_DATASETS, MNIST_SHAPE, DataConfig, Scenario
+from bench.scenario.catalogue import input_problem, trainable_problem
+from bench.scenario.schema import (
+    ARRAY_DATASETS,
+    FILE_DATASETS,
+    MNIST_SHAPE,
+    DataConfig,
+    ModelConfig,
+    Scenario,
+)
 
 IMAGE_OPTIONS = ("resize", "random_crop", "random_flip", "random_brightness")
 
@@ -96,13 +103,46 @@ def check_data_fields(scenario: Scenario, source: str) -> None:
                             "= 'test'): a glob of the held-out TFRecord shards")
 
 
+def _models(scenario: Scenario) -> list[tuple[str, ModelConfig]]:
+    """Every model the scenario trains, with the field it is written in."""
+    return [("model", scenario.model)] + [(f"strategies[{i}].model", s.model)
+                                          for i, s in enumerate(scenario.strategies) if s.model]
+
+
 def check_pairing(scenario: Scenario, source: str) -> None:
     """Model and data must fit each other: caught at load, not minutes into a run."""
     shape = input_shape(scenario.data)
-    if shape is not None and (problem := pairing_problem(scenario.model.name, scenario.data,
-                                                          shape)):
-        raise ScenarioError(source, *problem)
+    for where, model in _models(scenario):
+        if shape is not None and (problem := pairing_problem(model.name, scenario.data, shape)):
+            field, why = problem
+            raise ScenarioError(source, field.replace("model", where, 1), why)
+        for value in model.axis_values("trainable"):
+            if why := trainable_problem(model.name, value):
+                raise ScenarioError(source, f"{where}.trainable", why)
     if scenario.data.variable_length and (scenario.data.name != "synthetic" or
                                           shape is None or len(shape) != 2):
         raise ScenarioError(source, "data.variable_length", "applies to synthetic series "
                             f"[timesteps, features] only; shape is {list(shape or [])}")
+
+
+def check_feed(scenario: Scenario, source: str) -> None:
+    """feed = "numpy" hands Keras fit the in-memory arrays: nothing else can take them."""
+    data = scenario.data
+    for i, strat in enumerate(scenario.strategies):
+        if (strat.feed or data.feed) != "numpy":
+            continue
+        field = f"strategies[{i}].feed" if strat.feed else "data.feed"
+        if data.name in FILE_DATASETS:
+            raise ScenarioError(source, field, f"'numpy' feeds fit the in-memory arrays; data "
+                                f"'{data.name}' is read from files: use feed = \"dataset\"")
+        if "ctl" in (strat.api or scenario.train.api):
+            raise ScenarioError(source, field, "'numpy' feeds Keras fit only; the custom loop "
+                                "(api \"ctl\") takes bench's tf.data pipeline: set api = "
+                                "\"fit\" where feed = \"numpy\"")
+        if strat.name == "parameter_server":
+            raise ScenarioError(source, field, "'numpy' cannot feed ParameterServer fit, which "
+                                "needs a per-worker dataset: use feed = \"dataset\"")
+        if requested := requested_image_options(data):
+            raise ScenarioError(source, f"data.{requested[0]}", "host-side preprocessing runs "
+                                "in bench's tf.data pipeline; feed = \"numpy\" gives fit the "
+                                "arrays as they are")

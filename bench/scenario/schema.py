@@ -41,6 +41,13 @@ ApiName = Literal["fit", "ctl"]
 PrecisionName = Literal["float32", "mixed_float16", "mixed_bfloat16"]
 CrossDeviceOps = Literal["auto", "reduction_to_one_device", "hierarchical_copy", "nccl"]
 DistributeDataset = Literal["experimental_distribute_dataset", "distribute_datasets_from_function"]
+# Keras 3 (`keras`) or tf-keras 2.x (`tf_keras`, TF_USE_LEGACY_KERAS=1 in the variant's process)
+KerasFlavour = Literal["keras3", "tf_keras"]
+# How fit is fed: bench's tf.data pipeline, or the in-memory arrays (`fit(x, y, batch_size=...)`)
+Feed = Literal["dataset", "numpy"]
+# What trains of a keras.applications model: all of it, only a new head on a frozen base, or the
+# head plus the last N layers of the base (fine-tuning)
+Trainable = Literal["all", "head"] | Annotated[int, Field(ge=1)]
 
 Collective = Literal["auto", "ring", "nccl"]
 Partitioner = Literal["none", "fixed", "min_size"]
@@ -63,13 +70,37 @@ class ScenarioMeta(_Strict):
     description: str = ""
 
 
-class ModelConfig(_Strict):
+def _not_empty(value: Any) -> Any:
+    if isinstance(value, list) and not value:
+        raise ValueError("an empty list: give one value, or a list of the values to compare")
+    return value
+
+
+# A pipeline field that may also be a matrix axis: one value, or a list of values (the
+# variants each get one value, so the pipeline code only ever sees scalars).
+PipelineAxis = Annotated[T | list[T], BeforeValidator(_not_empty)]
+
+
+
+class _AxisFields:
+    """Fields written as one value or a list of values (PipelineAxis): each value is a matrix axis."""
+
+    def axis_values(self, field: str) -> list[Any]:
+        """A field's values as a matrix axis (a scalar is an axis of one)."""
+        value = getattr(self, field)
+        return list(value) if isinstance(value, list) else [value]
+
+
+class ModelConfig(_Strict, _AxisFields):
     """`name` is a registered model (`bench list`) or `"package.module:function"`."""
 
     name: str = "mlp"
     # An n x n matmul added to every forward pass (0: none). Real, known extra work per step, for
     # regression drills: a candidate made slower on purpose must be flagged by `bench compare`.
     extra_matmul: NonNegativeInt = 0
+    # keras.applications models (resnet50, "applications.<Builder>"): "all", "head" (frozen base,
+    # new head) or N (head + the last N layers of the base); a list is a matrix axis.
+    trainable: PipelineAxis[Trainable] = "all"
 
     @model_validator(mode="after")
     def _known_model(self) -> ModelConfig:
@@ -84,22 +115,12 @@ MapParallelism = Autotune | PositiveInt
 ImageSize = Annotated[list[PositiveInt], Field(min_length=2, max_length=2)]  # [H, W]
 
 
-def _not_empty(value: Any) -> Any:
-    if isinstance(value, list) and not value:
-        raise ValueError("an empty list: give one value, or a list of the values to compare")
-    return value
-
-
-# A pipeline field that may also be a matrix axis: one value, or a list of values (the
-# variants each get one value, so the pipeline code only ever sees scalars).
-PipelineAxis = Annotated[T | list[T], BeforeValidator(_not_empty)]
-
 ARRAY_DATASETS = ("synthetic", "mnist", "fashion_mnist")  # held in memory as numpy arrays
 FILE_DATASETS = ("tfrecord", "tfds")  # read from files by tf.data
 MNIST_SHAPE = (28, 28, 1)  # one example of the MNIST family (mnist, fashion_mnist), as stored
 
 
-class DataConfig(_Strict):
+class DataConfig(_Strict, _AxisFields):
     """Which examples to feed and how the tf.data pipeline is shaped."""
 
     name: Literal["synthetic", "mnist", "fashion_mnist", "tfrecord", "tfds"] = "synthetic"
@@ -130,6 +151,9 @@ class DataConfig(_Strict):
     prefetch: PipelineAxis[Prefetch] = "autotune"  # 0 turns prefetch off
     map_parallelism: PipelineAxis[MapParallelism] = "autotune"
     auto_shard: Literal["auto", "data", "file", "off"] = "auto"
+    # "numpy": Keras fit gets the in-memory arrays (fit(x, y, batch_size=...)) and builds the
+    # pipeline itself; in-memory data and api = "fit" only
+    feed: Feed = "dataset"
     # Host-side image preprocessing in the tf.data map (train and eval: resize; train only:
     # the random augmentations; eval takes a central crop of random_crop's size instead).
     resize: ImageSize | None = None
@@ -137,10 +161,6 @@ class DataConfig(_Strict):
     random_flip: bool = False  # left-right
     random_brightness: Annotated[float, Field(ge=0)] = 0.0  # max delta added (0: off)
 
-    def axis_values(self, field: str) -> list[Any]:
-        """A pipeline field's values as a matrix axis (a scalar is an axis of one)."""
-        value = getattr(self, field)
-        return list(value) if isinstance(value, list) else [value]
 
 
 class BatchConfig(_Strict):
@@ -168,13 +188,15 @@ class BatchConfig(_Strict):
         return self
 
 
-class TrainConfig(_Strict):
+class TrainConfig(_Strict, _AxisFields):
     api: Axis[ApiName] = ["fit", "ctl"]
     precision: Axis[PrecisionName] = ["float32"]
     distribute_dataset: Axis[DistributeDataset] = ["experimental_distribute_dataset"]
     optimizer: Literal["adam", "sgd"] = "adam"
-    steps_per_execution: PositiveInt = 1
-    jit_compile: bool = False
+    # A list of any of these three is a matrix axis.
+    keras: PipelineAxis[KerasFlavour] = "keras3"
+    steps_per_execution: PipelineAxis[PositiveInt] = 1
+    jit_compile: PipelineAxis[bool] = False
     # mixed_float16 on CPU runs single-threaded (~400x slower): skip it unless asked to run.
     float16_on_cpu: Literal["skip", "run"] = "skip"
     # TF_GPU_THREAD_MODE for processes that compute on GPUs (None: TensorFlow's default, global).
@@ -213,6 +235,13 @@ class StrategyConfig(_Strict):
     # Precision policies for this entry only (default: train.precision), e.g. to compare
     # mixed_bfloat16 with float32 on one strategy without doubling the whole matrix.
     precision: Axis[PrecisionName] | None = None
+    # This entry only, like precision: the training APIs, Keras flavours, the feed and the model
+    # (default: [train], [data].feed and [model]), so one scenario can hold workloads that do not
+    # make a full matrix (e.g. the seeds' tutorials).
+    api: Axis[ApiName] | None = None
+    keras: Axis[KerasFlavour] | None = None
+    feed: Feed | None = None
+    model: ModelConfig | None = None
     min_effect: Annotated[float, Field(ge=0, lt=1)] | None = None  # overrides compare.min_effect
 
     @model_validator(mode="after")

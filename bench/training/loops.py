@@ -12,25 +12,28 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 from bench.protocol import ProgressFn
 from bench.training import precision as precision_policy
+from bench.training.flavour import keras as keras_module
 from bench.training.schedule import LoopClock, LoopResult, Schedule
 from bench.training.tracing import TraceWindow
 
 
 def make_optimizer(name: str, learning_rate: float) -> Any:
-    import keras
+    keras = keras_module()
 
     if name == "sgd":
         return keras.optimizers.SGD(learning_rate=learning_rate, momentum=0.9)
     return keras.optimizers.Adam(learning_rate=learning_rate)
 
 
-def make_loss(reduction: str | None = "sum_over_batch_size") -> Any:
-    import keras
-
+def make_loss(per_example: bool = False) -> Any:
+    """The loss, averaged over the batch, or per example (for tf.nn.compute_average_loss)."""
+    keras = keras_module()
+    reduction = "none" if per_example else "sum_over_batch_size"
     return keras.losses.SparseCategoricalCrossentropy(from_logits=True, reduction=reduction)
 
 
@@ -41,7 +44,7 @@ def _keep_iterator_callback() -> Any:
     puts the original function back, so only the untimed first step goes through the wrapper.
     It implements no batch-level hook, so it changes nothing in how `fit` runs its steps.
     """
-    import keras
+    keras = keras_module()
 
     class KeepIterator(keras.callbacks.Callback):
         iterator: Any = None
@@ -60,7 +63,23 @@ def _keep_iterator_callback() -> Any:
     return KeepIterator()
 
 
-def run_fit(model: Any, optimizer: Any, dataset: Any, *, schedule: Schedule,
+@dataclass(frozen=True)
+class FitInput:
+    """What `fit` is given: bench's tf.data pipeline, or in-memory arrays that Keras batches,
+    shuffles and distributes itself (`fit(x, y, batch_size=...)`, as the seeds feed it)."""
+
+    x: Any
+    y: Any = None
+    batch_size: int | None = None
+
+    def kwargs(self) -> dict[str, Any]:
+        # shuffle=False for a dataset: the pipeline shuffles itself (Keras ignores the flag for
+        # a tf.data input, and warns when it is left at its default); arrays: Keras shuffles.
+        return {"x": self.x, "y": self.y, "batch_size": self.batch_size,
+                "shuffle": self.y is not None}
+
+
+def run_fit(model: Any, optimizer: Any, feed: FitInput, *, schedule: Schedule,
             steps_per_execution: int, jit_compile: bool, progress: ProgressFn,
             trace: TraceWindow | None = None) -> LoopResult:
     """Keras `fit`; per-step times come from batch callbacks (one per steps_per_execution block).
@@ -70,7 +89,7 @@ def run_fit(model: Any, optimizer: Any, dataset: Any, *, schedule: Schedule,
     have been built under the strategy's scope; `compile` is called here, also under that scope
     (Keras records the strategy at compile time).
     """
-    import keras
+    keras = keras_module()
 
     total_steps = schedule.total_steps
     traced = trace.steps if trace else 0
@@ -106,9 +125,7 @@ def run_fit(model: Any, optimizer: Any, dataset: Any, *, schedule: Schedule,
 
     model.compile(optimizer=optimizer, loss=make_loss(), steps_per_execution=steps_per_execution,
                   jit_compile=jit_compile)
-    # shuffle=False: the pipeline shuffles itself (Keras ignores the flag for a tf.data input,
-    # and warns when it is left at its default).
-    model.fit(dataset, epochs=1, steps_per_epoch=total_steps + traced, verbose=0, shuffle=False,
+    model.fit(**feed.kwargs(), epochs=1, steps_per_epoch=total_steps + traced, verbose=0,
               callbacks=[keeper, _StepTiming()])
     notes = []
     if steps_per_execution > 1:
@@ -116,12 +133,12 @@ def run_fit(model: Any, optimizer: Any, dataset: Any, *, schedule: Schedule,
                      f"block time divided by {steps_per_execution}")
 
     def unobserved(steps: int) -> float:
-        return _unobserved_fit(model, dataset, steps)
+        return _unobserved_fit(model, feed, steps)
 
     return clock.result(notes, keeper.iterator, unobserved)
 
 
-def _unobserved_fit(model: Any, dataset: Any, steps: int) -> float:
+def _unobserved_fit(model: Any, feed: FitInput, steps: int) -> float:
     """A plain `fit` of `steps` steps with no batch-level callback, timed as a whole.
 
     A new `fit` call makes a new iterator, whose first steps fill the shuffle buffer and the
@@ -130,7 +147,7 @@ def _unobserved_fit(model: Any, dataset: Any, steps: int) -> float:
     not batch hooks: Keras runs the steps exactly as for a user's own `fit`). The loss read at the
     epoch's end makes sure its last step is finished.
     """
-    import keras
+    keras = keras_module()
 
     class EpochClock(keras.callbacks.Callback):
         started = 0.0
@@ -144,7 +161,7 @@ def _unobserved_fit(model: Any, dataset: Any, steps: int) -> float:
             self.seconds = time.perf_counter() - self.started
 
     keeper, epoch_clock = _keep_iterator_callback(), EpochClock()
-    model.fit(dataset, epochs=2, steps_per_epoch=steps, verbose=0, shuffle=False,
+    model.fit(**feed.kwargs(), epochs=2, steps_per_epoch=steps, verbose=0,
               callbacks=[keeper, epoch_clock])
     _KEPT.append(keeper.iterator)
     return epoch_clock.seconds
@@ -154,9 +171,12 @@ def _unobserved_fit(model: Any, dataset: Any, steps: int) -> float:
 _KEPT: list[Any] = []
 
 
-def _replica_step(strategy: Any, model: Any, optimizer: Any, global_batch: int, precision: str
-                  ) -> tuple[Any, Callable[[Any, Any], Any]]:
-    """The per-replica training step shared by the custom loop and the parameter-server loop."""
+def _replica_step(strategy: Any, model: Any, optimizer: Any, global_batch: int, precision: str,
+                  jit_compile: bool = False) -> tuple[Any, Callable[[Any, Any], Any]]:
+    """The per-replica training step shared by the custom loop and the parameter-server loop.
+
+    With jit_compile the replica step is what XLA compiles (as Keras compiles its step on the
+    data), not the function around it: `next(iterator)` has no XLA kernel (IteratorGetNext)."""
     import tensorflow as tf
 
     optimizer = precision_policy.wrap_for_custom_loop(optimizer, precision)
@@ -164,7 +184,7 @@ def _replica_step(strategy: Any, model: Any, optimizer: Any, global_batch: int, 
         # Keras 3 under a strategy: the optimizer's slots must exist before the first replica
         # step, else the first strategy.run fails feeding a 'cond/.../Placeholder' tensor.
         optimizer.build(model.trainable_variables)
-    per_example_loss = make_loss(reduction=None)
+    per_example_loss = make_loss(per_example=True)
     scale = precision_policy.needs_loss_scaling(precision)
 
     def replica_step(x: Any, y: Any) -> Any:
@@ -172,12 +192,15 @@ def _replica_step(strategy: Any, model: Any, optimizer: Any, global_batch: int, 
             logits = model(x, training=True)
             loss = tf.nn.compute_average_loss(per_example_loss(y, logits),
                                               global_batch_size=global_batch)
-            scaled = optimizer.scale_loss(loss) if scale else loss
+            scaled = precision_policy.scale_loss(optimizer, loss) if scale else loss
         grads = tape.gradient(scaled, model.trainable_variables)
+        if scale:
+            grads = precision_policy.unscale_gradients(optimizer, grads)
         optimizer.apply_gradients(zip(grads, model.trainable_variables, strict=True))
         return loss
 
-    return optimizer, replica_step
+    return optimizer, (tf.function(replica_step, jit_compile=True) if jit_compile
+                       else replica_step)
 
 
 def run_custom_loop(strategy: Any, model: Any, optimizer: Any, dist_dataset: Any, *,
@@ -187,14 +210,15 @@ def run_custom_loop(strategy: Any, model: Any, optimizer: Any, dist_dataset: Any
     """`strategy.run` under `tf.function` over a distributed dataset, loss reduced to the host."""
     import tensorflow as tf
 
-    optimizer, replica_step = _replica_step(strategy, model, optimizer, global_batch, precision)
+    optimizer, replica_step = _replica_step(strategy, model, optimizer, global_batch, precision,
+                                            jit_compile)
 
     def one_step(iterator: Any) -> Any:
         x, y = next(iterator)
         per_replica = strategy.run(replica_step, args=(x, y))
         return strategy.reduce(tf.distribute.ReduceOp.SUM, per_replica, axis=None)
 
-    @tf.function(jit_compile=jit_compile)
+    @tf.function
     def train_block(iterator: Any) -> Any:
         loss = one_step(iterator)
         if steps_per_execution > 1:  # decided at trace time: K=1 keeps a loop-free graph
@@ -239,7 +263,8 @@ def run_parameter_server_loop(strategy: Any, model: Any, optimizer: Any, dataset
     import tensorflow as tf
 
     coordinator = tf.distribute.experimental.coordinator.ClusterCoordinator(strategy)
-    optimizer, replica_step = _replica_step(strategy, model, optimizer, global_batch, precision)
+    optimizer, replica_step = _replica_step(strategy, model, optimizer, global_batch, precision,
+                                            jit_compile)
 
     @tf.function
     def per_worker_dataset() -> Any:
@@ -247,7 +272,7 @@ def run_parameter_server_loop(strategy: Any, model: Any, optimizer: Any, dataset
 
     iterator = iter(coordinator.create_per_worker_dataset(per_worker_dataset))
 
-    @tf.function(jit_compile=jit_compile)
+    @tf.function
     def train_step(it: Any) -> Any:
         x, y = next(it)
         return strategy.run(replica_step, args=(x, y))
@@ -264,17 +289,52 @@ def run_parameter_server_loop(strategy: Any, model: Any, optimizer: Any, dataset
                          f"sample is a block's wall time divided by {block}"])
 
 
+def run_parameter_server_fit(model: Any, optimizer: Any, dataset_fn: Any, *, schedule: Schedule,
+                             block: int, steps_per_execution: int, jit_compile: bool,
+                             progress: ProgressFn) -> LoopResult:
+    """tf-keras `fit` under ParameterServerStrategy, fed per worker through a DatasetCreator.
+
+    Its steps run asynchronously on the workers; a batch hook would fetch every step's logs and
+    so serialise them. So each epoch is a block of `block` steps, which tf-keras joins at the
+    epoch's end, and the epoch hooks time it (as the ClusterCoordinator loop times its blocks).
+    """
+    keras = keras_module()
+    clock = LoopClock(schedule, schedule.total_steps, progress)
+
+    class _BlockTiming(keras.callbacks.Callback):
+        def on_epoch_begin(self, epoch: int, logs: Any = None) -> None:
+            clock.account(clock.before(epoch * block, time.perf_counter()))
+
+        def on_epoch_end(self, epoch: int, logs: Any = None) -> None:
+            clock.lap(block, time.perf_counter())
+
+    model.compile(optimizer=optimizer, loss=make_loss(), steps_per_execution=steps_per_execution,
+                  jit_compile=jit_compile)
+    creator = keras.utils.experimental.DatasetCreator(dataset_fn)
+    model.fit(creator, epochs=schedule.total_steps // block, steps_per_epoch=block, verbose=0,
+              callbacks=[_BlockTiming()])
+    return clock.result([f"parameter server fit: epochs of {block} steps, joined at each "
+                         f"epoch's end; each sample is an epoch's wall time divided by {block}"])
+
+
 def train(variant: Any, strategy: Any, model: Any, optimizer: Any,
           dataset_fn: Callable[..., Any], *, global_batch: int, schedule: Schedule,
           steps_per_execution: int, jit_compile: bool, progress: ProgressFn,
-          trace: TraceWindow | None = None) -> LoopResult:
-    """Train through the variant's own path: Keras fit, the ClusterCoordinator loop, or the
-    custom loop over the dataset distributed as the variant says. `dataset_fn(input_context)`
-    builds the global-batch pipeline (or one input pipeline's shard of it)."""
+          trace: TraceWindow | None = None, arrays: tuple[Any, Any] | None = None) -> LoopResult:
+    """Train through the variant's own path: Keras fit (from the pipeline, or from `arrays` with
+    feed = "numpy"), the ClusterCoordinator loop, or the custom loop over the dataset distributed
+    as the variant says. `dataset_fn(input_context)` builds the global-batch pipeline (or one
+    input pipeline's shard of it)."""
     common = dict(schedule=schedule, jit_compile=jit_compile, progress=progress)
     if variant.api == "fit":
         with strategy.scope():
-            return run_fit(model, optimizer, dataset_fn(), steps_per_execution=steps_per_execution,
+            if variant.strategy == "parameter_server":
+                return run_parameter_server_fit(
+                    model, optimizer, dataset_fn, block=steps_per_execution,
+                    steps_per_execution=variant.train.steps_per_execution, **common)
+            feed = (FitInput(*arrays, batch_size=global_batch) if arrays is not None
+                    else FitInput(dataset_fn()))
+            return run_fit(model, optimizer, feed, steps_per_execution=steps_per_execution,
                            trace=trace, **common)
     if variant.strategy == "parameter_server":
         return run_parameter_server_loop(strategy, model, optimizer, dataset_fn,

@@ -8,12 +8,17 @@ descriptions and input rules a scenario is checked against live in `bench.scenar
 from __future__ import annotations
 
 import importlib
+import math
 from collections.abc import Callable
 from typing import Any
 
+from bench.scenario.catalogue import model_info
+from bench.training.flavour import keras as keras_module
+from bench.training.flavour import ops as keras_ops
+
 
 def _mlp(input_shape: tuple[int, ...], num_classes: int) -> Any:
-    import keras
+    keras = keras_module()
 
     return keras.Sequential(
         [
@@ -28,7 +33,7 @@ def _mlp(input_shape: tuple[int, ...], num_classes: int) -> Any:
 
 
 def _cnn(input_shape: tuple[int, ...], num_classes: int) -> Any:
-    import keras
+    keras = keras_module()
 
     return keras.Sequential(
         [
@@ -46,7 +51,7 @@ def _cnn(input_shape: tuple[int, ...], num_classes: int) -> Any:
 
 
 def _lstm(input_shape: tuple[int, ...], num_classes: int) -> Any:
-    import keras
+    keras = keras_module()
 
     return keras.Sequential(
         [
@@ -60,27 +65,17 @@ def _lstm(input_shape: tuple[int, ...], num_classes: int) -> Any:
     )
 
 
-def _resnet50(input_shape: tuple[int, ...], num_classes: int) -> Any:
-    import keras
-
-    backbone = keras.applications.ResNet50(weights=None, include_top=False, pooling="avg",
-                                           input_shape=input_shape)
-    logits = keras.layers.Dense(num_classes, dtype="float32")(backbone.output)
-    return keras.Model(backbone.input, logits, name="resnet50")
-
-
 def _transformer(input_shape: tuple[int, ...], num_classes: int) -> Any:
     """One pre-norm encoder block (4 heads, d_model 64, FFN 128) over a sequence; an image's rows
     become its tokens."""
-    import keras
+    keras = keras_module()
 
     inputs = keras.Input(shape=input_shape)
     x = inputs if len(input_shape) == 2 else keras.layers.Reshape(
         (input_shape[0], input_shape[1] * input_shape[2]))(inputs)
     steps = x.shape[1]
     x = keras.layers.Dense(64)(x)
-    positions = keras.ops.expand_dims(keras.ops.arange(steps), 0)
-    x = x + keras.layers.Embedding(steps, 64)(positions)
+    x = _PositionEmbedding(keras, steps, 64)(x)
     h = keras.layers.LayerNormalization()(x)
     x = x + keras.layers.MultiHeadAttention(num_heads=4, key_dim=16)(h, h)
     h = keras.layers.LayerNormalization()(x)
@@ -90,8 +85,57 @@ def _transformer(input_shape: tuple[int, ...], num_classes: int) -> Any:
                        name="transformer")
 
 
+def _PositionEmbedding(keras: Any, steps: int, width: int) -> Any:  # noqa: N802 (a layer)
+    """A learned embedding of each position, added to the tokens (what Embedding over
+    arange(steps) computes, written so that Keras 3 and tf-keras build it the same way)."""
+
+    class PositionEmbedding(keras.layers.Layer):
+        def build(self, shape: Any) -> None:
+            self.table = self.add_weight(name="positions", shape=(steps, width),
+                                         initializer="uniform")
+
+        def call(self, x: Any) -> Any:
+            return x + keras_ops().cast(self.table, x.dtype)
+
+    return PositionEmbedding()
+
+
+def transfer(application: str, input_shape: tuple[int, ...], num_classes: int,
+             trainable: str | int) -> Any:
+    """A keras.applications base (weights=None: nothing can be downloaded; the compute is the
+    same) with a new head, as the transfer-learning guide builds it: the base runs in inference
+    mode (`training=False`, so BatchNormalization keeps its statistics), frozen ("head"), or
+    with its last `trainable` layers trainable (fine-tuning)."""
+    keras = keras_module()
+    base = getattr(keras.applications, application)(weights=None, include_top=False,
+                                                    pooling="avg", input_shape=input_shape)
+    if isinstance(trainable, int):
+        if trainable > len(base.layers):
+            raise ValueError(f"model.trainable: {trainable} is more layers than "
+                             f"{application}'s base has ({len(base.layers)})")
+        for layer in base.layers[:-trainable]:
+            layer.trainable = False
+    else:
+        base.trainable = False
+    inputs = keras.Input(shape=input_shape)
+    features = base(inputs, training=False)
+    logits = keras.layers.Dense(num_classes, dtype="float32")(features)
+    return keras.Model(inputs, logits, name=f"{application.lower()}_{trainable}")
+
+
+def _application(application: str) -> Callable[[tuple[int, ...], int], Any]:
+    def build(input_shape: tuple[int, ...], num_classes: int) -> Any:
+        keras = keras_module()
+        backbone = getattr(keras.applications, application)(
+            weights=None, include_top=False, pooling="avg", input_shape=input_shape)
+        logits = keras.layers.Dense(num_classes, dtype="float32")(backbone.output)
+        return keras.Model(backbone.input, logits, name=application.lower())
+    return build
+
+
 BUILDERS: dict[str, Callable[[tuple[int, ...], int], Any]] = {
-    "mlp": _mlp, "cnn": _cnn, "lstm": _lstm, "resnet50": _resnet50, "transformer": _transformer,
+    "mlp": _mlp, "cnn": _cnn, "lstm": _lstm, "resnet50": _application("ResNet50"),
+    "transformer": _transformer,
 }
 
 
@@ -99,6 +143,8 @@ def resolve_builder(name: str) -> Callable[[tuple[int, ...], int], Any]:
     """Return the builder for a registered name or import a user's `package.module:function`."""
     if name in BUILDERS:
         return BUILDERS[name]
+    if (info := model_info(name)) is not None and info.application:
+        return _application(info.application)
     module_name, _, attr = name.partition(":")
     try:
         module = importlib.import_module(module_name)
@@ -111,17 +157,32 @@ def resolve_builder(name: str) -> Callable[[tuple[int, ...], int], Any]:
 
 
 def build_model(name: str, input_shape: tuple[int, ...], num_classes: int,
-                extra_matmul: int = 0) -> Any:
-    model = resolve_builder(name)(tuple(input_shape), num_classes)
+                extra_matmul: int = 0, trainable: str | int = "all") -> Any:
+    info = model_info(name)
+    if trainable != "all" and info is not None and info.application:
+        model = transfer(info.application, tuple(input_shape), num_classes, trainable)
+    else:
+        model = resolve_builder(name)(tuple(input_shape), num_classes)
     if not hasattr(model, "trainable_variables"):
         raise ValueError(f"model '{name}': builder returned {type(model).__name__}, not a Keras model")
     return with_extra_matmul(model, input_shape, extra_matmul) if extra_matmul else model
 
 
-def _zero_from(value: Any) -> Any:
-    import keras
+def parameter_counts(model: Any) -> dict[str, int]:
+    """Trainable and total weights: what model.trainable (a frozen base) leaves to train."""
+    def size(weights: Any) -> int:
+        return sum(math.prod(int(d) for d in w.shape) for w in weights)
+    return {"trainable": size(model.trainable_weights), "total": size(model.weights)}
 
-    return keras.ops.minimum(keras.ops.abs(value), 0.0)
+
+def build_configured(cfg: Any, input_shape: tuple[int, ...], num_classes: int) -> Any:
+    """The model a variant's [model] table describes (a scenario.schema.ModelConfig)."""
+    return build_model(cfg.name, input_shape, num_classes, cfg.extra_matmul, cfg.trainable)
+
+
+def _zero_from(value: Any) -> Any:
+    ops = keras_ops()
+    return ops.minimum(ops.abs(value), 0.0)
 
 
 def with_extra_matmul(model: Any, input_shape: tuple[int, ...], n: int) -> Any:
@@ -131,7 +192,7 @@ def with_extra_matmul(model: Any, input_shape: tuple[int, ...], n: int) -> Any:
     always zero but that no optimiser can prove so), so the work is really done, in series with
     the step, while the model's numbers and trainable weights stay the same.
     """
-    import keras
+    keras = keras_module()
 
     class ExtraMatmul(keras.layers.Layer):
         def build(self, shape: Any) -> None:
@@ -141,9 +202,10 @@ def with_extra_matmul(model: Any, input_shape: tuple[int, ...], n: int) -> Any:
         def call(self, x: Any) -> Any:
             # Tied to the input at both ends, so it cannot run off the critical path in parallel.
             # min(|s|, 0) is always 0, but unlike s * 0 no graph optimiser folds it away.
-            square = self.square + keras.ops.cast(_zero_from(keras.ops.sum(x)), self.square.dtype)
-            product = keras.ops.matmul(square, square)
-            return x + keras.ops.cast(_zero_from(keras.ops.sum(product)), x.dtype)
+            ops = keras_ops()
+            square = self.square + ops.cast(_zero_from(ops.sum(x)), self.square.dtype)
+            product = ops.matmul(square, square)
+            return x + ops.cast(_zero_from(ops.sum(product)), x.dtype)
 
     inputs = keras.Input(shape=tuple(input_shape))
     return keras.Model(inputs, model(ExtraMatmul(name="extra_matmul")(inputs)), name=model.name)

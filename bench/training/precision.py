@@ -1,7 +1,9 @@
 """Precision policies and loss scaling.
 
-Keras 3 `compile` wraps the optimizer in a LossScaleOptimizer by itself under mixed_float16;
-a custom loop must do it explicitly and scale the loss before taking gradients.
+Keras `compile` wraps the optimizer in a LossScaleOptimizer by itself under mixed_float16;
+a custom loop must do it explicitly and scale the loss before taking gradients. Keras 3's
+optimizer scales (`scale_loss`) and unscales inside `apply`; tf-keras's has `get_scaled_loss`
+and `get_unscaled_gradients`, called by the loop.
 """
 
 from __future__ import annotations
@@ -9,6 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from bench.errors import VariantSkipped
+from bench.training.flavour import keras as keras_module
 
 
 def check_supported(precision: str, device_kind: str, float16_on_cpu: str) -> None:
@@ -22,8 +25,7 @@ def check_supported(precision: str, device_kind: str, float16_on_cpu: str) -> No
 
 def apply_policy(precision: str) -> str:
     """Set the process-wide Keras dtype policy; return the policy name actually in force."""
-    import keras
-
+    keras = keras_module()
     keras.mixed_precision.set_global_policy(precision)
     return str(keras.mixed_precision.global_policy().name)
 
@@ -36,6 +38,21 @@ def wrap_for_custom_loop(optimizer: Any, precision: str) -> Any:
     """A custom loop gets dynamic loss scaling only where float16 gradients can underflow."""
     if not needs_loss_scaling(precision):
         return optimizer
-    import keras
+    keras = keras_module()
+    if hasattr(keras.optimizers, "LossScaleOptimizer"):  # Keras 3
+        return keras.optimizers.LossScaleOptimizer(optimizer)
+    return keras.mixed_precision.LossScaleOptimizer(optimizer)
 
-    return keras.optimizers.LossScaleOptimizer(optimizer)
+
+def scale_loss(optimizer: Any, loss: Any) -> Any:
+    """The loss multiplied by the optimizer's current loss scale."""
+    if hasattr(optimizer, "get_scaled_loss"):  # tf-keras
+        return optimizer.get_scaled_loss(loss)
+    return optimizer.scale_loss(loss)
+
+
+def unscale_gradients(optimizer: Any, grads: Any) -> Any:
+    """tf-keras leaves unscaling to the loop; Keras 3's optimizer unscales in `apply`."""
+    if hasattr(optimizer, "get_unscaled_gradients"):
+        return optimizer.get_unscaled_gradients(grads)
+    return grads

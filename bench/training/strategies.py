@@ -30,15 +30,19 @@ def _keras_source_has(module: str, name: str, marker: str) -> bool:
         return False
 
 
-def keras_fit_problem(strategy: str) -> str | None:
-    """Why Keras `fit` cannot run this strategy with the installed Keras, or None."""
+def keras_fit_problem(strategy: str, flavour: str = "keras3") -> str | None:
+    """Why Keras `fit` cannot run this strategy with the installed Keras, or None (tf-keras runs
+    both cluster strategies)."""
+    if flavour == "tf_keras":
+        return None
     if strategy == "parameter_server":
         import keras
 
         if int(keras.__version__.split(".")[0]) >= 3:
             return ("Keras 3 fit() has no ParameterServerStrategy support (it raises 'To use this "
                     "dataset, you need to pass this dataset to ClusterCoordinator."
-                    "create_per_worker_dataset'); use api = \"ctl\"")
+                    "create_per_worker_dataset'); use api = \"ctl\", or train.keras = "
+                    "\"tf_keras\"")
     if strategy == "multi_worker_mirrored":
         if _keras_source_has("keras.src.backend.tensorflow.trainer", "reduce_per_replica",
                              _KERAS_MWMS_BUG):
@@ -46,7 +50,7 @@ def keras_fit_problem(strategy: str) -> str | None:
                     "keras.src.backend.tensorflow.trainer.reduce_per_replica reduces scalar "
                     "per-replica metrics with strategy.reduce('MEAN', v, axis=0) -> 'Invalid "
                     "reduction dimension 0' (keras-team/keras#20585, tensorflow/tensorflow#72388); "
-                    "use api = \"ctl\"")
+                    "use api = \"ctl\", or train.keras = \"tf_keras\"")
     return None
 
 
@@ -68,15 +72,16 @@ def check_supported(strategy: str, cross_device_ops: str, layout: DeviceLayout,
             "physical GPU here; TensorFlow: 'NCCL is not supported when using virtual GPUs')")
 
 
-def partitioner_problem(partitioner: str) -> str | None:
+def partitioner_problem(partitioner: str, flavour: str = "keras3") -> str | None:
     """Why variables cannot be sharded across ps tasks with the installed Keras, or None."""
-    if partitioner == "none":
+    if partitioner == "none" or flavour == "tf_keras":
         return None
     if _keras_source_has("keras.src.backend.tensorflow.core", "Variable",
                          "return self.value.handle"):
         return ("Keras 3 variables cannot wrap tf.distribute's ShardedVariable: gradients fail "
                 "with \"'ShardedVariable' object has no attribute 'handle'\" "
-                "(keras.src.backend.tensorflow.core.Variable.handle); use partitioner = \"none\"")
+                "(keras.src.backend.tensorflow.core.Variable.handle); use partitioner = \"none\", or "
+                "train.keras = \"tf_keras\"")
     return None
 
 

@@ -1,0 +1,63 @@
+"""jit_compile = true for real through Keras fit and the custom loop, and the XLA limitations of
+this machine recorded as skips with their cause, not as crashes."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.conftest import BenchRun, run_in_fresh_dir
+
+pytestmark = pytest.mark.slow
+
+JIT = """
+[train]
+api = ["fit", "ctl"]
+jit_compile = [false, true]
+steps_per_execution = [1, 2]
+
+[measure]
+warmup_steps = 2
+steps = 8
+repeats = 2
+trace_steps = 0
+control = false
+
+[[strategies]]
+name = "default"
+
+[[strategies]]
+name = "mirrored"
+replicas = 2
+api = "fit"
+"""
+
+
+@pytest.fixture(scope="module")
+def jit_run(tmp_path_factory: pytest.TempPathFactory) -> BenchRun:
+    return run_in_fresh_dir(tmp_path_factory, "jit", JIT, "mlp", "--only", "*xla*",
+                            "--only", "default-r1-spe2-*")
+
+
+def test_xla_runs_through_both_apis(jit_run: BenchRun) -> None:
+    assert jit_run.proc.returncode == 0, jit_run.proc.stdout + jit_run.proc.stderr
+    by_id = jit_run.by_id()
+    for vid in ("default-r1-xla-fit-float32-gb16", "default-r1-xla-ctl-float32-gb16",
+                "default-r1-spe2-xla-fit-float32-gb16", "default-r1-spe2-xla-ctl-float32-gb16"):
+        rec = by_id[vid]
+        assert rec["status"] == "ok", (vid, rec.get("reason"))
+        assert rec["variant"]["train"]["jit_compile"] is True
+        assert rec["throughput"]["headline"] > 0
+    # steps_per_execution = 2: each sample is a block of 2 steps, and the headline counts both
+    spe = by_id["default-r1-spe2-fit-float32-gb16"]
+    assert spe["status"] == "ok" and spe["timing"]["steps_per_sample"] == 2
+    assert 0.5 < spe["throughput"]["headline"] / spe["throughput"]["median"] < 1.5
+
+
+def test_known_failures_are_skips_with_their_cause(jit_run: BenchRun) -> None:
+    by_id = jit_run.by_id()
+    rec = by_id["mirrored-r2-xla-fit-float32-gb32"]
+    assert rec["status"] == "skipped"
+    assert rec["reason"].startswith("jit_compile with mirrored over 2 devices")
+    assert "located in device" in rec["reason"]
+    multi_step = by_id["mirrored-r2-spe2-xla-fit-float32-gb32"]
+    assert multi_step["status"] == "skipped", multi_step["reason"]
