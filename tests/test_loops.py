@@ -49,7 +49,7 @@ def one_window() -> Any:
 def test_fit_returns_keras_own_iterator_and_restores_train_function(workload: dict) -> None:
     from bench.training import loops
     model = workload["model"]()
-    result = loops.run_fit(model, loops.make_optimizer("adam", 1e-3), workload["dataset"],
+    result = loops.run_fit(model, loops.make_optimizer("adam", 1e-3), loops.FitInput(workload["dataset"]),
                            schedule=one_window(), steps_per_execution=1, jit_compile=False,
                            progress=_no_progress)
     assert result.timer.steps == STEPS
