@@ -201,3 +201,12 @@ def test_cli_report_prints_the_index_and_rejects_bad_input(tmp_path: Path, site:
     proc = bench("report", str(empty), "--out", str(tmp_path / "x"))
     assert proc.returncode == 2 and "no bench run directories" in proc.stderr
     assert "Traceback" not in proc.stderr + bad.stderr
+
+
+def test_model_labels_tell_frozen_and_fine_tuned_variants_apart() -> None:
+    from bench.report.records import model_label
+    labels = [model_label({"model": m}) for m in (
+        {"name": "resnet50", "trainable": "head", "extra_matmul": 0},
+        {"name": "resnet50", "trainable": 10, "extra_matmul": 0},
+        {"name": "mlp", "trainable": "all", "extra_matmul": 224})]
+    assert labels == ["resnet50 (head trainable)", "resnet50 (last 10 trainable)", "mlp +matmul 224"]

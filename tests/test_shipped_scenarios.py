@@ -83,6 +83,8 @@ OK: dict[str, list[str]] = {
         "default-r1-fit-float32-gb32",
         "default-r1-ctl-float32-gb32", "mirrored-r2-fit-float32-gb64", "mirrored-r2-ctl-float32-gb64"],
 }
+# What the terminal summary must print to tell variants apart that differ in the model only.
+PRINTED = {"seed_tutorials": ["resnet50 (head trainable)", "resnet50 (last 10 trainable)"]}
 SKIPPED: dict[str, dict[str, str]] = {
     "clusters": {
         "tpu-r1-ctl-float32-gb64": NO_TPU, "tpu-r1-fit-float32-gb64": NO_TPU,
@@ -136,6 +138,8 @@ def test_shipped_scenario_runs_quick(scenario: Path, tmp_path: Path) -> None:
                        for t in ("head", "ft10"))
         assert head["total"] == tuned["total"]
         assert head["trainable"] < tuned["trainable"] < tuned["total"]
+    for label in PRINTED.get(scenario.stem, []):
+        assert label in run.proc.stdout, label
     # the baseline (listed first), its A/A twin and the yardstick: the only control variants
     controls = {vid: rec["variant"]["control"] for vid, rec in records.items() if rec["variant"]["control"]}
     assert controls == ({ok[0]: "baseline", f"{ok[0]}-control": "twin", "yardstick": "yardstick"}

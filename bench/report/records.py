@@ -155,6 +155,19 @@ def measurement_costs(rec: dict[str, Any]) -> dict[str, Any]:
             "profiler_flagged": bool(profiler and profiler > TRACE_INFLATION_LIMIT)}
 
 
+def model_label(variant: dict[str, Any]) -> str:
+    """The model as a run tells its variants apart: name, which layers train (a frozen base's
+    head, the last N layers) and any extra matmul."""
+    model = variant.get("model") or {}
+    label = str(model.get("name", "?"))
+    trainable = model.get("trainable", "all")
+    if trainable != "all":
+        label += f" ({'head' if trainable == 'head' else f'last {trainable}'} trainable)"
+    if model.get("extra_matmul"):
+        label += f" +matmul {model['extra_matmul']}"
+    return label
+
+
 def api_label(variant: dict[str, Any]) -> str:
     """The API column: fit or ctl, with what else tells the path apart (dataset distribution,
     a NumPy feed, tf-keras)."""

@@ -12,7 +12,7 @@ from bench.checks.verdicts import KINDS
 from bench.compare.noise import describe as describe_noise_floor
 from bench.compare.noise import noise_floor, within_noise
 from bench.records import control_role, headline, scenario_data_sources
-from bench.report.records import api_label, keras_pairs, step_breakdown
+from bench.report.records import api_label, keras_pairs, model_label, step_breakdown
 from bench.report.runs import find_baselines
 
 if TYPE_CHECKING:
@@ -132,7 +132,10 @@ def render_keras_pairs(console: Console, records: list[dict[str, Any]]) -> None:
 def render_summary(console: Console, records: list[dict[str, Any]]) -> None:
     table = Table(title="Throughput (examples/s: examples ÷ wall clock of the timed windows ± "
                         "robust CV of step time; typical step: global batch ÷ median step)")
-    for column, justify in (("strategy", "left"), ("replicas", "right"), ("API", "left"),
+    models = [model_label(rec["variant"]) for rec in records]
+    several_models = len(set(models)) > 1  # a column only where it tells variants apart
+    for column, justify in (("strategy", "left"), *((("model", "left"),) if several_models else ()),
+                            ("replicas", "right"), ("API", "left"),
                             ("precision", "left"), ("global batch", "right"),
                             ("examples/s", "right"), ("typical step", "right"),
                             ("vs baseline", "right"), ("scaling eff.", "right"),
@@ -140,7 +143,7 @@ def render_summary(console: Console, records: list[dict[str, Any]]) -> None:
         table.add_column(column, justify=justify)  # type: ignore[arg-type]
     floor = noise_floor(records)
     baselines = find_baselines(records)
-    for rec in records:
+    for rec, model in zip(records, models, strict=True):
         v = rec["variant"]
         api = api_label(v)
         strategy = v["strategy"] + ("" if v["cross_device_ops"] == "auto"
@@ -149,7 +152,8 @@ def render_summary(console: Console, records: list[dict[str, Any]]) -> None:
             strategy += f" ({CONTROL_LABELS[control_role(rec)]})"
         style = _STATUS_STYLE.get(rec["status"], "white")
         effective = rec.get("effective") or v  # what really ran, when the worker said so
-        table.add_row(escape(strategy), _replicas_cell(v, effective), api, v["precision"],
+        table.add_row(escape(strategy), *((escape(model),) if several_models else ()),
+                      _replicas_cell(v, effective), api, v["precision"],
                       str(effective["global_batch"]), format_throughput(rec),
                       format_typical_step(rec),
                       format_versus_baseline(rec, baselines.get(rec["variant_id"]), floor),
