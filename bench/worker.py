@@ -13,6 +13,7 @@ import json
 import os
 import statistics
 import sys
+import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -22,7 +23,7 @@ from bench.checks import suite as checks_suite
 from bench.data import sources as data_mod
 from bench.errors import DataUnavailable, VariantSkipped
 from bench.perf import overhead
-from bench.protocol import FINISH, GATE_TIMEOUT_ENV, UNOBSERVED, ProgressFn
+from bench.protocol import CHECKPOINT_DIR_ENV, FINISH, GATE_TIMEOUT_ENV, UNOBSERVED, ProgressFn
 from bench.records import (
     OBSERVER_FLAG_RATIO,
     base_record,
@@ -32,7 +33,16 @@ from bench.records import (
 )
 from bench.scenario.schema import Variant
 from bench.timing import Phases, round_up, steady_state_start, summarize, throughput
-from bench.training import devices, flavour, known_failures, loops, models, precision, strategies
+from bench.training import (
+    checkpointing,
+    devices,
+    flavour,
+    known_failures,
+    loops,
+    models,
+    precision,
+    strategies,
+)
 from bench.training.gate import Gate
 from bench.training.schedule import LoopResult, Schedule
 from bench.training.tracing import TraceWindow
@@ -153,6 +163,45 @@ def _observer_summary(observed: float | dict[str, Any] | None, window_s: list[fl
             "flagged": window / observed > OBSERVER_FLAG_RATIO}
 
 
+def _checkpoint_cost(variant: Variant, result: LoopResult, strategy: Any, model: Any,
+                     build_fresh: Any, global_batch: int, block: int) -> dict[str, Any] | None:
+    """Save/restore cost and throughput with saving on vs off (measure.checkpoint), or None."""
+    cfg, m = variant.measure.checkpoint, variant.measure
+    if cfg is None:
+        return None
+    if result.checkpointed is None:
+        return {"status": "skipped", "reason": "this training path cannot save checkpoints"}
+    where = os.environ.get(CHECKPOINT_DIR_ENV)
+    directory = Path(where) if where else Path(tempfile.mkdtemp(prefix="bench-checkpoints-"))
+    plan = checkpointing.plan_for(cfg.every, cfg.keep, round_up(m.steps, block), m.repeats, block,
+                                  directory)
+    log = checkpointing.SaveLog(plan)
+    try:
+        seconds = result.checkpointed(plan, log)
+        restore = checkpointing.restore_fresh(strategy, build_fresh, variant.api == "fit", plan,
+                                              model.get_weights())
+        return checkpointing.summary(plan, log, seconds, restore, global_batch,
+                                     "ModelCheckpoint" if variant.api == "fit"
+                                     else "CheckpointManager")
+    except Exception as exc:  # a bonus figure, like the observer's: never the variant's fate
+        return extra_failed(exc)
+    finally:
+        if not where:
+            checkpointing.clean_temporary(directory)
+
+
+def _fresh_builder(variant: Variant, build: Any) -> Any:
+    """A fresh model and optimizer as the variant's path trains them (a custom loop wraps the
+    optimizer for loss scaling), for the checkpoint restore."""
+    def fresh() -> tuple[Any, Any]:
+        model, optimizer = build()
+        if variant.api != "fit":
+            optimizer = precision.wrap_for_custom_loop(optimizer, variant.precision)
+        return model, optimizer
+
+    return fresh
+
+
 def start_state() -> dict[str, Any]:
     """What this process had already set before the variant touched anything.
 
@@ -195,11 +244,14 @@ def measure(variant: Variant, spawn_time: float, progress: ProgressFn) -> dict[s
         def dataset(input_context: Any = None) -> Any:
             return data_mod.make_dataset(loaded, variant.data, global_batch, input_context)
 
-        with strategy.scope():
-            model = models.build_configured(variant.model,
+        def build_model_and_optimizer() -> tuple[Any, Any]:
+            built = models.build_configured(variant.model,
                                             data_mod.model_input_shape(loaded, variant.data),
                                             loaded.num_classes)
-            optimizer = loops.make_optimizer(variant.train.optimizer, variant.learning_rate)
+            return built, loops.make_optimizer(variant.train.optimizer, variant.learning_rate)
+
+        with strategy.scope():
+            model, optimizer = build_model_and_optimizer()
         probe_batch = next(iter(dataset().take(1)))
         initial_loss = loops.batch_loss(model, probe_batch)
 
@@ -224,6 +276,10 @@ def measure(variant: Variant, spawn_time: float, progress: ProgressFn) -> dict[s
     gate.wait(FINISH)
     with phases("final_loss"):
         final_loss = loops.batch_loss(model, probe_batch)
+    with phases("checkpoint"):  # after the measurement and the loss: it trains on
+        checkpoint = _checkpoint_cost(variant, result, strategy, model,
+                                      _fresh_builder(variant, build_model_and_optimizer),
+                                      global_batch, k)
 
     warmup, windows = _split(result.timer.samples, warmup_steps // k, steps // k, m.repeats)
     timed = [s for w in windows for s in w]
@@ -266,6 +322,7 @@ def measure(variant: Variant, spawn_time: float, progress: ProgressFn) -> dict[s
                         "window_s": result.window_s,
                         "window_started_at": result.window_started_at},
         "observer": _observer_summary(observer, result.window_s, steps),
+        "checkpoint": checkpoint,
         "steady_state_start": steady_state_start(timed),
         "samples": {"warmup": warmup, "timed": windows, "traced": traced},
         "trace": _trace_summary(trace, traced, timed, variant),
