@@ -173,8 +173,12 @@ def _checkpoint_cost(variant: Variant, result: LoopResult, strategy: Any, model:
         return {"status": "skipped", "reason": "this training path cannot save checkpoints"}
     where = os.environ.get(CHECKPOINT_DIR_ENV)
     directory = Path(where) if where else Path(tempfile.mkdtemp(prefix="bench-checkpoints-"))
-    plan = checkpointing.plan_for(cfg.every, cfg.keep, round_up(m.steps, block), m.repeats, block,
-                                  directory)
+    # where the path can save: between its blocks of steps (the parameter server's coordinator
+    # schedules any number of steps before it joins and saves)
+    between = (variant.train.steps_per_execution if variant.strategy == "parameter_server"
+                else block)
+    plan = checkpointing.plan_for(cfg.every, cfg.keep, round_up(m.steps, block), m.repeats,
+                                  between, directory)
     log = checkpointing.SaveLog(plan)
     try:
         seconds = result.checkpointed(plan, log)

@@ -152,7 +152,7 @@ def _fit_checkpointed(model: Any, fit_kwargs: dict[str, Any]) -> checkpointing.B
     return run
 
 
-def _loop_checkpointed(run_steps: Callable[[int], Any], chunk: int,
+def _loop_checkpointed(run_steps: Callable[[int], Any], chunk: int | None,
                        objects: dict[str, Any]) -> checkpointing.BlockRunner:
     """The checkpoint-cost blocks of a custom loop, saved through a CheckpointManager."""
     def run(plan: checkpointing.CheckpointPlan, log: checkpointing.SaveLog) -> list[float]:
@@ -318,7 +318,8 @@ def run_parameter_server_loop(strategy: Any, model: Any, optimizer: Any, dataset
         clock.lap(block)
     result = clock.result([f"parameter server: steps are scheduled in blocks of {block} and "
                            f"each sample is a block's wall time divided by {block}"])
-    result.checkpointed = _loop_checkpointed(run_block, block,
+    # the coordinator schedules the steps between two saves, joins, then saves
+    result.checkpointed = _loop_checkpointed(run_block, None,
                                              {"model": model, "optimizer": optimizer})
     return result
 
