@@ -13,7 +13,6 @@ import json
 import os
 import statistics
 import sys
-import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -23,7 +22,7 @@ from bench.checks import suite as checks_suite
 from bench.data import sources as data_mod
 from bench.errors import DataUnavailable, VariantSkipped
 from bench.perf import overhead
-from bench.protocol import CHECKPOINT_DIR_ENV, FINISH, GATE_TIMEOUT_ENV, UNOBSERVED, ProgressFn
+from bench.protocol import FINISH, GATE_TIMEOUT_ENV, UNOBSERVED, ProgressFn
 from bench.records import (
     OBSERVER_FLAG_RATIO,
     base_record,
@@ -163,49 +162,6 @@ def _observer_summary(observed: float | dict[str, Any] | None, window_s: list[fl
             "flagged": window / observed > OBSERVER_FLAG_RATIO}
 
 
-def _checkpoint_cost(variant: Variant, result: LoopResult, strategy: Any, model: Any,
-                     build_fresh: Any, global_batch: int, block: int) -> dict[str, Any] | None:
-    """Save/restore cost and throughput with saving on vs off (measure.checkpoint), or None."""
-    cfg, m = variant.measure.checkpoint, variant.measure
-    if cfg is None:
-        return None
-    if result.checkpointed is None:
-        return {"status": "skipped", "reason": "this training path cannot save checkpoints"}
-    where = os.environ.get(CHECKPOINT_DIR_ENV)
-    directory = Path(where) if where else Path(tempfile.mkdtemp(prefix="bench-checkpoints-"))
-    # where the path can save: between its blocks of steps (the parameter server's coordinator
-    # schedules any number of steps before it joins and saves)
-    between = (variant.train.steps_per_execution if variant.strategy == "parameter_server"
-                else block)
-    plan = checkpointing.plan_for(cfg.every, cfg.keep, round_up(m.steps, block), m.repeats,
-                                  between, directory)
-    log = checkpointing.SaveLog(plan)
-    try:
-        seconds = result.checkpointed(plan, log)
-        restore = checkpointing.restore_fresh(strategy, build_fresh, variant.api == "fit", plan,
-                                              model.get_weights())
-        return checkpointing.summary(plan, log, seconds, restore, global_batch,
-                                     "ModelCheckpoint" if variant.api == "fit"
-                                     else "CheckpointManager")
-    except Exception as exc:  # a bonus figure, like the observer's: never the variant's fate
-        return extra_failed(exc)
-    finally:
-        if not where:
-            checkpointing.clean_temporary(directory)
-
-
-def _fresh_builder(variant: Variant, build: Any) -> Any:
-    """A fresh model and optimizer as the variant's path trains them (a custom loop wraps the
-    optimizer for loss scaling), for the checkpoint restore."""
-    def fresh() -> tuple[Any, Any]:
-        model, optimizer = build()
-        if variant.api != "fit":
-            optimizer = precision.wrap_for_custom_loop(optimizer, variant.precision)
-        return model, optimizer
-
-    return fresh
-
-
 def start_state() -> dict[str, Any]:
     """What this process had already set before the variant touched anything.
 
@@ -281,9 +237,8 @@ def measure(variant: Variant, spawn_time: float, progress: ProgressFn) -> dict[s
     with phases("final_loss"):
         final_loss = loops.batch_loss(model, probe_batch)
     with phases("checkpoint"):  # after the measurement and the loss: it trains on
-        checkpoint = _checkpoint_cost(variant, result, strategy, model,
-                                      _fresh_builder(variant, build_model_and_optimizer),
-                                      global_batch, k)
+        checkpoint = checkpointing.cost(variant, result.checkpointed, strategy, model,
+                                        build_model_and_optimizer, global_batch, k)
 
     warmup, windows = _split(result.timer.samples, warmup_steps // k, steps // k, m.repeats)
     timed = [s for w in windows for s in w]

@@ -21,13 +21,17 @@ import math
 import os
 import shutil
 import statistics
+import tempfile
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from bench.protocol import CHECKPOINT_DIR_ENV
+from bench.records import extra_failed
 from bench.timing import round_up, summarize
+from bench.training import precision
 from bench.training.flavour import keras as keras_module
 
 PREFIX = "ckpt-"  # every file a save writes starts with it (CheckpointManager's own prefix too)
@@ -270,6 +274,41 @@ def summary(plan: CheckpointPlan, log: SaveLog, seconds: list[float], restore: d
     }
 
 
-def clean_temporary(directory: Path) -> None:
-    """A checkpoint folder made for a worker started without a run directory."""
-    shutil.rmtree(directory, ignore_errors=True)
+def cost(variant: Any, checkpointed: BlockRunner | None, strategy: Any, model: Any,
+         build: Callable[[], tuple[Any, Any]], global_batch: int, block: int
+         ) -> dict[str, Any] | None:
+    """The variant's checkpoint cost (measure.checkpoint) after its timed windows, or None when
+    it saves no checkpoints. `build` makes a model and an optimizer (called under the strategy's
+    scope); `block` is the steps the loop runs between two host syncs."""
+    cfg, m = variant.measure.checkpoint, variant.measure
+    if cfg is None:
+        return None
+    if checkpointed is None:
+        return {"status": "skipped", "reason": "this training path cannot save checkpoints"}
+    where = os.environ.get(CHECKPOINT_DIR_ENV)
+    directory = Path(where) if where else Path(tempfile.mkdtemp(prefix="bench-checkpoints-"))
+    # where the loop can save: between its blocks of steps (the parameter server's coordinator
+    # schedules any number of steps before it joins and saves)
+    between = (variant.train.steps_per_execution if variant.strategy == "parameter_server"
+               else block)
+    plan = plan_for(cfg.every, cfg.keep, round_up(m.steps, block), m.repeats, between, directory)
+    log = SaveLog(plan)
+    fit = variant.api == "fit"
+
+    def fresh() -> tuple[Any, Any]:
+        """A model and optimizer as the path trains them (a custom loop's optimizer is wrapped
+        for loss scaling where the precision needs it)."""
+        new_model, optimizer = build()
+        return new_model, optimizer if fit else precision.wrap_for_custom_loop(
+            optimizer, variant.precision)
+
+    try:
+        seconds = checkpointed(plan, log)
+        restore = restore_fresh(strategy, fresh, fit, plan, model.get_weights())
+        return summary(plan, log, seconds, restore, global_batch,
+                       "ModelCheckpoint" if fit else "CheckpointManager")
+    except Exception as exc:  # a bonus figure, like the observer's: never the variant's fate
+        return extra_failed(exc)
+    finally:
+        if not where:  # a worker started without a run directory: nothing to keep
+            shutil.rmtree(directory, ignore_errors=True)
