@@ -67,3 +67,4 @@ def test_a_save_is_charged_its_time_and_the_bytes_it_wrote(tmp_path: Path,
     assert summary["throughput_on"] == pytest.approx(8 * 16 / 2.0)
     assert summary["expected_saves"] == 4 and summary["save_count"] == 1
     assert summary["size_bytes"] == 100
+    assert summary["blocked_share"] == pytest.approx(log.saves[0]["ms"] / 1e3 / 4.0)

@@ -208,7 +208,8 @@ def _checkpointed(v: dict, ratio: float, match: bool = True) -> dict:
     rec["checkpoint"] = {
         "status": "ok", "api": "CheckpointManager", "every": 10, "keep": 2, "save_count": 4,
         "save_ms": {"median": 41.5, "p95": 60.0}, "size_bytes": 2_826_135.0,
-        "restore": {"ms": 37.25, "weights_match": match}, "throughput_ratio": ratio}
+        "restore": {"ms": 37.25, "weights_match": match}, "throughput_ratio": ratio,
+        "blocked_share": 0.125}
     return rec
 
 
@@ -229,7 +230,7 @@ def test_checkpoint_cost_table_summary_and_terminal(tmp_path: Path) -> None:
     section = section[:section.index("</section>")]
     assert section.count("<tr>") == 3  # the heading and the two variants that saved
     assert "default-r1-fit-float32-gb64" not in section
-    for text in ("CheckpointManager", "41.5", "2.8 MB", "37.2", "0.80", "NO"):
+    for text in ("CheckpointManager", "41.5", "2.8 MB", "37.2", "0.80", "NO", "12.5"):
         assert text in section, text
     summary = "\n".join(summarize_run(load_run(results / "ck-20261123T000000Z")))
     assert ("Checkpoints: saving cost most on mirrored-r2-ctl-float32-gb128 (examples/s ×0.60"
@@ -238,4 +239,4 @@ def test_checkpoint_cost_table_summary_and_terminal(tmp_path: Path) -> None:
     console = Console(width=250, record=True)
     render_summary(console, records)
     out = console.export_text()
-    assert "Checkpoint cost" in out and "×0.80" in out and "2.8 MB" in out
+    assert "Checkpoint cost" in out and "×0.80" in out and "2.8 MB" in out and "12.5%" in out

@@ -82,3 +82,4 @@ def test_saves_sizes_files_restore_and_ratio(run: BenchRun, vid: str) -> None:
     assert cost["throughput_ratio"] == pytest.approx(
         cost["throughput_on"] / cost["throughput_off"])
     assert 0 < cost["throughput_ratio"] < 5
+    assert 0 < cost["blocked_share"] < 1

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 COLUMNS = ("variant", "saved with", "every", "saves", "save ms (median)", "save ms (p95)",
-           "size", "restore ms", "restored = saved", "throughput on ÷ off")
+           "size", "restore ms", "restored = saved", "throughput on ÷ off", "blocked %")
 
 
 @dataclass(frozen=True)
@@ -28,6 +28,7 @@ class CheckpointRow:
     restore_ms: float | None = None
     weights_match: bool | None = None
     ratio: float | None = None  # examples/s saving ÷ not saving (< 1: saving costs throughput)
+    blocked_share: float | None = None  # of the saving blocks' time, spent waiting for saves
     reason: str = ""
 
 
@@ -45,7 +46,8 @@ def checkpoint_row(rec: dict[str, Any]) -> CheckpointRow | None:
         vid, "ok", api=cost["api"], every=cost["every"], saves=cost["save_count"],
         save_ms=cost["save_ms"]["median"], save_p95_ms=cost["save_ms"]["p95"],
         size_bytes=cost.get("size_bytes"), restore_ms=restore.get("ms"),
-        weights_match=restore.get("weights_match"), ratio=cost["throughput_ratio"])
+        weights_match=restore.get("weights_match"), ratio=cost["throughput_ratio"],
+        blocked_share=cost.get("blocked_share"))
 
 
 def checkpoint_rows(records: list[dict[str, Any]]) -> list[CheckpointRow]:

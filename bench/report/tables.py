@@ -236,11 +236,12 @@ def checkpoint_table(run: RunView) -> list[list[Cell]]:
     for row in checkpoint_rows(run.records):
         if row.status != "ok":
             out.append([_txt(row.variant_id), _txt(f"{row.status}: {row.reason}"),
-                        *(_num(None, "") for _ in range(8))])
+                        *(_num(None, "") for _ in range(9))])
             continue
         match = None if row.weights_match is None else ("yes" if row.weights_match else "NO")
         out.append([_txt(row.variant_id), _txt(row.api), _num(row.every, "d"),
                     _num(row.saves, "d"), _num(row.save_ms, ".1f"), _num(row.save_p95_ms, ".1f"),
                     Cell(format_size(row.size_bytes), row.size_bytes or 0.0, True),
-                    _num(row.restore_ms, ".1f"), _txt(match), _num(row.ratio, ".2f")])
+                    _num(row.restore_ms, ".1f"), _txt(match), _num(row.ratio, ".2f"),
+                    _num(row.blocked_share, ".1f", 100.0)])
     return out

@@ -143,13 +143,14 @@ def render_checkpoint_costs(console: Console, records: list[dict[str, Any]]) -> 
     for r in rows:
         if r.status != "ok":
             table.add_row(escape(r.variant_id), f"[yellow]{r.status}[/]: {escape(r.reason)}",
-                          *("-" * 8))
+                          *("-" * 9))
             continue
         match = {True: "yes", False: "[red]NO[/]", None: "-"}[r.weights_match]
         table.add_row(escape(r.variant_id), r.api or "-", str(r.every), str(r.saves),
                       f"{r.save_ms:.1f}", f"{r.save_p95_ms:.1f}", format_size(r.size_bytes),
                       "-" if r.restore_ms is None else f"{r.restore_ms:.1f}", match,
-                      f"×{r.ratio:.2f}")
+                      f"×{r.ratio:.2f}",
+                      "-" if r.blocked_share is None else f"{r.blocked_share:.1%}")
     console.print(table)
 
 
