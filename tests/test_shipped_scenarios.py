@@ -26,10 +26,10 @@ PS_FIT = "Keras 3 fit() has no ParameterServerStrategy support"
 WITH_CONTROLS = "mnist_mirrored"
 # ResNet50 builds take minutes on 2 cores: its fit variant runs end to end, the custom loop (the
 # same code as every other scenario's) is only expanded. checkpoint_cost's clusters take minutes
-# too: the MLP's default variants and its parameter-server custom loop (the one checkpointing path
-# tests/test_run_checkpoints.py does not run) keep CI short.
+# too: its MLP default fit runs here (tests/test_run_checkpoints.py runs the Mirrored and
+# MultiWorkerMirrored paths).
 ONLY = {"resnet50": ["default-r1-fit-*"],
-        "checkpoint_cost": ["default-r1-fit-*", "default-r1-ctl-*", "parameter_server-ps1w2-ctl-*"]}
+        "checkpoint_cost": ["default-r1-fit-*"]}
 OK: dict[str, list[str]] = {
     "batch_sweep": [
         "default-r1-fit-float32-gb16",
@@ -38,8 +38,7 @@ OK: dict[str, list[str]] = {
         "mirrored-r2-fit-float32-gb128", "mirrored-r2-fit-float32-gb256",
         "mirrored-r2-fit-float32-gb512"],
     "checkpoint_cost": [
-        "default-r1-fit-float32-gb64",
-        "default-r1-ctl-float32-gb64", "parameter_server-ps1w2-ctl-float32-gb64"],
+        "default-r1-fit-float32-gb64"],
     "clusters": [
         "default-r1-ctl-float32-gb64",
         "default-r1-fit-float32-gb64", "multi_worker_mirrored-w2x1-ctl-float32-gb128",
