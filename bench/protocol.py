@@ -20,6 +20,9 @@ GATE_ENV = "BENCH_GATE"  # path of the FIFO the parent writes GO into, one line 
 # the budgets of every variant that may run before this one is released).
 GATE_TIMEOUT_ENV = "BENCH_GATE_TIMEOUT"
 GO = b"go\n"
+# Where a variant's checkpoints go (measure.checkpoint): its folder in the run directory, shared
+# by every task of a cluster (the chief writes there; the others write temporary copies inside).
+CHECKPOINT_DIR_ENV = "BENCH_CHECKPOINT_DIR"
 
 # The segments a worker waits at a gate before, in its order: timed windows (one per round),
 # the traced window, the unobserved block, then the rest of the variant (checks, the record).

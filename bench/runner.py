@@ -145,7 +145,7 @@ def yardstick(template: Variant, index: int = 0) -> Variant:
         "precision": "float32", "distribute_dataset": None, "batch_rule": "weak",
         "per_replica_batch": 64, "global_batch": 64, "learning_rate": 1e-3, "lr_scaling": "none",
         "model": ModelConfig(), "data": DataConfig(name="synthetic"), "train": TrainConfig(),
-        "measure": template.measure.model_copy(update={"trace_steps": 0}),
+        "measure": template.measure.model_copy(update={"trace_steps": 0, "checkpoint": None}),
         "check": CheckConfig(), "control": "yardstick"})
 
 

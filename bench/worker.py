@@ -32,7 +32,16 @@ from bench.records import (
 )
 from bench.scenario.schema import Variant
 from bench.timing import Phases, round_up, steady_state_start, summarize, throughput
-from bench.training import devices, flavour, known_failures, loops, models, precision, strategies
+from bench.training import (
+    checkpointing,
+    devices,
+    flavour,
+    known_failures,
+    loops,
+    models,
+    precision,
+    strategies,
+)
 from bench.training.gate import Gate
 from bench.training.schedule import LoopResult, Schedule
 from bench.training.tracing import TraceWindow
@@ -195,11 +204,14 @@ def measure(variant: Variant, spawn_time: float, progress: ProgressFn) -> dict[s
         def dataset(input_context: Any = None) -> Any:
             return data_mod.make_dataset(loaded, variant.data, global_batch, input_context)
 
-        with strategy.scope():
-            model = models.build_configured(variant.model,
+        def build_model_and_optimizer() -> tuple[Any, Any]:
+            built = models.build_configured(variant.model,
                                             data_mod.model_input_shape(loaded, variant.data),
                                             loaded.num_classes)
-            optimizer = loops.make_optimizer(variant.train.optimizer, variant.learning_rate)
+            return built, loops.make_optimizer(variant.train.optimizer, variant.learning_rate)
+
+        with strategy.scope():
+            model, optimizer = build_model_and_optimizer()
         probe_batch = next(iter(dataset().take(1)))
         initial_loss = loops.batch_loss(model, probe_batch)
 
@@ -224,6 +236,9 @@ def measure(variant: Variant, spawn_time: float, progress: ProgressFn) -> dict[s
     gate.wait(FINISH)
     with phases("final_loss"):
         final_loss = loops.batch_loss(model, probe_batch)
+    with phases("checkpoint"):  # after the measurement and the loss: it trains on
+        checkpoint = checkpointing.cost(variant, result.checkpointed, strategy, model,
+                                        build_model_and_optimizer, global_batch, k)
 
     warmup, windows = _split(result.timer.samples, warmup_steps // k, steps // k, m.repeats)
     timed = [s for w in windows for s in w]
@@ -266,6 +281,7 @@ def measure(variant: Variant, spawn_time: float, progress: ProgressFn) -> dict[s
                         "window_s": result.window_s,
                         "window_started_at": result.window_started_at},
         "observer": _observer_summary(observer, result.window_s, steps),
+        "checkpoint": checkpoint,
         "steady_state_start": steady_state_start(timed),
         "samples": {"warmup": warmup, "timed": windows, "traced": traced},
         "trace": _trace_summary(trace, traced, timed, variant),

@@ -126,6 +126,19 @@ def slurm(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalSlurm]:
         cluster.stop()
 
 
+def require_netns() -> None:
+    """Cluster variants run in private network namespaces: skip where there are none, except with
+    CI=true, where that fails instead."""
+    from bench.launch import netns
+
+    problem = netns.isolation_problem()
+    if problem is None:
+        return
+    if IN_CI:
+        pytest.fail(f"CI=true but no private network namespaces: {problem}", pytrace=False)
+    pytest.skip(f"no private network namespaces here: {problem}")
+
+
 @dataclass
 class BenchRun:
     proc: subprocess.CompletedProcess[str]

@@ -13,13 +13,17 @@ from pathlib import Path
 import pytest
 
 from bench.compare.detector import identity
-from bench.launch import netns
 from tests.browser import IN_CI
-from tests.conftest import REPO, BenchRun, bench_run, run_in_fresh_dir, write_scenario
+from tests.conftest import (
+    REPO,
+    BenchRun,
+    bench_run,
+    require_netns,
+    run_in_fresh_dir,
+    write_scenario,
+)
 
 pytestmark = pytest.mark.slow
-
-NETNS_PROBLEM = netns.isolation_problem()
 
 FLAVOURS = """
 [train]
@@ -82,11 +86,7 @@ def flavours_run(tmp_path_factory: pytest.TempPathFactory) -> BenchRun:
         if IN_CI:
             pytest.fail(f"CI=true but {message}", pytrace=False)
         pytest.skip(message)
-    if NETNS_PROBLEM is not None:
-        if IN_CI:
-            pytest.fail(f"CI=true but no private network namespaces: {NETNS_PROBLEM}",
-                        pytrace=False)
-        pytest.skip(f"no private network namespaces here: {NETNS_PROBLEM}")
+    require_netns()
     return run_in_fresh_dir(tmp_path_factory, "flavours", FLAVOURS)
 
 

@@ -210,3 +210,42 @@ def test_model_labels_tell_frozen_and_fine_tuned_variants_apart() -> None:
         {"name": "resnet50", "trainable": 10, "extra_matmul": 0},
         {"name": "mlp", "trainable": "all", "extra_matmul": 224})]
     assert labels == ["resnet50 (head trainable)", "resnet50 (last 10 trainable)", "mlp +matmul 224"]
+
+
+def _checkpointed(v: dict, ratio: float, match: bool = True) -> dict:
+    rec = ok_record(v, 0.01)
+    rec["checkpoint"] = {
+        "status": "ok", "api": "CheckpointManager", "every": 10, "keep": 2, "save_count": 4,
+        "save_ms": {"median": 41.5, "p95": 60.0}, "size_bytes": 2_826_135.0,
+        "restore": {"ms": 37.25, "weights_match": match}, "throughput_ratio": ratio,
+        "blocked_share": 0.125}
+    return rec
+
+
+def test_checkpoint_cost_table_summary_and_terminal(tmp_path: Path) -> None:
+    from rich.console import Console
+
+    from bench.report.terminal import render_summary
+
+    records = [_checkpointed(variant("default-r1-ctl-float32-gb64", api="ctl"), 0.8),
+               _checkpointed(variant("mirrored-r2-ctl-float32-gb128", "mirrored", 2, "ctl"),
+                             0.6, match=False),
+               ok_record(variant("default-r1-fit-float32-gb64"), 0.01)]  # saved nothing
+    results = tmp_path / "results"
+    write_run(results, "ck-20261123T000000Z", records)
+    html = (render_site([results], tmp_path / "site").parent
+            / "run-ck-20261123T000000Z.html").read_text()
+    section = html[html.index('id="section-checkpoints"'):]
+    section = section[:section.index("</section>")]
+    assert section.count("<tr>") == 3  # the heading and the two variants that saved
+    assert "default-r1-fit-float32-gb64" not in section
+    for text in ("CheckpointManager", "41.5", "2.8 MB", "37.2", "0.80", "NO", "12.5"):
+        assert text in section, text
+    summary = "\n".join(summarize_run(load_run(results / "ck-20261123T000000Z")))
+    assert ("Checkpoints: saving cost most on mirrored-r2-ctl-float32-gb128 (examples/s ×0.60"
+            in summary)
+    assert "did not give back the saved weights: mirrored-r2-ctl-float32-gb128" in summary
+    console = Console(width=250, record=True)
+    render_summary(console, records)
+    out = console.export_text()
+    assert "Checkpoint cost" in out and "×0.80" in out and "2.8 MB" in out and "12.5%" in out

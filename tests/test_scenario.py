@@ -143,6 +143,15 @@ def test_duplicate_variants_are_rejected() -> None:
     (scenario(strategies=[{"name": "default", "model": {"name": "resnet50"}}]),
      "strategies[0].model.name", "needs images [H, W >= 32, 3]"),
     (scenario(train={"jit_compile": ["maybe"]}), "train.jit_compile", "valid boolean"),
+    (scenario(measure={"checkpoint": {"every": 0}}), "measure.checkpoint.every",
+     "greater than or equal to 1"),
+    (scenario(measure={"checkpoint": {"every": 5, "keep": "two"}}), "measure.checkpoint.keep",
+     "valid integer"),
+    (scenario(measure={"checkpoint": {"every": 5, "kept": 2}}), "measure.checkpoint.kept",
+     "did you mean 'keep'"),
+    (scenario(measure={"checkpoint": {"keep": 2}}), "measure.checkpoint.every",
+     "required key is missing"),
+    (scenario(measure={"checkpoint": 10}), "measure.checkpoint", "valid dictionary"),
 ])
 def test_errors_name_the_field(doc: dict, field: str, message: str) -> None:
     with pytest.raises(ScenarioError) as info:
@@ -225,6 +234,9 @@ MALFORMED = {
     "numpy_tfds": ("[scenario]\nname='x'\n[data]\nname='tfds'\ntfds_name='mnist'\nfeed='numpy'\n"
                    "[batch]\nper_replica=8\n[train]\napi='fit'\n[[strategies]]\nname='default'\n",
                    "data.feed: 'numpy' feeds fit the in-memory arrays; data 'tfds'"),
+    "checkpoint_every": ("[scenario]\nname='x'\n[batch]\nper_replica=8\n[measure]\n"
+                         "checkpoint={ every = -1, keep = 2 }\n[[strategies]]\nname='default'\n",
+                         "measure.checkpoint.every: Input should be greater than or equal to 1"),
     "frozen_too_many": ("[scenario]\nname='x'\n[data]\nshape=[32, 32, 3]\n[model]\n"
                         "name='resnet50'\ntrainable=[\"head\", 500]\n[batch]\nper_replica=8\n"
                         "[[strategies]]\nname='default'\n",

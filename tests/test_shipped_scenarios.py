@@ -26,8 +26,11 @@ PS_FIT = "Keras 3 fit() has no ParameterServerStrategy support"
 WITH_CONTROLS = "mnist_mirrored"
 FEWER_STEPS = ["--steps", "8", "--warmup", "2"]
 # ResNet50 builds take minutes on 2 cores: its fit variant runs end to end, the custom loop (the
-# same code as every other scenario's) is only expanded.
-ONLY = {"resnet50": "default-r1-fit-*"}
+# same code as every other scenario's) is only expanded. checkpoint_cost's clusters take minutes
+# too: its MLP default fit runs here (tests/test_run_checkpoints.py runs the Mirrored and
+# MultiWorkerMirrored paths).
+ONLY = {"resnet50": ["default-r1-fit-*"],
+        "checkpoint_cost": ["default-r1-fit-*"]}
 OK: dict[str, list[str]] = {
     "batch_sweep": [
         "default-r1-fit-float32-gb16",
@@ -35,6 +38,8 @@ OK: dict[str, list[str]] = {
         "default-r1-fit-float32-gb256", "mirrored-r2-fit-float32-gb32", "mirrored-r2-fit-float32-gb64",
         "mirrored-r2-fit-float32-gb128", "mirrored-r2-fit-float32-gb256",
         "mirrored-r2-fit-float32-gb512"],
+    "checkpoint_cost": [
+        "default-r1-fit-float32-gb64"],
     "clusters": [
         "default-r1-ctl-float32-gb64",
         "default-r1-fit-float32-gb64", "multi_worker_mirrored-w2x1-ctl-float32-gb128",
@@ -111,8 +116,8 @@ def test_shipped_scenario_runs_quick(scenario: Path, tmp_path: Path) -> None:
     # The others take fewer steps than --quick: this test is about every path running end to
     # end, not about their figures (halves the bfloat16 and ResNet50 scenarios' time).
     args = ["--quick"] if controls_on else ["--quick", "--no-control"]
-    if scenario.stem in ONLY:  # ResNet50 asks for fewer steps than these already
-        args += ["--only", ONLY[scenario.stem]]
+    if scenario.stem in ONLY:  # these ask for fewer steps than FEWER_STEPS already, or save
+        args += [arg for pattern in ONLY[scenario.stem] for arg in ("--only", pattern)]
     elif not controls_on:
         args += FEWER_STEPS
     run = bench_run(scenario, tmp_path / "results", *args, timeout=900)
@@ -133,6 +138,9 @@ def test_shipped_scenario_runs_quick(scenario: Path, tmp_path: Path) -> None:
         assert rec["throughput"]["median"] == pytest.approx(
             rec["effective"]["global_batch"] / rec["step_time"]["median"]), vid
         assert rec["keras"]["flavour"] == ("tf_keras" if "-tf_keras-" in vid else "keras3"), vid
+        if rec["variant"]["measure"]["checkpoint"]:  # saved, and the restore gave back the weights
+            assert rec["checkpoint"]["save_count"] == rec["checkpoint"]["expected_saves"] > 0, vid
+            assert rec["checkpoint"]["restore"]["weights_match"] is True, vid
     if scenario.stem == "seed_tutorials":  # freezing: the head alone trains, then 10 layers more
         head, tuned = (records[f"default-r1-resnet50-{t}-fit-float32-gb16"]["model_params"]
                        for t in ("head", "ft10"))

@@ -92,3 +92,10 @@ def test_a_run_without_a_baseline_still_gets_its_yardstick(tmp_path: Path) -> No
     path = write_scenario(tmp_path, '[[strategies]]\nname = "mirrored"\nreplicas = 2\n')
     _, variants = prepare(path, RunOptions())
     assert [v.control for v in variants] == ["yardstick", None, None]
+
+
+def test_the_yardstick_saves_no_checkpoints_where_the_variants_do() -> None:
+    _, variants = prepare(REPO / "scenarios" / "checkpoint_cost.toml", RunOptions())
+    stick = next(v for v in variants if v.control == "yardstick")
+    assert stick.measure.checkpoint is None  # the same workload in every run of every scenario
+    assert all(v.measure.checkpoint is not None for v in variants if v.control != "yardstick")

@@ -22,7 +22,7 @@ from bench.placement import (
     needs_fresh_interpreter,
     plan_variant,
 )
-from bench.protocol import ProgressFn
+from bench.protocol import CHECKPOINT_DIR_ENV, ProgressFn
 from bench.records import failed
 from bench.results import VARIANTS_FILE, read_json
 from bench.scenario.schema import Variant
@@ -42,6 +42,11 @@ def trace_dir(run_dir: Path, variant: Variant, task: str | None = None) -> Path:
     """Where a variant's (or one cluster task's) profiler output goes: a TensorBoard logdir."""
     base = run_dir / "traces" / variant.id
     return base / task if task else base
+
+
+def checkpoint_dir(run_dir: Path, variant: Variant) -> Path:
+    """Where a variant's checkpoints go (measure.checkpoint), one folder for all its tasks."""
+    return run_dir / "checkpoints" / variant.id
 
 
 def data_cache_dir(run_dir: Path) -> Path:
@@ -126,6 +131,7 @@ def variant_env(run_dir: Path, variant: Variant) -> dict[str, str]:
 
 
 def run_paths_env(run_dir: Path, variant: Variant) -> dict[str, str]:
-    """Where a variant's worker traces and finds the run's shared data cache."""
+    """Where a variant's worker traces, saves checkpoints and finds the run's shared data cache."""
     return {"BENCH_TRACE_DIR": str(trace_dir(run_dir, variant)),
-            "BENCH_DATA_CACHE": str(data_cache_dir(run_dir))}
+            "BENCH_DATA_CACHE": str(data_cache_dir(run_dir)),
+            CHECKPOINT_DIR_ENV: str(checkpoint_dir(run_dir, variant))}

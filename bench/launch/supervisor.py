@@ -21,7 +21,7 @@ from typing import Any
 from bench import entrypoints, protocol, results
 from bench.launch.cluster_plan import Task, chief_of, cluster_spec, plan_tasks
 from bench.launch.gate_relay import GateRelay
-from bench.launch.local import trace_dir, worker_command, worker_env
+from bench.launch.local import checkpoint_dir, trace_dir, worker_command, worker_env
 from bench.launch.netns import bring_loopback_up, free_port
 from bench.launch.process import WorkerProcess, last_error_line
 from bench.perf import overhead
@@ -119,6 +119,7 @@ class Cluster:
                    else entrypoints.command(entrypoints.PS_SERVER))
             env = worker_env({**plan_for_task(plans, task).env,
                               "BENCH_TRACE_DIR": str(trace_dir(run_dir, variant, task.name)),
+                              protocol.CHECKPOINT_DIR_ENV: str(checkpoint_dir(run_dir, variant)),
                               **relay.task_env(task)})
             self.procs[task] = WorkerProcess(
                 cmd, env, self.log_path(task),

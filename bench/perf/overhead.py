@@ -75,7 +75,8 @@ def variant_phases(record: dict[str, Any]) -> dict[str, float]:
         "traced": _window_s(samples.get("traced") or [], k),
         "profiler": trace.get("start_s", 0.0) + trace.get("stop_s", 0.0),
         "unobserved": worker.get("unobserved", 0.0),
-        "after_loop": sum(worker.get(p, 0.0) for p in ("final_loss", "utilization", "checks")),
+        "after_loop": sum(worker.get(p, 0.0) for p in ("final_loss", "checkpoint", "utilization",
+                                                       "checks")),
         "analysis": parent.get("analysis_s", 0.0),
     })
     in_loop = sum(phases[p] for p in ("first_step", "warmup", "timed", "traced", "profiler"))

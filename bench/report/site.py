@@ -23,6 +23,7 @@ import bench
 from bench.errors import BenchError
 from bench.report import narrative, tables
 from bench.report.chart import Chart, template_script
+from bench.report.checkpoints import COLUMNS as CHECKPOINT_COLUMNS
 from bench.report.history import Step, detect_steps
 from bench.report.run_charts import run_charts
 from bench.report.runs import RunView, load_run_views
@@ -48,6 +49,8 @@ class RunPage:
     devices: list[tuple[str, str]]
     workers: list[tables.DetailTable] = field(default_factory=list)
     top_ops: list[tables.DetailTable] = field(default_factory=list)
+    checkpoints: list[list[tables.Cell]] = field(default_factory=list)
+    checkpoint_columns: tuple[str, ...] = CHECKPOINT_COLUMNS
     columns: tuple[str, ...] = tables.COLUMNS
     worker_columns: tuple[str, ...] = tables.WORKER_COLUMNS
     op_columns: tuple[str, ...] = tables.OP_COLUMNS
@@ -70,7 +73,8 @@ def build_run_page(run: RunView, out_dir: Path) -> RunPage:
         rows=[tables.figures_row(run, rec) for rec in run.records],
         problems=tables.problem_rows(run, out_dir), traces=tables.trace_rows(run, out_dir),
         environment=tables.flatten(run.environment), devices=tables.device_rows(run),
-        workers=tables.worker_tables(run), top_ops=tables.top_op_tables(run))
+        workers=tables.worker_tables(run), top_ops=tables.top_op_tables(run),
+        checkpoints=tables.checkpoint_table(run))
 
 
 def group_by_scenario(runs: list[RunView]) -> list[ScenarioGroup]:

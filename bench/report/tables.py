@@ -15,6 +15,7 @@ from typing import Any
 from bench.checks.verdicts import ACCURACY, LOSS_PARITY, CheckKind
 from bench.compare.noise import within_noise
 from bench.records import headline
+from bench.report.checkpoints import checkpoint_rows, format_size
 from bench.report.records import (
     BREAKDOWN_PARTS,
     api_label,
@@ -226,4 +227,21 @@ def top_op_tables(run: RunView) -> list[DetailTable]:
         out.append(DetailTable(rec["variant_id"], [
             [_txt(op["name"]), _txt(op["type"]), _num(op["share"], ".1f", 100),
              _num(op["untraced_ms"], ".3f"), _num(op["occurrences"], "d")] for op in ops], note))
+    return out
+
+
+def checkpoint_table(run: RunView) -> list[list[Cell]]:
+    """The "checkpoint cost" table (bench.report.checkpoints), one row per variant that saved."""
+    out = []
+    for row in checkpoint_rows(run.records):
+        if row.status != "ok":
+            out.append([_txt(row.variant_id), _txt(f"{row.status}: {row.reason}"),
+                        *(_num(None, "") for _ in range(9))])
+            continue
+        match = None if row.weights_match is None else ("yes" if row.weights_match else "NO")
+        out.append([_txt(row.variant_id), _txt(row.api), _num(row.every, "d"),
+                    _num(row.saves, "d"), _num(row.save_ms, ".1f"), _num(row.save_p95_ms, ".1f"),
+                    Cell(format_size(row.size_bytes), row.size_bytes or 0.0, True),
+                    _num(row.restore_ms, ".1f"), _txt(match), _num(row.ratio, ".2f"),
+                    _num(row.blocked_share, ".1f", 100.0)])
     return out

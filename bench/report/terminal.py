@@ -12,6 +12,8 @@ from bench.checks.verdicts import KINDS
 from bench.compare.noise import describe as describe_noise_floor
 from bench.compare.noise import noise_floor, within_noise
 from bench.records import control_role, headline, scenario_data_sources
+from bench.report.checkpoints import COLUMNS as CHECKPOINT_COLUMNS
+from bench.report.checkpoints import checkpoint_rows, format_size
 from bench.report.records import api_label, keras_pairs, model_label, step_breakdown
 from bench.report.runs import find_baselines
 
@@ -129,6 +131,29 @@ def render_keras_pairs(console: Console, records: list[dict[str, Any]]) -> None:
     console.print(table)
 
 
+def render_checkpoint_costs(console: Console, records: list[dict[str, Any]]) -> None:
+    """The checkpoint-cost table (measure.checkpoint), where variants saved checkpoints."""
+    rows = checkpoint_rows(records)
+    if not rows:
+        return
+    table = Table(title="Checkpoint cost (save: blocking time seen by the loop; throughput: "
+                        "examples/s saving ÷ not saving, alternating blocks)")
+    for column in CHECKPOINT_COLUMNS:
+        table.add_column(column, justify="left" if column in ("variant", "saved with") else "right")
+    for r in rows:
+        if r.status != "ok":
+            table.add_row(escape(r.variant_id), f"[yellow]{r.status}[/]: {escape(r.reason)}",
+                          *("-" * 9))
+            continue
+        match = {True: "yes", False: "[red]NO[/]", None: "-"}[r.weights_match]
+        table.add_row(escape(r.variant_id), r.api or "-", str(r.every), str(r.saves),
+                      f"{r.save_ms:.1f}", f"{r.save_p95_ms:.1f}", format_size(r.size_bytes),
+                      "-" if r.restore_ms is None else f"{r.restore_ms:.1f}", match,
+                      f"×{r.ratio:.2f}",
+                      "-" if r.blocked_share is None else f"{r.blocked_share:.1%}")
+    console.print(table)
+
+
 def render_summary(console: Console, records: list[dict[str, Any]]) -> None:
     table = Table(title="Throughput (examples/s: examples ÷ wall clock of the timed windows ± "
                         "robust CV of step time; typical step: global batch ÷ median step)")
@@ -161,6 +186,7 @@ def render_summary(console: Console, records: list[dict[str, Any]]) -> None:
                       f"[{style}]{rec['status']}[/]")
     console.print(table)
     render_keras_pairs(console, records)
+    render_checkpoint_costs(console, records)
     console.print(describe_noise_floor(floor))
     if floor is not None:
         console.print("  [dim]vs baseline: headline ratio to the same API and precision on one "

@@ -19,6 +19,7 @@ from bench.scenario.rules import check_data_fields, check_feed, check_pairing
 from bench.scenario.schema import (
     BatchConfig,
     CheckConfig,
+    CheckpointConfig,
     ClusterConfig,
     CompareConfig,
     DataConfig,
@@ -48,7 +49,7 @@ _MODELS_BY_SECTION: dict[str, type[BaseModel]] = {
     "": Scenario, "scenario": ScenarioMeta, "model": ModelConfig, "data": DataConfig,
     "batch": BatchConfig, "train": TrainConfig, "measure": MeasureConfig,
     "cluster": ClusterConfig, "compare": CompareConfig, "strategies": StrategyConfig,
-    "check": CheckConfig,
+    "check": CheckConfig, "checkpoint": CheckpointConfig,
 }
 
 

@@ -204,6 +204,15 @@ class TrainConfig(_Strict, _AxisFields):
     gpu_thread_mode: Literal["global", "gpu_private", "gpu_shared"] | None = None
 
 
+class CheckpointConfig(_Strict):
+    """Save a checkpoint every `every` steps, keeping the newest `keep` (Keras ModelCheckpoint for
+    fit, tf.train.CheckpointManager for the custom loops): the worker records each save's blocking
+    time and size, one restore into a fresh model, and throughput with saving on vs off."""
+
+    every: PositiveInt
+    keep: PositiveInt = 1
+
+
 class MeasureConfig(_Strict):
     warmup_steps: NonNegativeInt = 10
     steps: PositiveInt = 100
@@ -218,6 +227,8 @@ class MeasureConfig(_Strict):
     max_live: Literal["auto"] | PositiveInt = "auto"
     # Run a twin of the baseline variant (an A/A control) so the run states its own noise floor.
     control: bool = True
+    # What checkpoints cost (bench.training.checkpointing); None: no checkpoints are written.
+    checkpoint: CheckpointConfig | None = None
 
 
 class StrategyConfig(_Strict):

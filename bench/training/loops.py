@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from bench.protocol import ProgressFn
+from bench.training import checkpointing
 from bench.training import precision as precision_policy
 from bench.training.flavour import keras as keras_module
 from bench.training.schedule import LoopClock, LoopResult, Schedule
@@ -135,7 +136,30 @@ def run_fit(model: Any, optimizer: Any, feed: FitInput, *, schedule: Schedule,
     def unobserved(steps: int) -> float:
         return _unobserved_fit(model, feed, steps)
 
-    return clock.result(notes, keeper.iterator, unobserved)
+    result = clock.result(notes, keeper.iterator, unobserved)
+    result.checkpointed = _fit_checkpointed(model, feed.kwargs())
+    return result
+
+
+def _fit_checkpointed(model: Any, fit_kwargs: dict[str, Any]) -> checkpointing.BlockRunner:
+    """The checkpoint-cost blocks as one more `fit` call (bench.training.checkpointing)."""
+    def run(plan: checkpointing.CheckpointPlan, log: checkpointing.SaveLog) -> list[float]:
+        keeper = _keep_iterator_callback()
+        seconds = checkpointing.run_fit_blocks(model, fit_kwargs, plan, log, [keeper])
+        _KEPT.append(keeper.iterator)
+        return seconds
+
+    return run
+
+
+def _loop_checkpointed(run_steps: Callable[[int], Any], chunk: int | None,
+                       objects: dict[str, Any]) -> checkpointing.BlockRunner:
+    """The checkpoint-cost blocks of a custom loop, saved through a CheckpointManager."""
+    def run(plan: checkpointing.CheckpointPlan, log: checkpointing.SaveLog) -> list[float]:
+        save = checkpointing.manager_saver(objects, plan)
+        return checkpointing.run_loop_blocks(run_steps, chunk, save, plan, log)
+
+    return run
 
 
 def _unobserved_fit(model: Any, feed: FitInput, steps: int) -> float:
@@ -249,7 +273,11 @@ def run_custom_loop(strategy: Any, model: Any, optimizer: Any, dist_dataset: Any
         float(loss)
         return time.perf_counter() - started
 
-    return clock.result([], iterator, unobserved)
+    result = clock.result([], iterator, unobserved)
+    result.checkpointed = _loop_checkpointed(lambda _: float(train_block(iterator)),
+                                             steps_per_execution,
+                                             {"model": model, "optimizer": optimizer})
+    return result
 
 
 def run_parameter_server_loop(strategy: Any, model: Any, optimizer: Any, dataset_fn: Any, *,
@@ -277,16 +305,23 @@ def run_parameter_server_loop(strategy: Any, model: Any, optimizer: Any, dataset
         x, y = next(it)
         return strategy.run(replica_step, args=(x, y))
 
-    clock = LoopClock(schedule, schedule.total_steps, progress)
-    for step in range(0, schedule.total_steps, block):
-        clock.before(step, time.perf_counter())
-        for _ in range(block):
+    def run_block(steps: int) -> None:
+        for _ in range(steps):
             last = coordinator.schedule(train_step, args=(iterator,))
         coordinator.join()
         float(last.fetch())
+
+    clock = LoopClock(schedule, schedule.total_steps, progress)
+    for step in range(0, schedule.total_steps, block):
+        clock.before(step, time.perf_counter())
+        run_block(block)
         clock.lap(block)
-    return clock.result([f"parameter server: steps are scheduled in blocks of {block} and each "
-                         f"sample is a block's wall time divided by {block}"])
+    result = clock.result([f"parameter server: steps are scheduled in blocks of {block} and "
+                           f"each sample is a block's wall time divided by {block}"])
+    # the coordinator schedules the steps between two saves, joins, then saves
+    result.checkpointed = _loop_checkpointed(run_block, None,
+                                             {"model": model, "optimizer": optimizer})
+    return result
 
 
 def run_parameter_server_fit(model: Any, optimizer: Any, dataset_fn: Any, *, schedule: Schedule,
@@ -313,8 +348,10 @@ def run_parameter_server_fit(model: Any, optimizer: Any, dataset_fn: Any, *, sch
     creator = keras.utils.experimental.DatasetCreator(dataset_fn)
     model.fit(creator, epochs=schedule.total_steps // block, steps_per_epoch=block, verbose=0,
               callbacks=[_BlockTiming()])
-    return clock.result([f"parameter server fit: epochs of {block} steps, joined at each "
-                         f"epoch's end; each sample is an epoch's wall time divided by {block}"])
+    result = clock.result([f"parameter server fit: epochs of {block} steps, joined at each "
+                           f"epoch's end; each sample is an epoch's wall time divided by {block}"])
+    result.checkpointed = _fit_checkpointed(model, {"x": creator})
+    return result
 
 
 def train(variant: Any, strategy: Any, model: Any, optimizer: Any,

@@ -39,6 +39,9 @@ class LoopResult:
     # Runs n more steps with no per-step hook or host sync and returns their wall-clock seconds
     # (None where the path has no such mode): the observer effect's yardstick.
     unobserved: Callable[[int], float] | None = None
+    # Runs the checkpoint-cost blocks (bench.training.checkpointing.BlockRunner), where the
+    # path can save: (plan, log) -> seconds of each block.
+    checkpointed: Callable[[Any, Any], list[float]] | None = None
 
 
 @dataclass(frozen=True)
