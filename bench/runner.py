@@ -181,6 +181,8 @@ def run(path: Path, opts: RunOptions, console: Console) -> RunOutcome:
     outcome = RunOutcome(run_dir, [])
     forkserver = _start_forkserver(opts, variants, run_dir)
     interleave = opts.interleave if opts.interleave is not None else scenario.measure.interleave
+    if scenario.fault is not None:
+        interleave = False  # the recovery is what is measured, on a cluster left to itself
     try:
         _run_variants(variants, run_dir, outcome, forkserver, console,
                       interleave and opts.slurm is None, scenario.measure.max_live, opts.slurm)

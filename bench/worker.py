@@ -32,7 +32,16 @@ from bench.records import (
 )
 from bench.scenario.schema import Variant
 from bench.timing import Phases, round_up, steady_state_start, summarize, throughput
-from bench.training import devices, flavour, known_failures, loops, models, precision, strategies
+from bench.training import (
+    devices,
+    flavour,
+    known_failures,
+    loops,
+    models,
+    precision,
+    recovery,
+    strategies,
+)
 from bench.training.gate import Gate
 from bench.training.schedule import LoopResult, Schedule
 from bench.training.tracing import TraceWindow
@@ -202,6 +211,17 @@ def measure(variant: Variant, spawn_time: float, progress: ProgressFn) -> dict[s
             optimizer = loops.make_optimizer(variant.train.optimizer, variant.learning_rate)
         probe_batch = next(iter(dataset().take(1)))
         initial_loss = loops.batch_loss(model, probe_batch)
+    if variant.fault is not None:
+        return _measure_recovery(variant, strategy, model, optimizer, dataset, progress, {
+            "task": _task_identity(), "effective": effective, "data_source": loaded.source,
+            "data_fallback_reason": loaded.fallback_reason,
+            "devices": {**layout.to_dict(), **devices.describe()},
+            "strategy_info": strategies.describe_strategy(strategy),
+            "precision_policy": policy, "start_state": started, "keras": flavour.describe(),
+            "model_params": models.parameter_counts(model),
+            "env": {"tensorflow": tf.__version__, "keras": keras.__version__,
+                    "keras_flavour": flavour.chosen(), "pid": os.getpid()},
+        }, phases, probe_batch, initial_loss, spawn_time)
 
     m, k = variant.measure, variant.train.steps_per_execution
     if variant.strategy == "parameter_server":
@@ -277,6 +297,45 @@ def measure(variant: Variant, spawn_time: float, progress: ProgressFn) -> dict[s
         "env": {"tensorflow": tf.__version__, "keras": keras.__version__,
                 "keras_flavour": flavour.chosen(), "pid": os.getpid()},
         "notes": notes,
+    }
+
+
+def _measure_recovery(variant: Variant, strategy: Any, model: Any, optimizer: Any,
+                      dataset: Any, progress: ProgressFn, described: dict[str, Any],
+                      phases: Phases, probe_batch: Any, initial_loss: float,
+                      spawn_time: float) -> dict[str, Any]:
+    """A `[fault]` variant's attempt: train from the newest backup to the end of its steps
+    (bench.training.recovery). Its figures are this attempt's steps after its own warmup; the
+    supervisor adds the recovery timeline across attempts."""
+    events = protocol.EventLog()
+    events.write("ready")
+    m = variant.measure
+    global_batch = described["effective"]["global_batch"]
+    with phases("loop"):
+        samples = recovery.train(variant, strategy, model, optimizer, dataset,
+                                 global_batch=global_batch, total_steps=variant.total_steps,
+                                 probe_batch=probe_batch, progress=progress, events=events)
+    with phases("final_loss"):
+        final_loss = loops.batch_loss(model, probe_batch)
+    warmup_n = min(m.warmup_steps, max(0, len(samples) - 2))
+    warmup, timed = samples[:warmup_n], samples[warmup_n:]
+    step_stats = summarize(timed)
+    notes = [f"[fault]: step time and throughput are this attempt's {len(timed)} steps after "
+             f"its {warmup_n} warmup steps; the recovery section has the series across the "
+             "fault"]
+    return {
+        **described,
+        "timing": {"import_s": phases.seconds["import"], "build_s": phases.seconds["build"],
+                   "first_step_s": samples[0] if samples else None,
+                   "warmup_s": sum(warmup), "warmup_steps": warmup_n,
+                   "timed_steps": len(timed), "steps_per_sample": 1, "repeats": 1,
+                   "phases": phases.seconds, "start_s": phases.seconds["start"],
+                   "spawn_time": spawn_time},
+        "step_time": step_stats.to_dict(),
+        "throughput": throughput([timed], global_batch).to_dict(),
+        "samples": {"warmup": warmup, "timed": [timed], "traced": []},
+        "loss": {"initial": initial_loss, "final": final_loss},
+        "notes": notes + described["effective"].pop("notes"),
     }
 
 

@@ -307,6 +307,35 @@ class ClusterConfig(_Strict):
     ps_devices: Literal["cpu", "gpu"] = "cpu"
 
 
+# A fault's target task, written "type:index" as TF_CONFIG names it (e.g. "worker:1").
+TaskName = Annotated[str, Field(pattern=r"^(chief|worker|ps):[0-9]+$")]
+
+
+class FaultKill(_Strict):
+    """Which task to kill and when: `at_step` is a step count (1 = after the first step), or a
+    fraction of the variant's steps (0.5: half-way), which stays sensible under --quick."""
+
+    task: TaskName
+    at_step: PositiveInt | Annotated[float, Field(gt=0, lt=1)]
+
+    def step_of(self, total_steps: int) -> int:
+        """The step count at which the task is killed, for a variant of `total_steps` steps."""
+        if isinstance(self.at_step, int):
+            return self.at_step
+        return max(1, round(self.at_step * total_steps))
+
+
+class FaultConfig(_Strict):
+    """A lost worker, injected by the cluster supervisor (bench.launch.recovery): the task is
+    sent `signal` once it reports `at_step`; the training backs up every `backup_every` steps
+    and the cluster recovers from the last backup (MultiWorkerMirrored) or the coordinator
+    re-schedules the lost worker's steps (ParameterServer)."""
+
+    kill: FaultKill
+    signal: Literal["SIGKILL", "SIGTERM"] = "SIGKILL"
+    backup_every: PositiveInt = 10
+
+
 class Scenario(_Strict):
     scenario: ScenarioMeta
     model: ModelConfig = ModelConfig()
@@ -317,6 +346,7 @@ class Scenario(_Strict):
     cluster: ClusterConfig = ClusterConfig()
     compare: CompareConfig = CompareConfig()
     check: CheckConfig = CheckConfig()
+    fault: FaultConfig | None = None
     strategies: Annotated[list[StrategyConfig], Field(min_length=1)]
 
     @property
@@ -362,6 +392,7 @@ class Variant(_Strict):
     train: TrainConfig
     measure: MeasureConfig
     check: CheckConfig = CheckConfig()
+    fault: FaultConfig | None = None
     # The run's controls: "baseline" is the variant the A/A twin copies, "twin" the copy, and
     # "yardstick" the fixed calibration workload the nightly gate measures variants against.
     control: Literal["baseline", "twin", "yardstick"] | None = None
@@ -369,6 +400,11 @@ class Variant(_Strict):
     @property
     def is_cluster(self) -> bool:
         return self.strategy in CLUSTER_STRATEGIES
+
+    @property
+    def total_steps(self) -> int:
+        """Warmup and timed steps (what a fault's at_step counts in)."""
+        return self.measure.warmup_steps + self.measure.repeats * self.measure.steps
 
     def axes(self) -> dict[str, Any]:
         """The values that distinguish this variant from its siblings (`bench.axes`)."""

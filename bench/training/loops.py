@@ -171,7 +171,7 @@ def _unobserved_fit(model: Any, feed: FitInput, steps: int) -> float:
 _KEPT: list[Any] = []
 
 
-def _replica_step(strategy: Any, model: Any, optimizer: Any, global_batch: int, precision: str,
+def replica_step_fn(strategy: Any, model: Any, optimizer: Any, global_batch: int, precision: str,
                   jit_compile: bool = False) -> tuple[Any, Callable[[Any, Any], Any]]:
     """The per-replica training step shared by the custom loop and the parameter-server loop.
 
@@ -210,7 +210,7 @@ def run_custom_loop(strategy: Any, model: Any, optimizer: Any, dist_dataset: Any
     """`strategy.run` under `tf.function` over a distributed dataset, loss reduced to the host."""
     import tensorflow as tf
 
-    optimizer, replica_step = _replica_step(strategy, model, optimizer, global_batch, precision,
+    optimizer, replica_step = replica_step_fn(strategy, model, optimizer, global_batch, precision,
                                             jit_compile)
 
     def one_step(iterator: Any) -> Any:
@@ -263,7 +263,7 @@ def run_parameter_server_loop(strategy: Any, model: Any, optimizer: Any, dataset
     import tensorflow as tf
 
     coordinator = tf.distribute.experimental.coordinator.ClusterCoordinator(strategy)
-    optimizer, replica_step = _replica_step(strategy, model, optimizer, global_batch, precision,
+    optimizer, replica_step = replica_step_fn(strategy, model, optimizer, global_batch, precision,
                                             jit_compile)
 
     @tf.function
