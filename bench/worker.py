@@ -225,8 +225,7 @@ def measure(variant: Variant, spawn_time: float, progress: ProgressFn) -> dict[s
 
     m, k = variant.measure, variant.train.steps_per_execution
     if variant.strategy == "parameter_server":
-        # a block gives every worker steps to run concurrently (whole executions of k steps)
-        k = round_up(max(k, 2 * variant.workers), k)
+        k = ps_block(variant)
     warmup_steps, steps = round_up(m.warmup_steps, k), round_up(m.steps, k)
     total_steps = warmup_steps + m.repeats * steps
     trace = _trace_window(variant, k)
@@ -300,6 +299,13 @@ def measure(variant: Variant, spawn_time: float, progress: ProgressFn) -> dict[s
     }
 
 
+def ps_block(variant: Variant) -> int:
+    """ParameterServer steps are scheduled in blocks that give every worker steps to run
+    concurrently (whole executions of steps_per_execution steps)."""
+    k = variant.train.steps_per_execution
+    return round_up(max(k, 2 * variant.workers), k)
+
+
 def _measure_recovery(variant: Variant, strategy: Any, model: Any, optimizer: Any,
                       dataset: Any, progress: ProgressFn, described: dict[str, Any],
                       phases: Phases, probe_batch: Any, initial_loss: float,
@@ -314,7 +320,8 @@ def _measure_recovery(variant: Variant, strategy: Any, model: Any, optimizer: An
     with phases("loop"):
         samples = recovery.train(variant, strategy, model, optimizer, dataset,
                                  global_batch=global_batch, total_steps=variant.total_steps,
-                                 probe_batch=probe_batch, progress=progress, events=events)
+                                 probe_batch=probe_batch, progress=progress, events=events,
+                                 block=ps_block(variant))
     with phases("final_loss"):
         final_loss = loops.batch_loss(model, probe_batch)
     warmup_n = min(m.warmup_steps, max(0, len(samples) - 2))

@@ -34,6 +34,7 @@ class FaultInjector:
     fault: FaultConfig
     at_step: int
     target: str  # the task's name (Task.name), e.g. "worker-1"
+    watched: str  # whose steps count: the target's, or the chief's when the target only serves
     steps: dict[str, int] = field(default_factory=dict)  # task name -> last step it reported
     injected_at: float | None = None
     injected_step: int | None = None
@@ -46,10 +47,10 @@ class FaultInjector:
         """Inject if due; True when the fault has been injected (now or before)."""
         if self.injected_at is not None:
             return True
-        if self.steps.get(self.target, 0) < self.at_step:
+        if self.steps.get(self.watched, 0) < self.at_step:
             return False
         self.pid = pids[self.target]
-        self.injected_step = self.steps[self.target]
+        self.injected_step = self.steps[self.watched]
         self.injected_at = time.time()
         try:
             os.kill(self.pid, getattr(signal, self.fault.signal))
@@ -93,6 +94,18 @@ def _back_to_speed(after: list[dict[str, Any]], reference: float | None) -> floa
         if statistics.median(e["dt"] for e in window) <= BACK_TO_SPEED * reference:
             return window[-1]["t"]
     return None
+
+
+def _continuity_ps(before: list[dict[str, Any]], after: list[dict[str, Any]]
+                   ) -> dict[str, Any] | None:
+    """ParameterServer: nothing is restored; the training loss of the first block after the
+    fault against the last block before it and the first block of the run."""
+    if not before or not after:
+        return None
+    first, last, resumed = before[0]["loss"], before[-1]["loss"], after[0]["loss"]
+    return {"train_loss_first_block": first, "train_loss_before_fault": last,
+            "train_loss_first_after_fault": resumed,
+            "continues": abs(resumed - last) < abs(resumed - first)}
 
 
 def _continuity(first: list[dict[str, Any]], chief_after: list[dict[str, Any]],
@@ -186,14 +199,17 @@ def timeline(*, fault: FaultConfig, at_step: int, injector: FaultInjector, warmu
         "restored_step": restored_step,
         "steps_redone": (last_before - restored_step) if restored_step is not None else (
             0 if strategy == "parameter_server" and after else None),
-        "continuity": _continuity(first, chief_after, restored_step),
+        "continuity": (_continuity(first, chief_after, restored_step)
+                       if strategy == "multi_worker_mirrored" else _continuity_ps(before, after)),
         "series": series,
     }
 
 
-def complete(recovery: dict[str, Any]) -> str | None:
+def complete(recovery: dict[str, Any], strategy: str) -> str | None:
     """Why a recovery is incomplete, or None when every phase up to the first step after the
-    restore happened (back-to-speed may not, within a short run: that is a finding)."""
-    missing = [k for k in ("fault_injected", "cluster_back_up", "first_step_after_restore")
-               if recovery["timeline"][k] is None]
+    restore happened (back-to-speed may not, within a short run: that is a finding). A
+    parameter-server run goes on without the lost worker, and may end before it is back."""
+    needed = ("fault_injected", "first_step_after_restore") + (
+        ("cluster_back_up", "state_restored") if strategy == "multi_worker_mirrored" else ())
+    missing = [k for k in needed if recovery["timeline"][k] is None]
     return f"recovery incomplete: no {', '.join(missing)}" if missing else None

@@ -334,8 +334,11 @@ def supervise_fault(variant: Variant, variants_path: Path, logs: Path,
     deadline = time.monotonic() + variant.measure.timeout_s
     kind, index = variant.fault.kill.task.split(":")
     at_step = variant.fault.kill.step_of(variant.total_steps)
-    injector = recovery.FaultInjector(variant.fault, at_step, Task(kind, int(index), False).name)
+    target = Task(kind, int(index), variant.strategy == "multi_worker_mirrored")
     relay = GateRelay(None, logs, variant.id)
+    chief = chief_of(plan_tasks(variant))
+    injector = recovery.FaultInjector(variant.fault, at_step, target.name,
+                                      target.name if target.trains else chief.name)
     clusters: list[Cluster] = []
     restarted_at = detected_at = None
     try:
@@ -369,7 +372,7 @@ def supervise_fault(variant: Variant, variants_path: Path, logs: Path,
         warmup=variant.measure.warmup_steps, chief=clusters[-1].chief.name, events=events,
         restarted_at=restarted_at, detected_by_supervisor=detected_at,
         strategy=variant.strategy)
-    if status == "ok" and (incomplete := recovery.complete(recovered)):
+    if status == "ok" and (incomplete := recovery.complete(recovered, variant.strategy)):
         status, reason = "failed", incomplete
     record = _variant_record(variant, clusters[-1], status, reason, network, len(clusters))
     record["recovery"] = recovered

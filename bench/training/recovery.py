@@ -27,7 +27,7 @@ from typing import Any
 from bench.protocol import BACKUP_ENV, EventLog, ProgressFn
 from bench.records import informative_line
 from bench.training.flavour import keras as keras_module
-from bench.training.loops import batch_loss, make_loss, replica_step_fn
+from bench.training.loops import make_loss, replica_step_fn
 
 
 def _write_dir(base: Path, strategy: Any) -> tuple[Path, bool]:
@@ -121,12 +121,12 @@ def train_fit(model: Any, optimizer: Any, dataset: Any, tracker: _Tracker, *,
         def on_train_batch_begin(self, batch: int, logs: Any = None) -> None:
             if not self.resumed:  # BackupAndRestore has restored by now: `batch` resumes
                 self.resumed = True
-                tracker.restored(batch, started)
+                tracker.restored(int(batch), started)
             self.began = time.perf_counter()
 
         def on_train_batch_end(self, batch: int, logs: Any = None) -> None:
             loss = float((logs or {}).get("loss", float("nan")))
-            done = batch + 1
+            done = int(batch) + 1
             tracker.step(done, time.perf_counter() - self.began, loss)
             if tracker.due(done):  # BackupAndRestore (earlier in the list) has just saved
                 tracker.backed_up(done, None)
@@ -138,21 +138,71 @@ def train_fit(model: Any, optimizer: Any, dataset: Any, tracker: _Tracker, *,
               callbacks=[backup, Observe()])
 
 
+def train_coordinator(strategy: Any, model: Any, optimizer: Any, dataset_fn: Any,
+                      tracker: _Tracker, *, global_batch: int, precision: str,
+                      block: int) -> None:
+    """ParameterServer: the ClusterCoordinator schedules blocks of `block` steps and joins
+    them; a lost worker's closures are re-scheduled by the coordinator itself, so nothing is
+    restored (the variables live on the ps tasks). Each event is a block, its time divided by
+    `block`."""
+    import tensorflow as tf
+
+    started = time.time()
+    coordinator = tf.distribute.experimental.coordinator.ClusterCoordinator(strategy)
+    optimizer, replica_step = replica_step_fn(strategy, model, optimizer, global_batch, precision)
+
+    @tf.function
+    def per_worker_dataset() -> Any:
+        return strategy.distribute_datasets_from_function(dataset_fn)
+
+    iterator = iter(coordinator.create_per_worker_dataset(per_worker_dataset))
+
+    @tf.function
+    def train_step(it: Any) -> Any:
+        x, y = next(it)
+        return strategy.run(replica_step, args=(x, y))
+
+    tracker.restored(0, started)
+    for done in range(block, tracker.total + 1, block):
+        began = time.perf_counter()
+        for _ in range(block):
+            last = coordinator.schedule(train_step, args=(iterator,))
+        coordinator.join()
+        tracker.step(done, (time.perf_counter() - began) / block, float(last.fetch()))
+
+
+def probe_loss(model: Any, batch: tuple[Any, Any]) -> float:
+    """The mean loss of the model on the fixed probe batch, computed without a Keras loss
+    object (tf-keras refuses one with a batch-mean reduction inside a strategy's scope)."""
+    import tensorflow as tf
+
+    x, y = batch
+    logits = tf.cast(model(x, training=False), tf.float32)
+    labels = tf.cast(tf.reshape(y, [-1]), tf.int64)
+    return float(tf.reduce_mean(tf.nn.sparse_softmax_cross_entropy_with_logits(
+        labels=labels, logits=logits)))
+
+
 # Iterators kept alive until the worker's exit (see bench.training.schedule.LoopResult.iterator).
 _KEPT: list[Any] = []
 
 
 def train(variant: Any, strategy: Any, model: Any, optimizer: Any,
           dataset_fn: Callable[..., Any], *, global_batch: int, total_steps: int,
-          probe_batch: Any, progress: ProgressFn, events: EventLog) -> list[float]:
+          probe_batch: Any, progress: ProgressFn, events: EventLog,
+          block: int = 1) -> list[float]:
     """Train the variant's steps through its API, backing up every `fault.backup_every` steps;
     return this attempt's per-step times. An error (a lost peer) is logged, then raised."""
     backup_dir = Path(os.environ.get(BACKUP_ENV) or "backup")
     tracker = _Tracker(events, total_steps, variant.fault.backup_every, progress,
-                       lambda: batch_loss(model, probe_batch))
+                       lambda: probe_loss(model, probe_batch))
     try:
         with strategy.scope():
-            if variant.api == "fit":
+            if variant.strategy == "parameter_server":
+                train_coordinator(strategy, model, optimizer, dataset_fn, tracker,
+                                  global_batch=global_batch, precision=variant.precision,
+                                  block=block)
+            elif variant.api == "fit":
                 train_fit(model, optimizer, dataset_fn(), tracker, backup_dir=backup_dir)
             else:
                 if variant.distribute_dataset == "distribute_datasets_from_function":
