@@ -212,7 +212,7 @@ def measure(variant: Variant, spawn_time: float, progress: ProgressFn) -> dict[s
         probe_batch = next(iter(dataset().take(1)))
         initial_loss = loops.batch_loss(model, probe_batch)
     if variant.fault is not None:
-        return _measure_recovery(variant, strategy, model, optimizer, dataset, progress, {
+        return recovery.measure(variant, strategy, model, optimizer, dataset, progress, {
             "task": _task_identity(), "effective": effective, "data_source": loaded.source,
             "data_fallback_reason": loaded.fallback_reason,
             "devices": {**layout.to_dict(), **devices.describe()},
@@ -225,7 +225,7 @@ def measure(variant: Variant, spawn_time: float, progress: ProgressFn) -> dict[s
 
     m, k = variant.measure, variant.train.steps_per_execution
     if variant.strategy == "parameter_server":
-        k = ps_block(variant)
+        k = loops.ps_block(variant)
     warmup_steps, steps = round_up(m.warmup_steps, k), round_up(m.steps, k)
     total_steps = warmup_steps + m.repeats * steps
     trace = _trace_window(variant, k)
@@ -296,53 +296,6 @@ def measure(variant: Variant, spawn_time: float, progress: ProgressFn) -> dict[s
         "env": {"tensorflow": tf.__version__, "keras": keras.__version__,
                 "keras_flavour": flavour.chosen(), "pid": os.getpid()},
         "notes": notes,
-    }
-
-
-def ps_block(variant: Variant) -> int:
-    """ParameterServer steps are scheduled in blocks that give every worker steps to run
-    concurrently (whole executions of steps_per_execution steps)."""
-    k = variant.train.steps_per_execution
-    return round_up(max(k, 2 * variant.workers), k)
-
-
-def _measure_recovery(variant: Variant, strategy: Any, model: Any, optimizer: Any,
-                      dataset: Any, progress: ProgressFn, described: dict[str, Any],
-                      phases: Phases, probe_batch: Any, initial_loss: float,
-                      spawn_time: float) -> dict[str, Any]:
-    """A `[fault]` variant's attempt: train from the newest backup to the end of its steps
-    (bench.training.recovery). Its figures are this attempt's steps after its own warmup; the
-    supervisor adds the recovery timeline across attempts."""
-    events = protocol.EventLog()
-    events.write("ready")
-    m = variant.measure
-    global_batch = described["effective"]["global_batch"]
-    with phases("loop"):
-        samples = recovery.train(variant, strategy, model, optimizer, dataset,
-                                 global_batch=global_batch, total_steps=variant.total_steps,
-                                 probe_batch=probe_batch, progress=progress, events=events,
-                                 block=ps_block(variant))
-    with phases("final_loss"):
-        final_loss = loops.batch_loss(model, probe_batch)
-    warmup_n = min(m.warmup_steps, max(0, len(samples) - 2))
-    warmup, timed = samples[:warmup_n], samples[warmup_n:]
-    step_stats = summarize(timed)
-    notes = [f"[fault]: step time and throughput are this attempt's {len(timed)} steps after "
-             f"its {warmup_n} warmup steps; the recovery section has the series across the "
-             "fault"]
-    return {
-        **described,
-        "timing": {"import_s": phases.seconds["import"], "build_s": phases.seconds["build"],
-                   "first_step_s": samples[0] if samples else None,
-                   "warmup_s": sum(warmup), "warmup_steps": warmup_n,
-                   "timed_steps": len(timed), "steps_per_sample": 1, "repeats": 1,
-                   "phases": phases.seconds, "start_s": phases.seconds["start"],
-                   "spawn_time": spawn_time},
-        "step_time": step_stats.to_dict(),
-        "throughput": throughput([timed], global_batch).to_dict(),
-        "samples": {"warmup": warmup, "timed": [timed], "traced": []},
-        "loss": {"initial": initial_loss, "final": final_loss},
-        "notes": notes + described["effective"].pop("notes"),
     }
 
 

@@ -165,3 +165,45 @@ def run_in_fresh_dir(factory: pytest.TempPathFactory, name: str, body: str,
     """For module-scoped fixtures: one real `bench run` of TINY_SCENARIO + body, shared by tests."""
     tmp = factory.mktemp(name)
     return bench_run(write_scenario(tmp, body, name=name, model=model), tmp / "results", *args)
+
+
+def leftover_processes(marker: str) -> list[str]:
+    """Live processes bench started for a run, found by `marker` (e.g. the run's directory) in
+    their command line or their environment. Every process bench starts carries the run
+    directory in one of them: workers, supervisors and the fork server in their command line,
+    cluster tasks (the parameter-server `bench.launch.ps_server` tasks too, whose command line
+    names no run) in BENCH_RUN_DIR. Zombies (already dead, not yet reaped) do not count."""
+    found = []
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit() or int(proc.name) == os.getpid():
+            continue
+        try:
+            cmdline = (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+            environ = (proc / "environ").read_bytes().decode(errors="replace")
+            state = (proc / "stat").read_text().rsplit(")", 1)[1].split()[0]
+        except OSError:  # gone, or not ours to read
+            continue
+        if state != "Z" and (marker in cmdline or marker in environ) and "pytest" not in cmdline:
+            found.append(f"{proc.name} {cmdline.strip()}")
+    return found
+
+
+def netns_problem() -> str | None:
+    from bench.launch import netns
+
+    return netns.isolation_problem()
+
+
+NETNS_PROBLEM = netns_problem()
+# Cluster tests run their clusters in private network namespaces: skipped where there are none,
+# except in CI, where the `require_netns` fixture fails them instead.
+NEEDS_NETNS = pytest.mark.skipif(NETNS_PROBLEM is not None and not IN_CI,
+                                 reason=f"no private network namespaces here: {NETNS_PROBLEM}")
+
+
+@pytest.fixture(scope="module")
+def require_netns() -> None:
+    """In CI missing network namespaces must fail the cluster tests, not quietly skip them."""
+    if NETNS_PROBLEM is not None:
+        pytest.fail(f"CI=true but there are no private network namespaces: {NETNS_PROBLEM}",
+                    pytrace=False)

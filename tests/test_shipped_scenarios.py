@@ -38,6 +38,11 @@ OK: dict[str, list[str]] = {
         "default-r1-ctl-float32-gb64",
         "default-r1-fit-float32-gb64", "multi_worker_mirrored-w2x1-ctl-float32-gb128",
         "multi_worker_mirrored-w2x2-ctl-float32-gb256", "parameter_server-ps1w2-ctl-float32-gb64"],
+    # a worker killed half-way; every variant recovers (tests/test_run_recovery.py checks how)
+    "fault_tolerance": [
+        "multi_worker_mirrored-w2x1-ctl-float32-gb64",
+        "multi_worker_mirrored-w2x1-tf_keras-fit-float32-gb64",
+        "parameter_server-ps1w2-ctl-float32-gb32"],
     "input_bound": [
         "default-r1-fit-float32-gb64-map1-pf0",
         "default-r1-fit-float32-gb64-map1-pfauto", "default-r1-fit-float32-gb64-mapauto-pf0",

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from bench.scenario.schema import FaultConfig
+from bench.scenario.fault import FaultConfig
 
 BACK_TO_SPEED = 1.05  # "back at speed": step time within 5% of the pre-fault median
 SPEED_WINDOW = 3  # steps whose median is compared with it
@@ -57,6 +57,16 @@ class FaultInjector:
         except ProcessLookupError:
             pass
         return True
+
+
+def await_detection(chief_events: Path, chief: Any, deadline: float) -> None:
+    """Give the chief the time to see the lost peer: its `error` event, or its exit (`chief` is
+    its Popen), within DETECT_S and the budget's monotonic `deadline`."""
+    until = min(deadline, time.monotonic() + DETECT_S)
+    while time.monotonic() < until and chief.poll() is None:
+        if any(e["event"] == "error" for e in read_events(chief_events)):
+            return
+        time.sleep(0.05)
 
 
 def read_events(path: Path) -> list[dict[str, Any]]:
@@ -183,6 +193,16 @@ def timeline(*, fault: FaultConfig, at_step: int, injector: FaultInjector, warmu
     series += [{"attempt": 2 if strategy == "multi_worker_mirrored" else 1, "step": e["step"],
                 "t": e["t"], "dt": e["dt"], "loss": e["loss"]} for e in after]
     backups = [e["step"] for e in first if e["event"] == "backup"]
+    settled = [e["dt"] for e in after[1:]]  # the first step after a restore traces the step
+    post = statistics.median(settled) if settled else None
+    notes = []
+    if phases["back_to_speed"] is None and post is not None and reference:
+        notes.append(f"steps never came back within 5% of the pre-fault median "
+                     f"({reference * 1e3:.1f} ms) before the end: the median after the fault "
+                     f"was {post * 1e3:.1f} ms (x{post / reference:.2f})")
+    if strategy == "parameter_server" and injected is not None and cluster_up is None:
+        notes.append("the run ended before the restarted worker was back: the coordinator "
+                     "finished the steps on the remaining workers")
     return {
         "fault": {"task": fault.kill.task, "signal": fault.signal, "at_step": at_step,
                   "injected_at_step": injector.injected_step, "backup_every": fault.backup_every,
@@ -194,6 +214,7 @@ def timeline(*, fault: FaultConfig, at_step: int, injector: FaultInjector, warmu
         "time_to_recover_s": rel["first_step_after_restore"],
         "time_to_speed_s": rel["back_to_speed"],
         "pre_fault_median_s": reference,
+        "post_fault_median_s": post,
         "last_step_before_fault": last_before,
         "last_backup_before_fault": max((b for b in backups if b <= last_before), default=0),
         "restored_step": restored_step,
@@ -202,6 +223,7 @@ def timeline(*, fault: FaultConfig, at_step: int, injector: FaultInjector, warmu
         "continuity": (_continuity(first, chief_after, restored_step)
                        if strategy == "multi_worker_mirrored" else _continuity_ps(before, after)),
         "series": series,
+        "notes": notes,
     }
 
 

@@ -128,7 +128,7 @@ class Cluster:
         run_dir, variant = self.run_dir, self.variant
         cmd = (worker_command(run_dir, variant, self.record_path(task)) if task.trains
                else entrypoints.command(entrypoints.PS_SERVER))
-        env = worker_env({**plan_for_task(self.plans, task).env,
+        env = worker_env({**plan_for_task(self.plans, task).env, "BENCH_RUN_DIR": str(run_dir),
                           "BENCH_TRACE_DIR": str(trace_dir(run_dir, variant, task.name)),
                           **self.relay.task_env(task), **self._fault_env(task)})
         return WorkerProcess(cmd, env, self.log_path(task), self._progress_fn(task),
@@ -314,16 +314,6 @@ def _variant_record(variant: Variant, cluster: Cluster, status: str, reason: str
     return record
 
 
-def _await_detection(cluster: Cluster, deadline: float) -> None:
-    """Give the chief the time to see the lost peer (its `error` event, or its exit)."""
-    path = cluster.events_path(cluster.chief, cluster.attempt)
-    until = min(deadline, time.monotonic() + recovery.DETECT_S)
-    while time.monotonic() < until and cluster.procs[cluster.chief].popen.poll() is None:
-        if any(e["event"] == "error" for e in recovery.read_events(path)):
-            return
-        time.sleep(POLL_S)
-
-
 def supervise_fault(variant: Variant, variants_path: Path, logs: Path,
                     network: str) -> dict[str, Any]:
     """A `[fault]` variant: run the cluster, kill the target task at its step, recover as a job
@@ -353,7 +343,9 @@ def supervise_fault(variant: Variant, variants_path: Path, logs: Path,
                 restarted_at = time.time()
                 clusters[-1].restart(injector.target)
             else:  # the whole cluster again, from the last backup
-                _await_detection(clusters[-1], deadline)
+                chief = clusters[-1].chief
+                recovery.await_detection(clusters[-1].events_path(chief, 1),
+                                         clusters[-1].procs[chief].popen, deadline)
                 clusters[-1].close()
                 relay.reset()
                 restarted_at = time.time()
@@ -376,6 +368,7 @@ def supervise_fault(variant: Variant, variants_path: Path, logs: Path,
         status, reason = "failed", incomplete
     record = _variant_record(variant, clusters[-1], status, reason, network, len(clusters))
     record["recovery"] = recovered
+    record["notes"] = [*(record.get("notes") or []), *recovered["notes"]]
     for backup in logs.glob(f"{variant.id}.backup*"):  # the chief's and the workers' temporary
         shutil.rmtree(backup, ignore_errors=True)
     return record

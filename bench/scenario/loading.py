@@ -14,6 +14,7 @@ from typing import Any
 from pydantic import BaseModel, ValidationError
 
 from bench.errors import ScenarioError
+from bench.scenario.fault import FaultConfig, FaultKill
 from bench.scenario.matrix import expand
 from bench.scenario.rules import check_data_fields, check_fault, check_feed, check_pairing
 from bench.scenario.schema import (
@@ -22,8 +23,6 @@ from bench.scenario.schema import (
     ClusterConfig,
     CompareConfig,
     DataConfig,
-    FaultConfig,
-    FaultKill,
     MeasureConfig,
     ModelConfig,
     Scenario,

@@ -20,6 +20,7 @@ from pydantic import (
 
 from bench.axes import variant_axes
 from bench.scenario.catalogue import validate_model_name
+from bench.scenario.fault import FaultConfig
 
 T = TypeVar("T")
 
@@ -305,35 +306,6 @@ class ClusterConfig(_Strict):
     network: Literal["isolated", "host"] = "isolated"
     # Parameter servers hold variables and serve them: on CPU by default, so every GPU computes.
     ps_devices: Literal["cpu", "gpu"] = "cpu"
-
-
-# A fault's target task, written "type:index" as TF_CONFIG names it (e.g. "worker:1").
-TaskName = Annotated[str, Field(pattern=r"^(chief|worker|ps):[0-9]+$")]
-
-
-class FaultKill(_Strict):
-    """Which task to kill and when: `at_step` is a step count (1 = after the first step), or a
-    fraction of the variant's steps (0.5: half-way), which stays sensible under --quick."""
-
-    task: TaskName
-    at_step: PositiveInt | Annotated[float, Field(gt=0, lt=1)]
-
-    def step_of(self, total_steps: int) -> int:
-        """The step count at which the task is killed, for a variant of `total_steps` steps."""
-        if isinstance(self.at_step, int):
-            return self.at_step
-        return max(1, round(self.at_step * total_steps))
-
-
-class FaultConfig(_Strict):
-    """A lost worker, injected by the cluster supervisor (bench.launch.recovery): the task is
-    sent `signal` once it reports `at_step`; the training backs up every `backup_every` steps
-    and the cluster recovers from the last backup (MultiWorkerMirrored) or the coordinator
-    re-schedules the lost worker's steps (ParameterServer)."""
-
-    kill: FaultKill
-    signal: Literal["SIGKILL", "SIGTERM"] = "SIGKILL"
-    backup_every: PositiveInt = 10
 
 
 class Scenario(_Strict):

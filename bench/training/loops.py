@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from bench.protocol import ProgressFn
+from bench.timing import round_up
 from bench.training import precision as precision_policy
 from bench.training.flavour import keras as keras_module
 from bench.training.schedule import LoopClock, LoopResult, Schedule
@@ -252,19 +253,23 @@ def run_custom_loop(strategy: Any, model: Any, optimizer: Any, dist_dataset: Any
     return clock.result([], iterator, unobserved)
 
 
-def run_parameter_server_loop(strategy: Any, model: Any, optimizer: Any, dataset_fn: Any, *,
-                              global_batch: int, precision: str, schedule: Schedule, block: int,
-                              jit_compile: bool, progress: ProgressFn) -> LoopResult:
-    """ClusterCoordinator loop: schedule `block` steps, join, time the block.
+def ps_block(variant: Any) -> int:
+    """ParameterServer steps are scheduled in blocks that give every worker steps to run
+    concurrently (whole executions of steps_per_execution steps)."""
+    k = variant.train.steps_per_execution
+    return round_up(max(k, 2 * variant.workers), k)
 
-    Workers run scheduled steps asynchronously, so a single step has no meaningful completion
-    time on the coordinator; each sample is a block's wall time divided by its steps.
-    """
+
+def coordinator_blocks(strategy: Any, model: Any, optimizer: Any, dataset_fn: Any, *,
+                       global_batch: int, precision: str, jit_compile: bool = False
+                       ) -> Callable[[int], float]:
+    """A ClusterCoordinator over per-worker datasets: a function that schedules `n` steps,
+    joins them, and returns the last step's loss."""
     import tensorflow as tf
 
     coordinator = tf.distribute.experimental.coordinator.ClusterCoordinator(strategy)
     optimizer, replica_step = replica_step_fn(strategy, model, optimizer, global_batch, precision,
-                                            jit_compile)
+                                              jit_compile)
 
     @tf.function
     def per_worker_dataset() -> Any:
@@ -277,13 +282,30 @@ def run_parameter_server_loop(strategy: Any, model: Any, optimizer: Any, dataset
         x, y = next(it)
         return strategy.run(replica_step, args=(x, y))
 
+    def schedule_block(n: int) -> float:
+        for _ in range(n):
+            last = coordinator.schedule(train_step, args=(iterator,))
+        coordinator.join()
+        return float(last.fetch())
+
+    return schedule_block
+
+
+def run_parameter_server_loop(strategy: Any, model: Any, optimizer: Any, dataset_fn: Any, *,
+                              global_batch: int, precision: str, schedule: Schedule, block: int,
+                              jit_compile: bool, progress: ProgressFn) -> LoopResult:
+    """ClusterCoordinator loop: schedule `block` steps, join, time the block.
+
+    Workers run scheduled steps asynchronously, so a single step has no meaningful completion
+    time on the coordinator; each sample is a block's wall time divided by its steps.
+    """
+    schedule_block = coordinator_blocks(strategy, model, optimizer, dataset_fn,
+                                        global_batch=global_batch, precision=precision,
+                                        jit_compile=jit_compile)
     clock = LoopClock(schedule, schedule.total_steps, progress)
     for step in range(0, schedule.total_steps, block):
         clock.before(step, time.perf_counter())
-        for _ in range(block):
-            last = coordinator.schedule(train_step, args=(iterator,))
-        coordinator.join()
-        float(last.fetch())
+        schedule_block(block)
         clock.lap(block)
     return clock.result([f"parameter server: steps are scheduled in blocks of {block} and each "
                          f"sample is a block's wall time divided by {block}"])

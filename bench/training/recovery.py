@@ -26,8 +26,15 @@ from typing import Any
 
 from bench.protocol import BACKUP_ENV, EventLog, ProgressFn
 from bench.records import informative_line
+from bench.timing import Phases, summarize, throughput
 from bench.training.flavour import keras as keras_module
-from bench.training.loops import make_loss, replica_step_fn
+from bench.training.loops import (
+    batch_loss,
+    coordinator_blocks,
+    make_loss,
+    ps_block,
+    replica_step_fn,
+)
 
 
 def _write_dir(base: Path, strategy: Any) -> tuple[Path, bool]:
@@ -145,30 +152,14 @@ def train_coordinator(strategy: Any, model: Any, optimizer: Any, dataset_fn: Any
     them; a lost worker's closures are re-scheduled by the coordinator itself, so nothing is
     restored (the variables live on the ps tasks). Each event is a block, its time divided by
     `block`."""
-    import tensorflow as tf
-
     started = time.time()
-    coordinator = tf.distribute.experimental.coordinator.ClusterCoordinator(strategy)
-    optimizer, replica_step = replica_step_fn(strategy, model, optimizer, global_batch, precision)
-
-    @tf.function
-    def per_worker_dataset() -> Any:
-        return strategy.distribute_datasets_from_function(dataset_fn)
-
-    iterator = iter(coordinator.create_per_worker_dataset(per_worker_dataset))
-
-    @tf.function
-    def train_step(it: Any) -> Any:
-        x, y = next(it)
-        return strategy.run(replica_step, args=(x, y))
-
+    schedule_block = coordinator_blocks(strategy, model, optimizer, dataset_fn,
+                                        global_batch=global_batch, precision=precision)
     tracker.restored(0, started)
     for done in range(block, tracker.total + 1, block):
         began = time.perf_counter()
-        for _ in range(block):
-            last = coordinator.schedule(train_step, args=(iterator,))
-        coordinator.join()
-        tracker.step(done, (time.perf_counter() - began) / block, float(last.fetch()))
+        loss = schedule_block(block)
+        tracker.step(done, (time.perf_counter() - began) / block, loss)
 
 
 def probe_loss(model: Any, batch: tuple[Any, Any]) -> float:
@@ -216,3 +207,43 @@ def train(variant: Any, strategy: Any, model: Any, optimizer: Any,
         events.write("error", type=type(exc).__name__, message=informative_line(str(exc)))
         raise
     return tracker.samples
+
+
+def measure(variant: Any, strategy: Any, model: Any, optimizer: Any,
+                      dataset: Any, progress: ProgressFn, described: dict[str, Any],
+                      phases: Phases, probe_batch: Any, initial_loss: float,
+                      spawn_time: float) -> dict[str, Any]:
+    """A `[fault]` variant's attempt: train from the newest backup to the end of its steps
+    (bench.training.recovery). Its figures are this attempt's steps after its own warmup; the
+    supervisor adds the recovery timeline across attempts."""
+    events = EventLog()
+    events.write("ready")
+    m = variant.measure
+    global_batch = described["effective"]["global_batch"]
+    with phases("loop"):
+        samples = train(variant, strategy, model, optimizer, dataset,
+                                 global_batch=global_batch, total_steps=variant.total_steps,
+                                 probe_batch=probe_batch, progress=progress, events=events,
+                                 block=ps_block(variant))
+    with phases("final_loss"):
+        final_loss = batch_loss(model, probe_batch)
+    warmup_n = min(m.warmup_steps, max(0, len(samples) - 2))
+    warmup, timed = samples[:warmup_n], samples[warmup_n:]
+    step_stats = summarize(timed)
+    notes = [f"[fault]: step time and throughput are this attempt's {len(timed)} steps after "
+             f"its {warmup_n} warmup steps; the recovery section has the series across the "
+             "fault"]
+    return {
+        **described,
+        "timing": {"import_s": phases.seconds["import"], "build_s": phases.seconds["build"],
+                   "first_step_s": samples[0] if samples else None,
+                   "warmup_s": sum(warmup), "warmup_steps": warmup_n,
+                   "timed_steps": len(timed), "steps_per_sample": 1, "repeats": 1,
+                   "phases": phases.seconds, "start_s": phases.seconds["start"],
+                   "spawn_time": spawn_time},
+        "step_time": step_stats.to_dict(),
+        "throughput": throughput([timed], global_batch).to_dict(),
+        "samples": {"warmup": warmup, "timed": [timed], "traced": []},
+        "loss": {"initial": initial_loss, "final": final_loss},
+        "notes": notes + described["effective"].pop("notes"),
+    }
