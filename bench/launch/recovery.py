@@ -231,7 +231,9 @@ def complete(recovery: dict[str, Any], strategy: str) -> str | None:
     """Why a recovery is incomplete, or None when every phase up to the first step after the
     restore happened (back-to-speed may not, within a short run: that is a finding). A
     parameter-server run goes on without the lost worker, and may end before it is back."""
-    needed = ("fault_injected", "first_step_after_restore") + (
-        ("cluster_back_up", "state_restored") if strategy == "multi_worker_mirrored" else ())
+    needed = [k for k in ("fault_injected", "cluster_back_up", "state_restored",
+                          "first_step_after_restore")
+              if strategy == "multi_worker_mirrored" or k not in ("cluster_back_up",
+                                                                  "state_restored")]
     missing = [k for k in needed if recovery["timeline"][k] is None]
     return f"recovery incomplete: no {', '.join(missing)}" if missing else None
