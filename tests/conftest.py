@@ -160,6 +160,16 @@ def bench_run(scenario: Path, results: Path, *args: str, timeout: float = 900) -
     return BenchRun(proc, run_dir, records)
 
 
+@pytest.fixture(scope="session")
+def fault_tolerance_run(tmp_path_factory: pytest.TempPathFactory) -> BenchRun:
+    """`bench run scenarios/fault_tolerance.toml --quick --no-control`, once per session: the
+    shipped-scenario test and the recovery tests (tests/test_run_recovery.py) read the same run,
+    which keeps CI within its time (every variant kills a worker and restarts)."""
+    tmp = tmp_path_factory.mktemp("fault_tolerance")
+    return bench_run(REPO / "scenarios" / "fault_tolerance.toml", tmp / "results", "--quick",
+                     "--no-control", timeout=900)
+
+
 def run_in_fresh_dir(factory: pytest.TempPathFactory, name: str, body: str,
                      model: str = "mlp", *args: str) -> BenchRun:
     """For module-scoped fixtures: one real `bench run` of TINY_SCENARIO + body, shared by tests."""

@@ -1,7 +1,8 @@
 """Recovery after a lost worker, through the real `bench run` ([fault]): MultiWorkerMirrored
 through the custom loop (Keras 3, CheckpointManager) and fit (tf-keras, BackupAndRestore), and
-ParameterServer (the coordinator re-schedules, the lost worker is started again). One run of a
-tiny scenario; its records are checked by every test here."""
+ParameterServer (the coordinator re-schedules, the lost worker is started again). One quick run
+of scenarios/fault_tolerance.toml, shared with tests/test_shipped_scenarios.py; its records are
+checked by every test here."""
 
 from __future__ import annotations
 
@@ -9,47 +10,24 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import NEEDS_NETNS, BenchRun, leftover_processes, run_in_fresh_dir
+from tests.conftest import NEEDS_NETNS, BenchRun, leftover_processes
 
 pytestmark = [pytest.mark.slow, NEEDS_NETNS, pytest.mark.usefixtures("require_netns")]
 
 
-# 18 steps (2 warmup + 2 x 8); worker 1 killed after step 10; backups every 4 steps
-FAULT = """
-[measure]
-timeout_s = 150
-
-[fault]
-kill = { task = "worker:1", at_step = 10 }
-backup_every = 4
-
-[[strategies]]
-name = "multi_worker_mirrored"
-workers = 2
-api = "ctl"
-
-[[strategies]]
-name = "multi_worker_mirrored"
-workers = 2
-api = "fit"
-keras = "tf_keras"
-
-[[strategies]]
-name = "parameter_server"
-ps = 1
-workers = 2
-api = "ctl"
-"""
-MWMS = ("multi_worker_mirrored-w2x1-ctl-float32-gb32",
-        "multi_worker_mirrored-w2x1-tf_keras-fit-float32-gb32")
-PS = "parameter_server-ps1w2-ctl-float32-gb16"
+# scenarios/fault_tolerance.toml under --quick: 43 steps (3 warmup + 2 x 20), worker 1 killed
+# at 55% of them (step 24), backups every 10 steps; the session's one run of it (conftest).
+MWMS = ("multi_worker_mirrored-w2x1-ctl-float32-gb64",
+        "multi_worker_mirrored-w2x1-tf_keras-fit-float32-gb64")
+PS = "parameter_server-ps1w2-ctl-float32-gb32"
+STEPS, AT_STEP, EVERY = 43, 24, 10
 ORDER = ("fault_injected", "detected", "restart_started", "cluster_back_up", "state_restored",
          "first_step_after_restore")
 
 
 @pytest.fixture(scope="module")
-def fault_run(tmp_path_factory: pytest.TempPathFactory) -> BenchRun:
-    return run_in_fresh_dir(tmp_path_factory, "recovery", FAULT)
+def fault_run(fault_tolerance_run: BenchRun) -> BenchRun:
+    return fault_tolerance_run
 
 
 def _recovery(run: BenchRun, vid: str) -> dict[str, Any]:
@@ -76,9 +54,9 @@ def test_multi_worker_timeline_is_complete_and_in_order(fault_run: BenchRun, vid
     assert recovery["detected_by"] == "chief"
     assert recovery["chief_error"]["type"] in ("UnavailableError", "AbortedError",
                                                "InternalError", "CancelledError")
-    assert recovery["fault"] == {"task": "worker:1", "signal": "SIGKILL", "at_step": 10,
+    assert recovery["fault"] == {"task": "worker:1", "signal": "SIGKILL", "at_step": AT_STEP,
                                  "injected_at_step": recovery["fault"]["injected_at_step"],
-                                 "backup_every": 4, "pid": recovery["fault"]["pid"]}
+                                 "backup_every": EVERY, "pid": recovery["fault"]["pid"]}
     assert recovery["time_to_recover_s"] == pytest.approx(
         times["first_step_after_restore"] - times["fault_injected"])
     rec = fault_run.by_id()[vid]
@@ -89,16 +67,16 @@ def test_multi_worker_timeline_is_complete_and_in_order(fault_run: BenchRun, vid
 @pytest.mark.parametrize("vid", MWMS)
 def test_steps_redone_are_the_work_since_the_last_backup(fault_run: BenchRun, vid: str) -> None:
     recovery = _recovery(fault_run, vid)
-    assert recovery["last_step_before_fault"] >= 10
+    assert recovery["last_step_before_fault"] >= AT_STEP
     assert recovery["restored_step"] == recovery["last_backup_before_fault"]
-    assert recovery["restored_step"] % 4 == 0
-    assert 0 <= recovery["steps_redone"] <= 4
+    assert recovery["restored_step"] % EVERY == 0
+    assert 0 <= recovery["steps_redone"] <= EVERY
     assert recovery["steps_redone"] == recovery["last_step_before_fault"] - recovery["restored_step"]
     steps = [(e["attempt"], e["step"]) for e in recovery["series"]]
     first = [s for a, s in steps if a == 1]
     second = [s for a, s in steps if a == 2]
     assert first == list(range(1, recovery["last_step_before_fault"] + 1))
-    assert second == list(range(recovery["restored_step"] + 1, 19))  # to the end of the steps
+    assert second == list(range(recovery["restored_step"] + 1, STEPS + 1))  # to the end
 
 
 @pytest.mark.parametrize("vid", MWMS)
@@ -123,7 +101,8 @@ def test_parameter_server_goes_on_while_the_lost_worker_restarts(fault_run: Benc
     assert recovery["continuity"]["continues"] is True
     rec = fault_run.by_id()[PS]
     assert rec["cluster"]["attempts"] == 1  # the chief was never stopped
-    assert [s["step"] for s in recovery["series"]] == [4, 8, 12, 16]  # blocks of 2 x workers
+    # blocks of 2 x workers steps, before and after the fault alike
+    assert [s["step"] for s in recovery["series"]] == list(range(4, STEPS + 1, 4))
 
 
 def test_the_report_draws_the_fault(fault_run: BenchRun) -> None:
