@@ -101,13 +101,17 @@ def recovery_table(recs: list[dict[str, Any]]) -> Chart:
                _seconds(rel.get("state_restored")), _seconds(recovery.get("time_to_recover_s")),
                _seconds(recovery.get("time_to_speed_s")),
                "-" if recovery.get("steps_redone") is None else str(recovery["steps_redone"]),
-               str(fault["backup_every"]),
+               # ParameterServer backs nothing up: its variables live on the ps tasks
+               "-" if rec["variant"].get("strategy") == "parameter_server"
+               else str(fault["backup_every"]),
                {True: "yes", False: "no"}.get(cont.get("continues"), "-")]
         for column, value in zip(columns, row, strict=True):
             columns[column].append(value)
-    chart.figure = {"data": [{"type": "table", "header": {"values": list(columns)},
-                              "cells": {"values": list(columns.values())}}],
-                    "layout": layout(120 + 30 * len(recs))}
+    widths = [4.5, 1, 2.5] + [1.2] * (len(columns) - 3)  # the variant id needs room
+    chart.figure = {"data": [{"type": "table", "columnwidth": widths,
+                              "header": {"values": list(columns)},
+                              "cells": {"values": list(columns.values()), "height": 40}}],
+                    "layout": layout(130 + 48 * len(recs))}
     return chart
 
 
