@@ -7,12 +7,13 @@ import re
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
 
 from bench.errors import ScenarioError
-from bench.launch.recovery import FaultInjector, complete, timeline
+from bench.launch.recovery import TERM_GRACE_S, FaultInjector, complete, timeline
 from bench.scenario.fault import FaultConfig
 from bench.scenario.loading import parse_scenario
 from bench.scenario.matrix import expand
@@ -120,6 +121,32 @@ def test_the_injector_kills_the_target_once_it_reports_the_step() -> None:
     finally:
         sleeper.kill()
         sleeper.wait()
+
+
+def test_a_task_that_survives_sigterm_gets_sigkill_after_the_grace() -> None:
+    """TensorFlow catches SIGTERM in a cluster task; a job controller ends the grace period
+    with SIGKILL, and so does the injector."""
+    stubborn = subprocess.Popen([sys.executable, "-c", "import signal, sys, time; "
+                                 "signal.signal(signal.SIGTERM, signal.SIG_IGN); "
+                                 "print('ready', flush=True); time.sleep(60)"],
+                                stdout=subprocess.PIPE, text=True)
+    try:
+        assert stubborn.stdout is not None and stubborn.stdout.readline() == "ready\n"
+        injector = FaultInjector(_fault(), 5, "worker-1", "worker-1")
+        injector.fault = FaultConfig.model_validate(
+            {"kill": {"task": "worker:1", "at_step": 5}, "signal": "SIGTERM"})
+        injector.on_progress("worker-1", 5)
+        assert injector.poll({"worker-1": stubborn.pid})
+        time.sleep(0.3)
+        injector.poll({"worker-1": stubborn.pid})
+        assert stubborn.poll() is None and injector.escalated_at is None  # within the grace
+        time.sleep(TERM_GRACE_S)
+        injector.poll({"worker-1": stubborn.pid})
+        assert stubborn.wait(timeout=10) == -signal.SIGKILL
+        assert injector.escalated_at is not None
+    finally:
+        stubborn.kill()
+        stubborn.wait()
 
 
 def _events(restart: bool) -> dict[int, dict[str, list[dict]]]:

@@ -56,7 +56,8 @@ def test_multi_worker_timeline_is_complete_and_in_order(fault_run: BenchRun, vid
                                                "InternalError", "CancelledError")
     assert recovery["fault"] == {"task": "worker:1", "signal": "SIGKILL", "at_step": AT_STEP,
                                  "injected_at_step": recovery["fault"]["injected_at_step"],
-                                 "backup_every": EVERY, "pid": recovery["fault"]["pid"]}
+                                 "backup_every": EVERY, "pid": recovery["fault"]["pid"],
+                                 "sigkill_after_s": None}
     assert recovery["time_to_recover_s"] == pytest.approx(
         times["first_step_after_restore"] - times["fault_injected"])
     rec = fault_run.by_id()[vid]

@@ -25,6 +25,9 @@ from bench.scenario.fault import FaultConfig
 BACK_TO_SPEED = 1.05  # "back at speed": step time within 5% of the pre-fault median
 SPEED_WINDOW = 3  # steps whose median is compared with it
 DETECT_S = 30.0  # how long the chief may take to see the lost peer before the restart anyway
+# A task that survives SIGTERM (TensorFlow's preemption notifier catches it in a cluster task) is
+# sent SIGKILL this long after, as a job controller does once its grace period is over.
+TERM_GRACE_S = 1.0
 
 
 @dataclass
@@ -39,6 +42,26 @@ class FaultInjector:
     injected_at: float | None = None
     injected_step: int | None = None
     pid: int | None = None
+    escalated_at: float | None = None  # SIGKILL after a SIGTERM the task survived
+
+    def _alive(self) -> bool:
+        try:  # a zombie (dead, not yet reaped by its Popen) is not alive
+            stat = Path(f"/proc/{self.pid}/stat").read_text()
+        except OSError:
+            return False
+        return stat.rsplit(")", 1)[1].split()[0] != "Z"
+
+    def _escalate(self) -> None:
+        """SIGKILL a task still alive TERM_GRACE_S after its SIGTERM, as a job controller does
+        at the end of its grace period."""
+        assert self.injected_at is not None and self.pid is not None
+        if (self.fault.signal == "SIGTERM" and self.escalated_at is None
+                and time.time() - self.injected_at >= TERM_GRACE_S and self._alive()):
+            self.escalated_at = time.time()
+            try:
+                os.kill(self.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
 
     def on_progress(self, task: str, done: int) -> None:
         self.steps[task] = done
@@ -46,6 +69,7 @@ class FaultInjector:
     def poll(self, pids: dict[str, int]) -> bool:
         """Inject if due; True when the fault has been injected (now or before)."""
         if self.injected_at is not None:
+            self._escalate()
             return True
         if self.steps.get(self.watched, 0) < self.at_step:
             return False
@@ -160,7 +184,10 @@ def timeline(*, fault: FaultConfig, at_step: int, injector: FaultInjector, warmu
     later = events.get(2, {}) if strategy == "multi_worker_mirrored" else events.get(1, {})
     chief_after = later.get(chief, [])
     injected = injector.injected_at
-    before = [e for e in _steps(first) if injected is None or e["t"] <= injected]
+    # MultiWorkerMirrored: every step of the first attempt came before the loss (a task that
+    # survives a SIGTERM trains on until its SIGKILL); the coordinator goes on through it.
+    before = [e for e in _steps(first) if injected is None or e["t"] <= injected
+              or strategy == "multi_worker_mirrored"]
     error = _first(first, "error")
     if strategy == "multi_worker_mirrored":
         ready = [_first(evs, "ready") for evs in later.values()]
@@ -200,11 +227,16 @@ def timeline(*, fault: FaultConfig, at_step: int, injector: FaultInjector, warmu
         notes.append(f"steps never came back within 5% of the pre-fault median "
                      f"({reference * 1e3:.1f} ms) before the end: the median after the fault "
                      f"was {post * 1e3:.1f} ms (x{post / reference:.2f})")
+    if injector.escalated_at is not None:
+        notes.append(f"{injector.target} survived {fault.signal} and was sent SIGKILL "
+                     f"{injector.escalated_at - (injected or 0):.1f} s later")
     if strategy == "parameter_server" and injected is not None and cluster_up is None:
         notes.append("the run ended before the restarted worker was back: the coordinator "
                      "finished the steps on the remaining workers")
     return {
         "fault": {"task": fault.kill.task, "signal": fault.signal, "at_step": at_step,
+                  "sigkill_after_s": (injector.escalated_at - injected
+                                      if injector.escalated_at and injected else None),
                   "injected_at_step": injector.injected_step, "backup_every": fault.backup_every,
                   "pid": injector.pid},
         "detected_by": "chief" if error else ("supervisor" if detected_by_supervisor else None),

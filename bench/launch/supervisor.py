@@ -334,9 +334,12 @@ def supervise_fault(variant: Variant, variants_path: Path, logs: Path,
     try:
         clusters.append(Cluster(variant, variants_path, logs, relay, 1, injector))
         status, reason = clusters[-1].watch(deadline)
-        if status == "ok":
+        if status == "ok" and injector.injected_at is None:
             status, reason = "failed", (f"the fault was never injected: {injector.target} "
                                         f"finished before reporting step {at_step}")
+        elif status == "ok":
+            status, reason = "failed", (f"{injector.target} survived {variant.fault.signal} "
+                                        "and the run ended before it was lost")
         elif status == "faulted":
             detected_at = time.time()
             if variant.strategy == "parameter_server":  # the coordinator goes on
