@@ -50,6 +50,8 @@ CASES = {
     "ps_task": (_doc(fault={"kill": {"task": "ps:0", "at_step": 3}},
                      strategies=[{"name": "parameter_server", "workers": 2}]),
                 "fault.kill.task", "only a worker can be lost"),
+    "ps_fit": (_doc(strategies=[{"name": "parameter_server", "workers": 2, "api": "fit"}]),
+               "strategies[0].api", "ClusterCoordinator loop only"),
     "bad_name": (_doc(fault={"kill": {"task": "worker-1", "at_step": 3}}), "fault.kill.task",
                  "should match pattern"),
     "beyond_steps": (_doc(fault={"kill": {"task": "worker:1", "at_step": 18}}),

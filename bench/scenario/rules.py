@@ -168,6 +168,9 @@ def check_fault(scenario: Scenario, source: str) -> None:
         if int(index) == 0 and strat.name == "multi_worker_mirrored":
             raise ScenarioError(source, "fault.kill.task", "'worker:0' is multi_worker_mirrored's "
                                 "chief, which writes the record: kill another worker")
+        if strat.name == "parameter_server" and "fit" in (strat.api or scenario.train.api):
+            raise ScenarioError(source, f"strategies[{i}].api", "[fault] on parameter_server "
+                                "runs the ClusterCoordinator loop only: set api = \"ctl\"")
         if int(index) >= min(strat.workers):
             raise ScenarioError(source, "fault.kill.task", f"'{fault.kill.task}': "
                                 f"strategies[{i}] ({strat.name}) has workers "
