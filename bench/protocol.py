@@ -8,7 +8,11 @@ how the runner interleaves the timed windows of many live variants, one at a tim
 
 from __future__ import annotations
 
+import json
+import os
+import time
 from collections.abc import Callable
+from typing import Any
 
 # Where progress goes, on both sides of the pipe: (steps done, total steps).
 ProgressFn = Callable[[int, int], None]
@@ -57,3 +61,24 @@ def parse_gate(line: str) -> tuple[str, int] | None:
         return (segment, int(index)) if segment in SEGMENTS else None
     except ValueError:
         return None
+
+
+# A [fault] variant's tasks (bench.training.recovery, bench.launch.ps_server) append what they do
+# to the events file the supervisor names (JSON lines with wall-clock times); the supervisor reads
+# the recovery timeline from them (bench.launch.recovery). The backup directory is shared by
+# every attempt at the cluster.
+EVENTS_ENV = "BENCH_FAULT_EVENTS"
+BACKUP_ENV = "BENCH_BACKUP_DIR"
+
+
+class EventLog:
+    """This task's events file (nothing is written when the launcher named none)."""
+
+    def __init__(self, path: str | None = None) -> None:
+        path = path if path is not None else os.environ.get(EVENTS_ENV)
+        self._fh = open(path, "a", encoding="utf-8") if path else None
+
+    def write(self, event: str, **fields: Any) -> None:
+        if self._fh is not None:
+            self._fh.write(json.dumps({"event": event, "t": time.time(), **fields}) + "\n")
+            self._fh.flush()

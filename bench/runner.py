@@ -174,6 +174,9 @@ def run(path: Path, opts: RunOptions, console: Console) -> RunOutcome:
     scenario, variants = prepare(path, opts)
     if opts.slurm is not None and (problem := slurm_problem(opts.slurm)):
         raise BenchError(problem)
+    if opts.slurm is not None and scenario.fault is not None:
+        raise BenchError(f"{path}: [fault] is injected by bench's local cluster supervisor; "
+                         "run it without --launcher slurm")
     run_dir = results.create_run_dir(opts.results_dir, scenario.name)
     results.init_run(run_dir, path, [v.model_dump(mode="json", by_alias=True) for v in variants],
                      fingerprint.environment(scenario.digest()))
@@ -181,6 +184,8 @@ def run(path: Path, opts: RunOptions, console: Console) -> RunOutcome:
     outcome = RunOutcome(run_dir, [])
     forkserver = _start_forkserver(opts, variants, run_dir)
     interleave = opts.interleave if opts.interleave is not None else scenario.measure.interleave
+    if scenario.fault is not None:
+        interleave = False  # the recovery is what is measured, on a cluster left to itself
     try:
         _run_variants(variants, run_dir, outcome, forkserver, console,
                       interleave and opts.slurm is None, scenario.measure.max_live, opts.slurm)

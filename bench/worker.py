@@ -39,7 +39,10 @@ from bench.training import (
     known_failures,
     loops,
     models,
+    paths,
     precision,
+    ps_loops,
+    recovery,
     strategies,
 )
 from bench.training.gate import Gate
@@ -214,11 +217,21 @@ def measure(variant: Variant, spawn_time: float, progress: ProgressFn) -> dict[s
             model, optimizer = build_model_and_optimizer()
         probe_batch = next(iter(dataset().take(1)))
         initial_loss = loops.batch_loss(model, probe_batch)
+    if variant.fault is not None:
+        return recovery.measure(variant, strategy, model, optimizer, dataset, progress, {
+            "task": _task_identity(), "effective": effective, "data_source": loaded.source,
+            "data_fallback_reason": loaded.fallback_reason,
+            "devices": {**layout.to_dict(), **devices.describe()},
+            "strategy_info": strategies.describe_strategy(strategy),
+            "precision_policy": policy, "start_state": started, "keras": flavour.describe(),
+            "model_params": models.parameter_counts(model),
+            "env": {"tensorflow": tf.__version__, "keras": keras.__version__,
+                    "keras_flavour": flavour.chosen(), "pid": os.getpid()},
+        }, phases, probe_batch, initial_loss, spawn_time)
 
     m, k = variant.measure, variant.train.steps_per_execution
     if variant.strategy == "parameter_server":
-        # a block gives every worker steps to run concurrently (whole executions of k steps)
-        k = round_up(max(k, 2 * variant.workers), k)
+        k = ps_loops.ps_block(variant)
     warmup_steps, steps = round_up(m.warmup_steps, k), round_up(m.steps, k)
     total_steps = warmup_steps + m.repeats * steps
     trace = _trace_window(variant, k)
@@ -227,7 +240,7 @@ def measure(variant: Variant, spawn_time: float, progress: ProgressFn) -> dict[s
     arrays = (data_mod.numpy_feed(loaded, (total_steps + (trace.steps if trace else 0))
                                   * global_batch) if variant.data.feed == "numpy" else None)
     with phases("loop"):
-        result = loops.train(variant, strategy, model, optimizer, dataset,
+        result = paths.train(variant, strategy, model, optimizer, dataset,
                              global_batch=global_batch, schedule=schedule,
                              steps_per_execution=k, jit_compile=variant.train.jit_compile,
                              progress=progress, trace=trace, arrays=arrays)

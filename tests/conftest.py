@@ -173,8 +173,58 @@ def bench_run(scenario: Path, results: Path, *args: str, timeout: float = 900) -
     return BenchRun(proc, run_dir, records)
 
 
+@pytest.fixture(scope="session")
+def fault_tolerance_run(tmp_path_factory: pytest.TempPathFactory) -> BenchRun:
+    """`bench run scenarios/fault_tolerance.toml --quick --no-control`, once per session: the
+    shipped-scenario test and the recovery tests (tests/test_run_recovery.py) read the same run,
+    which keeps CI within its time (every variant kills a worker and restarts)."""
+    tmp = tmp_path_factory.mktemp("fault_tolerance")
+    return bench_run(REPO / "scenarios" / "fault_tolerance.toml", tmp / "results", "--quick",
+                     "--no-control", timeout=900)
+
+
 def run_in_fresh_dir(factory: pytest.TempPathFactory, name: str, body: str,
                      model: str = "mlp", *args: str) -> BenchRun:
     """For module-scoped fixtures: one real `bench run` of TINY_SCENARIO + body, shared by tests."""
     tmp = factory.mktemp(name)
     return bench_run(write_scenario(tmp, body, name=name, model=model), tmp / "results", *args)
+
+
+def leftover_processes(marker: str) -> list[str]:
+    """Live processes bench started for a run, found by `marker` (e.g. the run's directory) in
+    their command line or their environment. Every process bench starts carries the run
+    directory in one of them: workers, supervisors and the fork server in their command line,
+    cluster tasks (the parameter-server `bench.launch.ps_server` tasks too, whose command line
+    names no run) in BENCH_RUN_DIR. Zombies (already dead, not yet reaped) do not count."""
+    found = []
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit() or int(proc.name) == os.getpid():
+            continue
+        try:
+            cmdline = (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+            environ = (proc / "environ").read_bytes().decode(errors="replace")
+            state = (proc / "stat").read_text().rsplit(")", 1)[1].split()[0]
+        except OSError:  # gone, or not ours to read
+            continue
+        if state != "Z" and (marker in cmdline or marker in environ) and "pytest" not in cmdline:
+            found.append(f"{proc.name} {cmdline.strip()}")
+    return found
+
+
+def netns_problem() -> str | None:
+    from bench.launch import netns
+
+    return netns.isolation_problem()
+
+
+NETNS_PROBLEM = netns_problem()
+# Cluster tests run their clusters in private network namespaces: skipped where there are none,
+# except in CI, where the `netns_required` fixture fails them instead.
+NEEDS_NETNS = pytest.mark.skipif(NETNS_PROBLEM is not None and not IN_CI,
+                                 reason=f"no private network namespaces here: {NETNS_PROBLEM}")
+
+
+@pytest.fixture(scope="module")
+def netns_required() -> None:
+    """In CI missing network namespaces must fail the cluster tests, not quietly skip them."""
+    require_netns()

@@ -15,23 +15,17 @@ import pytest
 from bench import fingerprint
 from bench.launch import netns
 from bench.timing import MAD_TO_SIGMA
-from tests.browser import IN_CI
-from tests.conftest import REPO, BenchRun, bench_run, run_in_fresh_dir, write_scenario
+from tests.conftest import (
+    NEEDS_NETNS,
+    REPO,
+    BenchRun,
+    bench_run,
+    leftover_processes,
+    run_in_fresh_dir,
+    write_scenario,
+)
 
-NETNS_PROBLEM = netns.isolation_problem()
-pytestmark = [
-    pytest.mark.slow,
-    pytest.mark.skipif(NETNS_PROBLEM is not None and not IN_CI,
-                       reason=f"no private network namespaces here: {NETNS_PROBLEM}"),
-]
-
-
-@pytest.fixture(scope="module", autouse=True)
-def _require_netns() -> None:
-    """In CI missing network namespaces must fail the cluster tests, not quietly skip them."""
-    if NETNS_PROBLEM is not None:
-        pytest.fail(f"CI=true but there are no private network namespaces: {NETNS_PROBLEM}",
-                    pytrace=False)
+pytestmark = [pytest.mark.slow, NEEDS_NETNS, pytest.mark.usefixtures("netns_required")]
 
 
 CLUSTERS = """
@@ -63,11 +57,6 @@ partitioner = "fixed"
 [[strategies]]
 name = "tpu"
 """
-
-
-def leftover_tasks(marker: str) -> list[str]:
-    out = subprocess.run(["pgrep", "-af", "bench"], capture_output=True, text=True).stdout
-    return [line for line in out.splitlines() if marker in line and "pgrep" not in line]
 
 
 @pytest.fixture(scope="module")
@@ -177,7 +166,7 @@ def test_clusters_take_part_in_the_interleaved_rounds(cluster_run: BenchRun) -> 
 
 def test_no_task_outlives_the_run(cluster_run: BenchRun) -> None:
     assert cluster_run.run_dir is not None
-    assert leftover_tasks(str(cluster_run.run_dir)) == []
+    assert leftover_processes(str(cluster_run.run_dir)) == []
 
 
 FAULT = """
@@ -219,7 +208,7 @@ def test_a_failing_worker_fails_the_variant_fast_and_the_run_goes_on(
     else:
         assert "task:1" in mw["reason"]
     assert default["status"] == "ok"
-    assert leftover_tasks(str(run.run_dir)) == []
+    assert leftover_processes(str(run.run_dir)) == []
 
 
 def _tasks_like_a_cluster_manager(tmp_path: Path, scenario: Path, variant: str,

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from bench.records import counts_as_variant
-from tests.conftest import REPO, BenchRun, run_in_fresh_dir, write_scenario
+from tests.conftest import REPO, BenchRun, leftover_processes, run_in_fresh_dir, write_scenario
 
 pytestmark = pytest.mark.slow
 
@@ -95,10 +95,10 @@ def test_each_reason_is_recorded(fault_run: BenchRun) -> None:
 
 
 def test_no_worker_outlives_the_run(fault_run: BenchRun) -> None:
-    # Forked workers carry the fork server's command line, which names the run directory.
-    leftovers = subprocess.run(["pgrep", "-f", r"bench\.(worker|launch\.forkserver).*faults"],
-                               capture_output=True, text=True).stdout.split()
-    assert leftovers == []
+    # By the run directory in a process's command line or environment (forked workers carry
+    # the fork server's command line, which names it).
+    assert fault_run.run_dir is not None
+    assert leftover_processes(str(fault_run.run_dir)) == []
 
 
 HANGING = short_ctl(300) + """
@@ -158,8 +158,6 @@ def test_ctrl_c_during_interleaved_rounds_leaves_no_process(tmp_path: Path) -> N
     hung = int(pid_file.read_text())
     assert not Path(f"/proc/{hung}").exists() or \
         Path(f"/proc/{hung}/stat").read_text().split()[2] == "Z"
-    leftovers = subprocess.run(["pgrep", "-f", r"bench\.(worker|launch\.forkserver).*ctrlrounds"],
-                               capture_output=True, text=True).stdout.split()
-    assert leftovers == []
+    assert leftover_processes(str(tmp_path / "results")) == []
     (run_dir,) = (tmp_path / "results").iterdir()
     assert not list((run_dir / "logs").glob("*.gate"))  # the FIFOs went with their workers

@@ -44,6 +44,11 @@ OK: dict[str, list[str]] = {
         "default-r1-ctl-float32-gb64",
         "default-r1-fit-float32-gb64", "multi_worker_mirrored-w2x1-ctl-float32-gb128",
         "multi_worker_mirrored-w2x2-ctl-float32-gb256", "parameter_server-ps1w2-ctl-float32-gb64"],
+    # a worker killed half-way; every variant recovers (tests/test_run_recovery.py checks how)
+    "fault_tolerance": [
+        "multi_worker_mirrored-w2x1-ctl-float32-gb64",
+        "multi_worker_mirrored-w2x1-tf_keras-fit-float32-gb64",
+        "parameter_server-ps1w2-ctl-float32-gb32"],
     "input_bound": [
         "default-r1-fit-float32-gb64-map1-pf0",
         "default-r1-fit-float32-gb64-map1-pfauto", "default-r1-fit-float32-gb64-mapauto-pf0",
@@ -111,16 +116,20 @@ def test_every_shipped_scenario_states_its_outcomes() -> None:
 
 
 @pytest.mark.parametrize("scenario", SCENARIOS, ids=[p.stem for p in SCENARIOS])
-def test_shipped_scenario_runs_quick(scenario: Path, tmp_path: Path) -> None:
+def test_shipped_scenario_runs_quick(scenario: Path, tmp_path: Path,
+                                    request: pytest.FixtureRequest) -> None:
     controls_on = scenario.stem == WITH_CONTROLS
     # The others take fewer steps than --quick: this test is about every path running end to
     # end, not about their figures (halves the bfloat16 and ResNet50 scenarios' time).
     args = ["--quick"] if controls_on else ["--quick", "--no-control"]
     if scenario.stem in ONLY:  # these ask for fewer steps than FEWER_STEPS already, or save
         args += [arg for pattern in ONLY[scenario.stem] for arg in ("--only", pattern)]
-    elif not controls_on:
+    elif not controls_on and scenario.stem != "fault_tolerance":
         args += FEWER_STEPS
-    run = bench_run(scenario, tmp_path / "results", *args, timeout=900)
+    if scenario.stem == "fault_tolerance":  # the same run as tests/test_run_recovery.py's
+        run = request.getfixturevalue("fault_tolerance_run")
+    else:
+        run = bench_run(scenario, tmp_path / "results", *args, timeout=900)
     out = run.proc.stdout + run.proc.stderr
     assert run.proc.returncode == 0, out[-3000:]
     assert "Traceback" not in out
@@ -154,4 +163,4 @@ def test_shipped_scenario_runs_quick(scenario: Path, tmp_path: Path) -> None:
                         if controls_on else {}), controls
     if controls_on:
         assert "noise floor:" in run.proc.stdout
-    assert (tmp_path / "reports" / run.run_dir.name / "index.html").exists()
+    assert (run.run_dir.parent.parent / "reports" / run.run_dir.name / "index.html").exists()

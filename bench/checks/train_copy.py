@@ -12,7 +12,7 @@ def train_copy(variant: Any, strategy: Any, data: Any, data_cfg: Any, *, batch: 
     """A fresh model from the scenario's seed, trained `steps` steps of global batch `batch`
     through the variant's own API path; returns it with the dataset function it trained on."""
     from bench.data import sources as data_mod
-    from bench.training import flavour, loops, models
+    from bench.training import flavour, loops, models, paths
     from bench.training.gate import Gate
     from bench.training.schedule import Schedule
 
@@ -27,7 +27,7 @@ def train_copy(variant: Any, strategy: Any, data: Any, data_cfg: Any, *, batch: 
 
     # One ungated window: the checks run after the variant's last gate, alone on the machine.
     schedule = Schedule(warmup_steps=0, window_steps=steps, repeats=1, gate=Gate(None, 0.0))
-    loops.train(variant, strategy, model, optimizer, dataset, global_batch=batch,
+    paths.train(variant, strategy, model, optimizer, dataset, global_batch=batch,
                 schedule=schedule, steps_per_execution=1, jit_compile=False,
                 progress=lambda done, total: None)
     return model, dataset

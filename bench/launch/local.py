@@ -131,7 +131,8 @@ def variant_env(run_dir: Path, variant: Variant) -> dict[str, str]:
 
 
 def run_paths_env(run_dir: Path, variant: Variant) -> dict[str, str]:
-    """Where a variant's worker traces, saves checkpoints and finds the run's shared data cache."""
-    return {"BENCH_TRACE_DIR": str(trace_dir(run_dir, variant)),
+    """Where a variant's worker traces, saves checkpoints and finds the run's shared data cache,
+    and the run it belongs to (BENCH_RUN_DIR: how a test finds every process a run left behind)."""
+    return {"BENCH_RUN_DIR": str(run_dir), "BENCH_TRACE_DIR": str(trace_dir(run_dir, variant)),
             "BENCH_DATA_CACHE": str(data_cache_dir(run_dir)),
             CHECKPOINT_DIR_ENV: str(checkpoint_dir(run_dir, variant))}

@@ -13,6 +13,7 @@ import sys
 def main() -> int:
     import tensorflow as tf
 
+    from bench.protocol import EventLog
     from bench.training.devices import enable_memory_growth
 
     resolver = tf.distribute.cluster_resolver.TFConfigClusterResolver()
@@ -24,6 +25,7 @@ def main() -> int:
     gpus = enable_memory_growth()
     server = tf.distribute.Server(resolver.cluster_spec(), job_name=resolver.task_type,
                                   task_index=resolver.task_id, protocol="grpc", start=True)
+    EventLog().write("ready")  # a [fault] variant's restarted worker is back (bench.protocol)
     print(f"serving {resolver.task_type}:{resolver.task_id} at {server.target} "
           f"(memory growth on {gpus} GPU(s))", file=sys.stderr, flush=True)
     server.join()

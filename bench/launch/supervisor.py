@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import shutil
 import signal
 import sys
 import time
@@ -19,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from bench import entrypoints, protocol, results
+from bench.launch import recovery
 from bench.launch.cluster_plan import Task, chief_of, cluster_spec, plan_tasks
 from bench.launch.gate_relay import GateRelay
 from bench.launch.local import checkpoint_dir, trace_dir, worker_command, worker_env
@@ -26,6 +28,7 @@ from bench.launch.netns import bring_loopback_up, free_port
 from bench.launch.process import WorkerProcess, last_error_line
 from bench.perf import overhead
 from bench.placement import detected_inventory, plan_for_task, plan_variant
+from bench.protocol import ProgressFn
 from bench.records import base_record, finish
 from bench.scenario.schema import Variant
 
@@ -99,7 +102,8 @@ class Cluster:
     """The processes of one attempt at running the variant."""
 
     def __init__(self, variant: Variant, variants_path: Path, logs: Path,
-                 relay: GateRelay) -> None:
+                 relay: GateRelay, attempt: int = 1,
+                 injector: recovery.FaultInjector | None = None) -> None:
         self.variant = variant
         self.relay = relay
         self.tasks = plan_tasks(variant)
@@ -112,19 +116,51 @@ class Cluster:
         self.records: dict[Task, dict[str, Any]] = {}
         self.stats: dict[Task, dict[str, float]] = {}
         self.failure_error: dict[str, Any] | None = None  # the failing task's own error, if any
-        run_dir = variants_path.parent
+        self.attempt = attempt
+        self.injector = injector
+        self.run_dir = variants_path.parent
+        self.plans = plans
         for task in self.tasks:
-            record_path = self.record_path(task)
-            cmd = (worker_command(run_dir, variant, record_path) if task.trains
-                   else entrypoints.command(entrypoints.PS_SERVER))
-            env = worker_env({**plan_for_task(plans, task).env,
-                              "BENCH_TRACE_DIR": str(trace_dir(run_dir, variant, task.name)),
-                              protocol.CHECKPOINT_DIR_ENV: str(checkpoint_dir(run_dir, variant)),
-                              **relay.task_env(task)})
-            self.procs[task] = WorkerProcess(
-                cmd, env, self.log_path(task),
-                _forward_progress if task == self.chief else None, new_session=False,
-                on_gate=relay.on_gate(task) if task.trains else None)
+            self.record_path(task).unlink(missing_ok=True)  # an earlier attempt's
+            self.procs[task] = self._start(task)
+
+    def _start(self, task: Task) -> WorkerProcess:
+        run_dir, variant = self.run_dir, self.variant
+        cmd = (worker_command(run_dir, variant, self.record_path(task)) if task.trains
+               else entrypoints.command(entrypoints.PS_SERVER))
+        env = worker_env({**plan_for_task(self.plans, task).env, "BENCH_RUN_DIR": str(run_dir),
+                          "BENCH_TRACE_DIR": str(trace_dir(run_dir, variant, task.name)),
+                          protocol.CHECKPOINT_DIR_ENV: str(checkpoint_dir(run_dir, variant)),
+                          **self.relay.task_env(task), **self._fault_env(task)})
+        return WorkerProcess(cmd, env, self.log_path(task), self._progress_fn(task),
+                             new_session=False,
+                             on_gate=self.relay.on_gate(task) if task.trains else None)
+
+    def _fault_env(self, task: Task) -> dict[str, str]:
+        if self.variant.fault is None:
+            return {}
+        return {protocol.EVENTS_ENV: str(self.events_path(task, self.attempt)),
+                protocol.BACKUP_ENV: str(self.logs / f"{self.variant.id}.backup")}
+
+    def _progress_fn(self, task: Task) -> ProgressFn | None:
+        injector = self.injector
+        if injector is None:
+            return _forward_progress if task == self.chief else None
+
+        def on_progress(done: int, total: int) -> None:
+            injector.on_progress(task.name, done)
+            if task == self.chief:
+                _forward_progress(done, total)
+        return on_progress
+
+    def events_path(self, task: Task, attempt: int) -> Path:
+        return self.logs / f"{self.variant.id}.{task.name}.a{attempt}.events.jsonl"
+
+    def restart(self, name: str) -> None:
+        """Start one task again, at its address (a lost parameter-server worker)."""
+        task = next(t for t in self.tasks if t.name == name)
+        self.procs[task].close()
+        self.procs[task] = self._start(task)
 
     def log_path(self, task: Task) -> Path:
         return self.logs / f"{self.variant.id}.{task.name}.log"
@@ -156,34 +192,50 @@ class Cluster:
 
     def watch(self, deadline: float) -> tuple[str, str | None]:
         """Poll until every training task has a record or something fails: (status, reason).
-        Time spent waiting for the runner's interleaved rounds moves the deadline."""
+        Time spent waiting for the runner's interleaved rounds moves the deadline. With a
+        fault injector, the fault is injected when due, and a failure after it is "faulted"."""
+        injector = self.injector if self.injector and self.injector.injected_at is None else None
         while time.monotonic() < deadline + self.relay.waiting_s():
             self.relay.poll()
-            for task, proc in self.procs.items():  # exits first: they are the root causes
-                code = proc.popen.poll()
-                if code is None or task in self.records:
-                    continue
-                if task.trains and code == 0 and self.record_path(task).exists():
-                    self.records[task] = results.read_json(self.record_path(task))
-                    self.record_path(task).unlink()  # merged into the variant's record
-                elif (skipped := self._chief_skipped()) is not None:
-                    return "skipped", skipped  # the chief knew why first: a peer's crash follows
-                else:
-                    return "failed", self._exit_problem(task, code)
-            for task, rec in self.records.items():
-                if rec["status"] == "failed":
-                    self._raise_on_port_conflict(task, str(rec["reason"]))
-                    self.failure_error = {**(rec.get("error") or {}), "task": task.name}
-                    return "failed", f"{task.name}: {rec['reason']}"
-            chief_record = self.records.get(self.chief)
-            if chief_record and chief_record["status"] == "skipped":
-                return "skipped", chief_record["reason"]
-            if all(t in self.records for t in self.tasks if t.trains):
-                return "ok", None
+            injected = injector is not None and injector.poll(
+                {t.name: p.popen.pid for t, p in self.procs.items()})
+            try:
+                outcome = self._check()
+            except _Restart as restart:
+                if not injected:
+                    raise
+                outcome = "failed", str(restart)
+            if outcome is not None:
+                return ("faulted", outcome[1]) if injected and outcome[0] == "failed" else outcome
             time.sleep(POLL_S)
         waiting = [t.name for t in self.tasks if t.trains and t not in self.records]
         return "failed", (f"timed out after {self.variant.measure.timeout_s:g} s "
                           f"(measure.timeout_s) waiting for {', '.join(waiting)}")
+
+    def _check(self) -> tuple[str, str | None] | None:
+        """The cluster's outcome once there is one, else None."""
+        for task, proc in self.procs.items():  # exits first: they are the root causes
+            code = proc.popen.poll()
+            if code is None or task in self.records:
+                continue
+            if task.trains and code == 0 and self.record_path(task).exists():
+                self.records[task] = results.read_json(self.record_path(task))
+                self.record_path(task).unlink()  # merged into the variant's record
+            elif (skipped := self._chief_skipped()) is not None:
+                return "skipped", skipped  # the chief knew why first: a peer's crash follows
+            else:
+                return "failed", self._exit_problem(task, code)
+        for task, rec in self.records.items():
+            if rec["status"] == "failed":
+                self._raise_on_port_conflict(task, str(rec["reason"]))
+                self.failure_error = {**(rec.get("error") or {}), "task": task.name}
+                return "failed", f"{task.name}: {rec['reason']}"
+        chief_record = self.records.get(self.chief)
+        if chief_record and chief_record["status"] == "skipped":
+            return "skipped", chief_record["reason"]
+        if all(t in self.records for t in self.tasks if t.trains):
+            return "ok", None
+        return None
 
     def _chief_skipped(self) -> str | None:
         """The chief's skip reason when it has written a skipped record (a known limitation, e.g.
@@ -216,6 +268,8 @@ class Cluster:
 
 def supervise(variant: Variant, variants_path: Path, logs: Path, network: str,
               attempts: int = 3) -> dict[str, Any]:
+    if variant.fault is not None:
+        return supervise_fault(variant, variants_path, logs, network)
     deadline = time.monotonic() + variant.measure.timeout_s
     crashes: list[str] = []
     relay = GateRelay(os.environ.get(protocol.GATE_ENV) or None, logs, variant.id)
@@ -237,6 +291,17 @@ def supervise(variant: Variant, variants_path: Path, logs: Path, network: str,
             break
     finally:
         relay.close()
+    record = _variant_record(variant, cluster, status, reason, network, attempt)
+    record["cluster"]["native_crashes"] = crashes
+    if crashes:
+        record["notes"] = [*(record.get("notes") or []),
+                           f"cluster restarted after a native crash: {'; '.join(crashes)}"]
+    return record
+
+
+def _variant_record(variant: Variant, cluster: Cluster, status: str, reason: str | None,
+                    network: str, attempts: int) -> dict[str, Any]:
+    """The chief's record (or a failed one saying why), with the cluster's own section."""
     record = dict(cluster.records.get(cluster.chief) or base_record(variant))
     if status != "ok" or record.get("status") != status:
         error = None
@@ -244,12 +309,72 @@ def supervise(variant: Variant, variants_path: Path, logs: Path, network: str,
             error = cluster.failure_error or {"type": "ClusterFailure", "message": reason}
         record = finish(record if status == "skipped" else base_record(variant), status,
                         reason=reason, error=error)
-    record["cluster"] = {"network": network, "spec": cluster.spec, "attempts": attempt,
+    record["cluster"] = {"network": network, "spec": cluster.spec, "attempts": attempts,
                          "chief": cluster.chief.name, "tasks": cluster.task_summaries(),
-                         "native_crashes": crashes}
-    if crashes:
-        record["notes"] = [*(record.get("notes") or []),
-                           f"cluster restarted after a native crash: {'; '.join(crashes)}"]
+                         "native_crashes": []}
+    return record
+
+
+def supervise_fault(variant: Variant, variants_path: Path, logs: Path,
+                    network: str) -> dict[str, Any]:
+    """A `[fault]` variant: run the cluster, kill the target task at its step, recover as a job
+    controller would (bench.launch.recovery), and record the timeline. Never interleaved: the
+    recovery is what is measured. A recovery that does not finish within the budget is a
+    failed record with the timeline so far."""
+    assert variant.fault is not None
+    deadline = time.monotonic() + variant.measure.timeout_s
+    kind, index = variant.fault.kill.task.split(":")
+    at_step = variant.fault.kill.step_of(variant.total_steps)
+    target = Task(kind, int(index), variant.strategy == "multi_worker_mirrored")
+    relay = GateRelay(None, logs, variant.id)
+    chief = chief_of(plan_tasks(variant))
+    injector = recovery.FaultInjector(variant.fault, at_step, target.name,
+                                      target.name if target.trains else chief.name)
+    clusters: list[Cluster] = []
+    restarted_at = detected_at = None
+    try:
+        clusters.append(Cluster(variant, variants_path, logs, relay, 1, injector))
+        status, reason = clusters[-1].watch(deadline)
+        if status == "ok" and injector.injected_at is None:
+            status, reason = "failed", (f"the fault was never injected: {injector.target} "
+                                        f"finished before reporting step {at_step}")
+        elif status == "ok":
+            status, reason = "failed", (f"{injector.target} survived {variant.fault.signal} "
+                                        "and the run ended before it was lost")
+        elif status == "faulted":
+            detected_at = time.time()
+            if variant.strategy == "parameter_server":  # the coordinator goes on
+                restarted_at = time.time()
+                clusters[-1].restart(injector.target)
+            else:  # the whole cluster again, from the last backup
+                chief = clusters[-1].chief
+                recovery.await_detection(clusters[-1].events_path(chief, 1),
+                                         clusters[-1].procs[chief].popen, deadline)
+                clusters[-1].close()
+                relay.reset()
+                restarted_at = time.time()
+                clusters.append(Cluster(variant, variants_path, logs, relay, 2, injector))
+            status, reason = clusters[-1].watch(deadline)
+    except _Restart as restart:  # no retries here: the restart is the measurement
+        status, reason = "failed", str(restart)
+    finally:
+        for cluster in clusters:
+            cluster.close()
+        relay.close()
+    events = {c.attempt: {t.name: recovery.read_events(c.events_path(t, c.attempt))
+                          for t in c.tasks} for c in clusters}
+    recovered = recovery.timeline(
+        fault=variant.fault, at_step=at_step, injector=injector,
+        warmup=variant.measure.warmup_steps, chief=clusters[-1].chief.name, events=events,
+        restarted_at=restarted_at, detected_by_supervisor=detected_at,
+        strategy=variant.strategy)
+    if status == "ok" and (incomplete := recovery.complete(recovered, variant.strategy)):
+        status, reason = "failed", incomplete
+    record = _variant_record(variant, clusters[-1], status, reason, network, len(clusters))
+    record["recovery"] = recovered
+    record["notes"] = [*(record.get("notes") or []), *recovered["notes"]]
+    for backup in logs.glob(f"{variant.id}.backup*"):  # the chief's and the workers' temporary
+        shutil.rmtree(backup, ignore_errors=True)
     return record
 
 

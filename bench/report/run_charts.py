@@ -15,6 +15,7 @@ from bench.report.records import (
     step_breakdown,
     timed_samples,
 )
+from bench.report.recovery_charts import recovery_charts
 from bench.report.runs import RunView
 from bench.scaling import group_key, replicas_of
 from bench.scenario.schema import BASELINE_STRATEGIES
@@ -285,4 +286,4 @@ def run_charts(run: RunView) -> list[Chart]:
     """Every chart of a run's page, in the order the page shows them."""
     return [throughput_chart(run), scaling_chart(run), workers_chart(run), breakdown_chart(run),
             top_ops_chart(run), distribution_chart(run), timeline_chart(run), precision_chart(run),
-            measurement_cost_chart(run)]
+            measurement_cost_chart(run), *recovery_charts(run)]

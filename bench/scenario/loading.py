@@ -14,8 +14,9 @@ from typing import Any
 from pydantic import BaseModel, ValidationError
 
 from bench.errors import ScenarioError
+from bench.scenario.fault import FaultConfig, FaultKill
 from bench.scenario.matrix import expand
-from bench.scenario.rules import check_data_fields, check_feed, check_pairing
+from bench.scenario.rules import check_data_fields, check_fault, check_feed, check_pairing
 from bench.scenario.schema import (
     BatchConfig,
     CheckConfig,
@@ -49,7 +50,7 @@ _MODELS_BY_SECTION: dict[str, type[BaseModel]] = {
     "": Scenario, "scenario": ScenarioMeta, "model": ModelConfig, "data": DataConfig,
     "batch": BatchConfig, "train": TrainConfig, "measure": MeasureConfig,
     "cluster": ClusterConfig, "compare": CompareConfig, "strategies": StrategyConfig,
-    "check": CheckConfig, "checkpoint": CheckpointConfig,
+    "check": CheckConfig, "checkpoint": CheckpointConfig, "fault": FaultConfig, "kill": FaultKill,
 }
 
 
@@ -90,6 +91,7 @@ def parse_scenario(data: dict[str, Any], source: str = "<scenario>") -> Scenario
     check_data_fields(scenario, source)
     check_pairing(scenario, source)
     check_feed(scenario, source)
+    check_fault(scenario, source)
     return scenario
 
 

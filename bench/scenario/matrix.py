@@ -164,6 +164,7 @@ def expand(scenario: Scenario, source: str = "<scenario>") -> list[Variant]:
                     learning_rate=_scaled_lr(batch, global_batch, reference),
                     lr_scaling=batch.lr_scaling, model=model, data=data,
                     train=train_cfg, measure=scenario.measure, check=scenario.check,
+                    fault=scenario.fault,
                 ))
     parity = scenario.check.loss_parity
     for v in variants:
@@ -171,6 +172,14 @@ def expand(scenario: Scenario, source: str = "<scenario>") -> list[Variant]:
             raise ScenarioError(source, "check.loss_parity.batch",
                                 f"{parity.batch} does not split over the {v.replicas} replicas "
                                 f"of {v.id}")
+    if scenario.fault is not None and variants:
+        kill = scenario.fault.kill
+        total = variants[0].total_steps  # measure is the scenario's, after any overrides
+        if kill.step_of(total) >= total:
+            raise ScenarioError(source, "fault.kill.at_step",
+                                f"step {kill.step_of(total)} is not before the end of the "
+                                f"variants' {total} steps (measure.warmup_steps + repeats x "
+                                "steps); give a smaller step or a fraction such as 0.5")
     k = block_steps(train)
     if k > 1:
         m = scenario.measure

@@ -11,6 +11,7 @@ from bench.errors import ScenarioError
 from bench.scenario.catalogue import input_problem, trainable_problem
 from bench.scenario.schema import (
     ARRAY_DATASETS,
+    CLUSTER_STRATEGIES,
     FILE_DATASETS,
     MNIST_SHAPE,
     DataConfig,
@@ -146,3 +147,34 @@ def check_feed(scenario: Scenario, source: str) -> None:
             raise ScenarioError(source, f"data.{requested[0]}", "host-side preprocessing runs "
                                 "in bench's tf.data pipeline; feed = \"numpy\" gives fit the "
                                 "arrays as they are")
+
+
+def check_fault(scenario: Scenario, source: str) -> None:
+    """[fault] kills one task of a cluster: every strategy must be a cluster that has that task,
+    and the task must be one the cluster can lose (not the one that writes the record)."""
+    fault = scenario.fault
+    if fault is None:
+        return
+    kind, index = fault.kill.task.split(":")
+    for i, strat in enumerate(scenario.strategies):
+        if strat.name not in CLUSTER_STRATEGIES:
+            raise ScenarioError(source, f"strategies[{i}].name", f"'{strat.name}' runs in one "
+                                "process: [fault] kills a task of a cluster "
+                                "(multi_worker_mirrored or parameter_server)")
+        if kind != "worker":
+            raise ScenarioError(source, "fault.kill.task", f"'{fault.kill.task}': only a worker "
+                                "can be lost and recovered (the chief writes the record and "
+                                "coordinates; a ps holds the variables)")
+        if int(index) == 0 and strat.name == "multi_worker_mirrored":
+            raise ScenarioError(source, "fault.kill.task", "'worker:0' is multi_worker_mirrored's "
+                                "chief, which writes the record: kill another worker")
+        if strat.name == "parameter_server" and "fit" in (strat.api or scenario.train.api):
+            raise ScenarioError(source, f"strategies[{i}].api", "[fault] on parameter_server "
+                                "runs the ClusterCoordinator loop only: set api = \"ctl\"")
+        if int(index) >= min(strat.workers):
+            raise ScenarioError(source, "fault.kill.task", f"'{fault.kill.task}': "
+                                f"strategies[{i}] ({strat.name}) has workers "
+                                f"0..{min(strat.workers) - 1}")
+    if scenario.train.axis_values("steps_per_execution") != [1]:
+        raise ScenarioError(source, "train.steps_per_execution", "[fault] times and backs up "
+                            "every step: use steps_per_execution = 1")

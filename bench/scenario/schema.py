@@ -20,6 +20,7 @@ from pydantic import (
 
 from bench.axes import variant_axes
 from bench.scenario.catalogue import validate_model_name
+from bench.scenario.fault import FaultConfig
 
 T = TypeVar("T")
 
@@ -328,6 +329,7 @@ class Scenario(_Strict):
     cluster: ClusterConfig = ClusterConfig()
     compare: CompareConfig = CompareConfig()
     check: CheckConfig = CheckConfig()
+    fault: FaultConfig | None = None
     strategies: Annotated[list[StrategyConfig], Field(min_length=1)]
 
     @property
@@ -373,6 +375,7 @@ class Variant(_Strict):
     train: TrainConfig
     measure: MeasureConfig
     check: CheckConfig = CheckConfig()
+    fault: FaultConfig | None = None
     # The run's controls: "baseline" is the variant the A/A twin copies, "twin" the copy, and
     # "yardstick" the fixed calibration workload the nightly gate measures variants against.
     control: Literal["baseline", "twin", "yardstick"] | None = None
@@ -380,6 +383,11 @@ class Variant(_Strict):
     @property
     def is_cluster(self) -> bool:
         return self.strategy in CLUSTER_STRATEGIES
+
+    @property
+    def total_steps(self) -> int:
+        """Warmup and timed steps (what a fault's at_step counts in)."""
+        return self.measure.warmup_steps + self.measure.repeats * self.measure.steps
 
     def axes(self) -> dict[str, Any]:
         """The values that distinguish this variant from its siblings (`bench.axes`)."""

@@ -137,11 +137,11 @@ def run_fit(model: Any, optimizer: Any, feed: FitInput, *, schedule: Schedule,
         return _unobserved_fit(model, feed, steps)
 
     result = clock.result(notes, keeper.iterator, unobserved)
-    result.checkpointed = _fit_checkpointed(model, feed.kwargs())
+    result.checkpointed = fit_checkpointed(model, feed.kwargs())
     return result
 
 
-def _fit_checkpointed(model: Any, fit_kwargs: dict[str, Any]) -> checkpointing.BlockRunner:
+def fit_checkpointed(model: Any, fit_kwargs: dict[str, Any]) -> checkpointing.BlockRunner:
     """The checkpoint-cost blocks as one more `fit` call (bench.training.checkpointing)."""
     def run(plan: checkpointing.CheckpointPlan, log: checkpointing.SaveLog) -> list[float]:
         keeper = _keep_iterator_callback()
@@ -152,7 +152,7 @@ def _fit_checkpointed(model: Any, fit_kwargs: dict[str, Any]) -> checkpointing.B
     return run
 
 
-def _loop_checkpointed(run_steps: Callable[[int], Any], chunk: int | None,
+def loop_checkpointed(run_steps: Callable[[int], Any], chunk: int | None,
                        objects: dict[str, Any]) -> checkpointing.BlockRunner:
     """The checkpoint-cost blocks of a custom loop, saved through a CheckpointManager."""
     def run(plan: checkpointing.CheckpointPlan, log: checkpointing.SaveLog) -> list[float]:
@@ -195,7 +195,7 @@ def _unobserved_fit(model: Any, feed: FitInput, steps: int) -> float:
 _KEPT: list[Any] = []
 
 
-def _replica_step(strategy: Any, model: Any, optimizer: Any, global_batch: int, precision: str,
+def replica_step_fn(strategy: Any, model: Any, optimizer: Any, global_batch: int, precision: str,
                   jit_compile: bool = False) -> tuple[Any, Callable[[Any, Any], Any]]:
     """The per-replica training step shared by the custom loop and the parameter-server loop.
 
@@ -234,7 +234,7 @@ def run_custom_loop(strategy: Any, model: Any, optimizer: Any, dist_dataset: Any
     """`strategy.run` under `tf.function` over a distributed dataset, loss reduced to the host."""
     import tensorflow as tf
 
-    optimizer, replica_step = _replica_step(strategy, model, optimizer, global_batch, precision,
+    optimizer, replica_step = replica_step_fn(strategy, model, optimizer, global_batch, precision,
                                             jit_compile)
 
     def one_step(iterator: Any) -> Any:
@@ -274,116 +274,10 @@ def run_custom_loop(strategy: Any, model: Any, optimizer: Any, dist_dataset: Any
         return time.perf_counter() - started
 
     result = clock.result([], iterator, unobserved)
-    result.checkpointed = _loop_checkpointed(lambda _: float(train_block(iterator)),
+    result.checkpointed = loop_checkpointed(lambda _: float(train_block(iterator)),
                                              steps_per_execution,
                                              {"model": model, "optimizer": optimizer})
     return result
-
-
-def run_parameter_server_loop(strategy: Any, model: Any, optimizer: Any, dataset_fn: Any, *,
-                              global_batch: int, precision: str, schedule: Schedule, block: int,
-                              jit_compile: bool, progress: ProgressFn) -> LoopResult:
-    """ClusterCoordinator loop: schedule `block` steps, join, time the block.
-
-    Workers run scheduled steps asynchronously, so a single step has no meaningful completion
-    time on the coordinator; each sample is a block's wall time divided by its steps.
-    """
-    import tensorflow as tf
-
-    coordinator = tf.distribute.experimental.coordinator.ClusterCoordinator(strategy)
-    optimizer, replica_step = _replica_step(strategy, model, optimizer, global_batch, precision,
-                                            jit_compile)
-
-    @tf.function
-    def per_worker_dataset() -> Any:
-        return strategy.distribute_datasets_from_function(dataset_fn)
-
-    iterator = iter(coordinator.create_per_worker_dataset(per_worker_dataset))
-
-    @tf.function
-    def train_step(it: Any) -> Any:
-        x, y = next(it)
-        return strategy.run(replica_step, args=(x, y))
-
-    def run_block(steps: int) -> None:
-        for _ in range(steps):
-            last = coordinator.schedule(train_step, args=(iterator,))
-        coordinator.join()
-        float(last.fetch())
-
-    clock = LoopClock(schedule, schedule.total_steps, progress)
-    for step in range(0, schedule.total_steps, block):
-        clock.before(step, time.perf_counter())
-        run_block(block)
-        clock.lap(block)
-    result = clock.result([f"parameter server: steps are scheduled in blocks of {block} and "
-                           f"each sample is a block's wall time divided by {block}"])
-    # the coordinator schedules the steps between two saves, joins, then saves
-    result.checkpointed = _loop_checkpointed(run_block, None,
-                                             {"model": model, "optimizer": optimizer})
-    return result
-
-
-def run_parameter_server_fit(model: Any, optimizer: Any, dataset_fn: Any, *, schedule: Schedule,
-                             block: int, steps_per_execution: int, jit_compile: bool,
-                             progress: ProgressFn) -> LoopResult:
-    """tf-keras `fit` under ParameterServerStrategy, fed per worker through a DatasetCreator.
-
-    Its steps run asynchronously on the workers; a batch hook would fetch every step's logs and
-    so serialise them. So each epoch is a block of `block` steps, which tf-keras joins at the
-    epoch's end, and the epoch hooks time it (as the ClusterCoordinator loop times its blocks).
-    """
-    keras = keras_module()
-    clock = LoopClock(schedule, schedule.total_steps, progress)
-
-    class _BlockTiming(keras.callbacks.Callback):
-        def on_epoch_begin(self, epoch: int, logs: Any = None) -> None:
-            clock.account(clock.before(epoch * block, time.perf_counter()))
-
-        def on_epoch_end(self, epoch: int, logs: Any = None) -> None:
-            clock.lap(block, time.perf_counter())
-
-    model.compile(optimizer=optimizer, loss=make_loss(), steps_per_execution=steps_per_execution,
-                  jit_compile=jit_compile)
-    creator = keras.utils.experimental.DatasetCreator(dataset_fn)
-    model.fit(creator, epochs=schedule.total_steps // block, steps_per_epoch=block, verbose=0,
-              callbacks=[_BlockTiming()])
-    result = clock.result([f"parameter server fit: epochs of {block} steps, joined at each "
-                           f"epoch's end; each sample is an epoch's wall time divided by {block}"])
-    result.checkpointed = _fit_checkpointed(model, {"x": creator})
-    return result
-
-
-def train(variant: Any, strategy: Any, model: Any, optimizer: Any,
-          dataset_fn: Callable[..., Any], *, global_batch: int, schedule: Schedule,
-          steps_per_execution: int, jit_compile: bool, progress: ProgressFn,
-          trace: TraceWindow | None = None, arrays: tuple[Any, Any] | None = None) -> LoopResult:
-    """Train through the variant's own path: Keras fit (from the pipeline, or from `arrays` with
-    feed = "numpy"), the ClusterCoordinator loop, or the custom loop over the dataset distributed
-    as the variant says. `dataset_fn(input_context)` builds the global-batch pipeline (or one
-    input pipeline's shard of it)."""
-    common = dict(schedule=schedule, jit_compile=jit_compile, progress=progress)
-    if variant.api == "fit":
-        with strategy.scope():
-            if variant.strategy == "parameter_server":
-                return run_parameter_server_fit(
-                    model, optimizer, dataset_fn, block=steps_per_execution,
-                    steps_per_execution=variant.train.steps_per_execution, **common)
-            feed = (FitInput(*arrays, batch_size=global_batch) if arrays is not None
-                    else FitInput(dataset_fn()))
-            return run_fit(model, optimizer, feed, steps_per_execution=steps_per_execution,
-                           trace=trace, **common)
-    if variant.strategy == "parameter_server":
-        return run_parameter_server_loop(strategy, model, optimizer, dataset_fn,
-                                         global_batch=global_batch, precision=variant.precision,
-                                         block=steps_per_execution, **common)
-    if variant.distribute_dataset == "distribute_datasets_from_function":
-        dist = strategy.distribute_datasets_from_function(dataset_fn)
-    else:
-        dist = strategy.experimental_distribute_dataset(dataset_fn())
-    return run_custom_loop(strategy, model, optimizer, dist, global_batch=global_batch,
-                           precision=variant.precision, steps_per_execution=steps_per_execution,
-                           trace=trace, **common)
 
 
 def batch_loss(model: Any, batch: tuple[Any, Any]) -> float:

@@ -1,0 +1,43 @@
+"""Which training path a variant takes: Keras fit, the custom loop, or a ParameterServer one."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from bench.protocol import ProgressFn
+from bench.training import loops, ps_loops
+from bench.training.schedule import LoopResult, Schedule
+from bench.training.tracing import TraceWindow
+
+
+def train(variant: Any, strategy: Any, model: Any, optimizer: Any,
+          dataset_fn: Callable[..., Any], *, global_batch: int, schedule: Schedule,
+          steps_per_execution: int, jit_compile: bool, progress: ProgressFn,
+          trace: TraceWindow | None = None, arrays: tuple[Any, Any] | None = None) -> LoopResult:
+    """Train through the variant's own path: Keras fit (from the pipeline, or from `arrays` with
+    feed = "numpy"), the ClusterCoordinator loop, or the custom loop over the dataset distributed
+    as the variant says. `dataset_fn(input_context)` builds the global-batch pipeline (or one
+    input pipeline's shard of it)."""
+    common = dict(schedule=schedule, jit_compile=jit_compile, progress=progress)
+    if variant.api == "fit":
+        with strategy.scope():
+            if variant.strategy == "parameter_server":
+                return ps_loops.run_parameter_server_fit(
+                    model, optimizer, dataset_fn, block=steps_per_execution,
+                    steps_per_execution=variant.train.steps_per_execution, **common)
+            feed = (loops.FitInput(*arrays, batch_size=global_batch) if arrays is not None
+                    else loops.FitInput(dataset_fn()))
+            return loops.run_fit(model, optimizer, feed, steps_per_execution=steps_per_execution,
+                           trace=trace, **common)
+    if variant.strategy == "parameter_server":
+        return ps_loops.run_parameter_server_loop(strategy, model, optimizer, dataset_fn,
+                                         global_batch=global_batch, precision=variant.precision,
+                                         block=steps_per_execution, **common)
+    if variant.distribute_dataset == "distribute_datasets_from_function":
+        dist = strategy.distribute_datasets_from_function(dataset_fn)
+    else:
+        dist = strategy.experimental_distribute_dataset(dataset_fn())
+    return loops.run_custom_loop(strategy, model, optimizer, dist, global_batch=global_batch,
+                           precision=variant.precision, steps_per_execution=steps_per_execution,
+                           trace=trace, **common)
