@@ -217,17 +217,29 @@ def measure(variant: Variant, spawn_time: float, progress: ProgressFn) -> dict[s
             model, optimizer = build_model_and_optimizer()
         probe_batch = next(iter(dataset().take(1)))
         initial_loss = loops.batch_loss(model, probe_batch)
-    if variant.fault is not None:
-        return recovery.measure(variant, strategy, model, optimizer, dataset, progress, {
-            "task": _task_identity(), "effective": effective, "data_source": loaded.source,
+
+    def describe_setup() -> dict[str, Any]:
+        """The record's fields about what ran and where, for throughput and recovery alike."""
+        return {
+            "task": _task_identity(),
+            "effective": effective,
+            "data_source": loaded.source,
             "data_fallback_reason": loaded.fallback_reason,
-            "devices": {**layout.to_dict(), **devices.describe()},
+            "devices": {**layout.to_dict(), **devices.describe(),
+                        **devices.cluster_device_kind()},
+            "gpu": devices.gpu_facts(),
             "strategy_info": strategies.describe_strategy(strategy),
-            "precision_policy": policy, "start_state": started, "keras": flavour.describe(),
+            "precision_policy": policy,
+            "start_state": started,
+            "keras": flavour.describe(),
             "model_params": models.parameter_counts(model),
             "env": {"tensorflow": tf.__version__, "keras": keras.__version__,
                     "keras_flavour": flavour.chosen(), "pid": os.getpid()},
-        }, phases, probe_batch, initial_loss, spawn_time)
+        }
+
+    if variant.fault is not None:
+        return recovery.measure(variant, strategy, model, optimizer, dataset, progress,
+                                describe_setup(), phases, probe_batch, initial_loss, spawn_time)
 
     m, k = variant.measure, variant.train.steps_per_execution
     if variant.strategy == "parameter_server":
@@ -264,16 +276,7 @@ def measure(variant: Variant, spawn_time: float, progress: ProgressFn) -> dict[s
         # after the measurement, so the checks cannot disturb it
         checked = checks_suite.run(variant, strategy, loaded)
     return {
-        "task": _task_identity(),
-        "effective": effective,
-        "data_source": loaded.source,
-        "data_fallback_reason": loaded.fallback_reason,
-        "devices": {**layout.to_dict(), **devices.describe(),
-                    **devices.cluster_device_kind()},
-        "gpu": devices.gpu_facts(),
-        "strategy_info": strategies.describe_strategy(strategy),
-        "precision_policy": policy,
-        "start_state": started,
+        **describe_setup(),
         "timing": {
             "import_s": phases.seconds["import"],
             "build_s": phases.seconds["build"],
@@ -301,10 +304,6 @@ def measure(variant: Variant, spawn_time: float, progress: ProgressFn) -> dict[s
         "loss": {"initial": initial_loss, "final": final_loss},
         "utilization": utilised,
         "checks": checked,
-        "keras": flavour.describe(),
-        "model_params": models.parameter_counts(model),
-        "env": {"tensorflow": tf.__version__, "keras": keras.__version__,
-                "keras_flavour": flavour.chosen(), "pid": os.getpid()},
         "notes": notes,
     }
 
