@@ -9,12 +9,13 @@ headline agree, and that `--no-interleave` runs the variants one after another.
 from __future__ import annotations
 
 import math
+import random
 from typing import Any
 
 import pytest
 
 from bench.compare.noise import describe, noise_floor, within_noise
-from bench.launch.rounds import batches
+from bench.launch.rounds import batches, round_order
 from bench.timing import throughput
 from bench.training.gate import Gate
 from bench.training.schedule import Schedule
@@ -31,6 +32,20 @@ def test_batches_are_even_and_keep_the_order() -> None:
     assert batches([], 4) == []
     with pytest.raises(ValueError):
         batches([1], 0)
+
+
+def test_rounds_come_in_counterbalanced_pairs() -> None:
+    """A shuffled order, then its reverse: each variant's mean place over the pair is the middle,
+    so a drift steady across the pair lands on all alike."""
+    rng, variants = random.Random(3), list("abcdef")
+    first = round_order(variants, None, rng)
+    second = round_order(variants, first, rng)
+    assert sorted(first) == variants and second == first[::-1]
+    assert {first.index(v) + second.index(v) for v in variants} == {len(variants) - 1}
+    orders = {tuple(round_order(variants, None, rng)) for _ in range(20)}
+    assert len(orders) > 1  # the first of each pair is a fresh shuffle
+    # when the participants changed (one finished its windows), no reversal: a fresh order
+    assert sorted(round_order(variants[:5], first, rng)) == variants[:5]
 
 
 def test_schedule_places_a_gate_before_every_window() -> None:
@@ -150,6 +165,9 @@ class TestInterleavedRun:
         assert len({tuple(r["variant_id"] for r in order) for order in orders}) > 1
         for k in range(5):
             assert sorted(r["interleave"]["positions"][k] for r in records) == list(range(6))
+        for r in records:  # windows 1-2 and 3-4 are counterbalanced pairs: A..F then F..A
+            places = r["interleave"]["positions"]
+            assert places[0] + places[1] == 5 and places[2] + places[3] == 5, places
 
     def test_windows_run_in_round_order_across_variants(self, interleaved: BenchRun) -> None:
         """Window k of every variant ends before window k+1 of any variant starts."""

@@ -5,7 +5,9 @@ another are confounded with time: whichever runs in a slow spell looks slow. Ins
 variants of a batch all stay alive. They start, build and warm up side by side (one per core:
 nothing is timed yet) and wait at their gates. Then the rounds: in each, every live variant runs its
 next segment (a timed window; after the last window the traced window, then the unobserved
-block) alone, in a freshly shuffled order, while the others idle at their gates. Last, each
+block) alone, while the others idle at their gates. The orders come in counterbalanced pairs: a
+freshly shuffled order, then the same order reversed, so over each pair every variant's windows sit
+at the same mean time and a drift that is steady across the pair lands on all alike. Last, each
 finishes (checks, its record) one at a time. A slow spell now lands on every variant alike; this
 is Google Benchmark's random interleaving and asv's interleaving across processes, applied to
 whole training processes.
@@ -43,9 +45,10 @@ from bench.scenario.schema import Variant
 
 POLL_S = 0.05
 # What one live variant may hold, for choosing how many can be alive at once: host memory (the
-# largest seed worker peaked at ~0.8 GB RSS, a fifth of it pages shared with the fork server) and,
+# largest seed worker peaked at ~0.8 GB RSS, a fifth of it pages shared with the fork server; the
+# default scenario's workers at ~0.5 GB) and,
 # on a GPU host, device memory (each process has its own CUDA context and allocator).
-HOST_BYTES_PER_LIVE = 1 << 30
+HOST_BYTES_PER_LIVE = 3 << 28  # 768 MiB
 GPU_BYTES_PER_LIVE = 2 << 30
 MEMORY_SHARE = 0.6  # of what is free now: leave room for the rest of the machine
 BUILD_PARALLELISM = 4  # variants that build and warm up at once (never more than the cores)
@@ -188,9 +191,11 @@ def play(variants: list[Variant], run_dir: Path, forkserver: ForkServer | None,
             live += started
             for one in started:
                 one.run_to_gate(since)
-        rounds = 0
+        rounds, first_of_pair = 0, None  # the order the next round reverses, if any
         while waiting := [v for v in live if v.at is not None and v.at[0] != FINISH]:
-            rng.shuffle(waiting)
+            reverses = first_of_pair
+            waiting = round_order(waiting, first_of_pair, rng)
+            first_of_pair = None if reverses is not None and waiting == reverses[::-1] else waiting
             for position, one in enumerate(waiting):
                 one.positions.append(position)
                 one.release()
@@ -205,6 +210,18 @@ def play(variants: list[Variant], run_dir: Path, forkserver: ForkServer | None,
     finally:
         for one in live:
             one.close()
+
+
+def round_order(waiting: list[Any], first_of_pair: list[Any] | None,
+                rng: random.Random) -> list[Any]:
+    """The order of the next round: the previous round's order reversed when it was the first of
+    a pair and the same participants wait (ABBA: linear drift across the pair cancels for every
+    variant), else a fresh shuffle."""
+    if first_of_pair is not None and set(map(id, first_of_pair)) == set(map(id, waiting)):
+        return first_of_pair[::-1]
+    order = list(waiting)
+    rng.shuffle(order)
+    return order
 
 
 def batches(variants: list[Variant], max_live: int) -> list[list[Variant]]:
