@@ -9,13 +9,17 @@ headline agree, and that `--no-interleave` runs the variants one after another.
 from __future__ import annotations
 
 import math
+import os
 import random
 from typing import Any
 
 import pytest
 
 from bench.compare.noise import describe, noise_floor, within_noise
-from bench.launch.rounds import batches, round_order
+from bench.launch.rounds import batches, finishing_width, round_order
+from bench.scenario.loading import parse_scenario
+from bench.scenario.matrix import expand
+from tests.test_scenario import BASE
 from bench.timing import throughput
 from bench.training.gate import Gate
 from bench.training.schedule import Schedule
@@ -46,6 +50,27 @@ def test_rounds_come_in_counterbalanced_pairs() -> None:
     assert len(orders) > 1  # the first of each pair is a fresh shuffle
     # when the participants changed (one finished its windows), no reversal: a fresh order
     assert sorted(round_order(variants[:5], first, rng)) == variants[:5]
+
+
+def test_variants_finish_one_per_core_unless_one_measures_checkpoints() -> None:
+    def variants(measure: dict[str, Any]) -> list[Any]:
+        return expand(parse_scenario({**BASE, "measure": measure,
+                                      "strategies": [{"name": "default"}, {"name": "mirrored"}]}))
+    width = finishing_width(variants({}))
+    assert width == min(4, os.cpu_count() or 1)
+    assert finishing_width(variants({"checkpoint": {"every": 5}})) == 1
+
+
+def test_observer_flags_only_a_block_beyond_the_windows_noise() -> None:
+    from bench.worker import observer_summary
+
+    windows = [0.100 + 0.001 * k for k in range(30)]  # median 0.1145, 5th percentile ~0.101
+    within = observer_summary(0.105, windows, steps=10)
+    assert within["ratio"] == pytest.approx(0.1145 / 0.105) and within["ratio"] > 1.02
+    assert within["flagged"] is False  # slower than some observed windows: one noisy sample
+    beyond = observer_summary(0.095, windows, steps=10)
+    assert beyond["flagged"] is True and beyond["observed_window_p5_s"] > 0.095
+    assert observer_summary(0.120, windows, steps=10)["flagged"] is False  # ratio under 1
 
 
 def test_schedule_places_a_gate_before_every_window() -> None:
@@ -197,6 +222,9 @@ class TestInterleavedRun:
                 observer["observed_window_s"] / observer["unobserved_s"])
             assert 0.3 < observer["ratio"] < 3.0, observer
             assert observer["flagged"] is (observer["ratio"] > 1.02)
+            # its set-up waited at the side-by-side gate, its clock after the unobserved gate
+            # (a clock that held that wait would read far longer than a window)
+            assert {"prepare", "unobserved"} <= set(rec["measurement"]["gate_wait_by_segment"])
 
     def test_noise_floor_line_and_within_noise_marks(self, interleaved: BenchRun) -> None:
         out = interleaved.proc.stdout

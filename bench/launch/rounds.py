@@ -40,7 +40,7 @@ from bench.launch.local import (
     worker_env,
 )
 from bench.launch.process import Outcome, WorkerProcess
-from bench.protocol import FINISH, GATE_ENV, GATE_TIMEOUT_ENV, GO, ProgressFn
+from bench.protocol import FINISH, GATE_ENV, GATE_TIMEOUT_ENV, GO, SIDE_BY_SIDE, ProgressFn
 from bench.scenario.schema import Variant
 
 POLL_S = 0.05
@@ -68,6 +68,7 @@ class LiveVariant:
     active_s: float = 0.0  # running time so far, charged against measure.timeout_s
     timed_out: bool = False
     positions: list[int] = field(default_factory=list)  # its place in each round, from 0
+    finish_released_at: float | None = None  # when it was let go to finish (time.monotonic)
     _writer: int = -1
 
     @property
@@ -106,12 +107,17 @@ class LiveVariant:
         finally:
             self.active_s += max(0.0, (ended or time.monotonic()) - started)
 
-    def finish(self) -> dict[str, Any]:
-        """Release the worker from its last gate (if it is at one) and take its record."""
+    def release_to_finish(self) -> None:
+        """Let the worker run the rest of the variant (checks, its record), if it waits for it."""
         if self.at is not None and self.at[0] == FINISH:
             self.release()
+            self.finish_released_at = time.monotonic()
+
+    def finish(self) -> dict[str, Any]:
+        """Release the worker from its last gate (if it is at one) and take its record."""
+        self.release_to_finish()
         remaining = max(0.0, self.budget_s - self.active_s)
-        started = time.monotonic()
+        started = self.finish_released_at or time.monotonic()
         if not self.timed_out and self.proc.popen.poll() is None:
             try:
                 self.proc.popen.wait(timeout=remaining + EXIT_GRACE_S)
@@ -159,11 +165,21 @@ def start(variant: Variant, run_dir: Path, forkserver: ForkServer | None,
     return LiveVariant(variant, run_dir, proc, fifo, announced, _writer=writer)
 
 
-def _build_groups(variants: list[Variant]) -> list[list[Variant]]:
-    """Variants that build and warm up at the same time: one per core (building is mostly
-    single-threaded Python tracing and graph optimisation), at most BUILD_PARALLELISM."""
+def _groups_per_core(variants: list[Any]) -> list[list[Any]]:
+    """Variants that build and warm up (or run other untimed work) at the same time: one per
+    core (building is mostly single-threaded Python tracing and graph optimisation), at most
+    BUILD_PARALLELISM."""
     width = max(1, min(BUILD_PARALLELISM, os.cpu_count() or 1))
     return [variants[k:k + width] for k in range(0, len(variants), width)]
+
+
+def finishing_width(variants: list[Variant]) -> int:
+    """How many variants may finish at once: one per core, since finishing (final loss, FLOPs,
+    checks, the record) times nothing; one at a time when a variant measures what checkpoints
+    cost, which it does after its windows and which must have the machine to itself."""
+    if any(v.measure.checkpoint is not None for v in variants):
+        return 1
+    return len(_groups_per_core(variants)[0]) if variants else 1
 
 
 def gate_timeout(variants: list[Variant]) -> float:
@@ -185,7 +201,7 @@ def play(variants: list[Variant], run_dir: Path, forkserver: ForkServer | None,
                and (record := cluster.isolation_skip(v)) is not None}
     runnable = [v for v in variants if v.id not in skipped]
     try:
-        for group in _build_groups(runnable):  # builds run side by side: nothing is timed yet
+        for group in _groups_per_core(runnable):  # builds run side by side: nothing is timed yet
             since = time.monotonic()
             started = [start(v, run_dir, forkserver, progress_for(v), timeout_s) for v in group]
             live += started
@@ -193,6 +209,14 @@ def play(variants: list[Variant], run_dir: Path, forkserver: ForkServer | None,
                 one.run_to_gate(since)
         rounds, first_of_pair = 0, None  # the order the next round reverses, if any
         while waiting := [v for v in live if v.at is not None and v.at[0] != FINISH]:
+            if all(v.at is not None and v.at[0] in SIDE_BY_SIDE for v in waiting):
+                for group in _groups_per_core(waiting):  # untimed work: one per core at once
+                    since = time.monotonic()
+                    for one in group:
+                        one.release()
+                    for one in group:
+                        one.run_to_gate(since)
+                continue
             reverses = first_of_pair
             waiting = round_order(waiting, first_of_pair, rng)
             first_of_pair = None if reverses is not None and waiting == reverses[::-1] else waiting
@@ -201,7 +225,10 @@ def play(variants: list[Variant], run_dir: Path, forkserver: ForkServer | None,
                 one.release()
                 one.run_to_gate()
             rounds += 1
-        for one in live:
+        width = finishing_width(runnable)
+        for k, one in enumerate(live):
+            for ahead in live[k:k + width]:  # the next ones finish beside this one
+                ahead.release_to_finish()
             record = one.finish()
             record["interleave"] = {"batch": [v.id for v in runnable], "rounds": rounds,
                                     "positions": one.positions}

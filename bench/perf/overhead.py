@@ -63,6 +63,7 @@ def variant_phases(record: dict[str, Any]) -> dict[str, float]:
     k = timing.get("steps_per_sample") or 1
     samples = record.get("samples") or {}
     trace = record.get("trace") or {}
+    waits = (record.get("measurement") or {}).get("gate_wait_by_segment") or {}
     warmup = samples.get("warmup") or []
     phases = dict.fromkeys(PHASES, 0.0)
     phases.update({
@@ -74,14 +75,14 @@ def variant_phases(record: dict[str, Any]) -> dict[str, float]:
         "timed": sum(_window_s(w, k) for w in samples.get("timed") or []),
         "traced": _window_s(samples.get("traced") or [], k),
         "profiler": trace.get("start_s", 0.0) + trace.get("stop_s", 0.0),
-        "unobserved": worker.get("unobserved", 0.0),
+        # less its idle time at the gate inside the block (between its set-up and its clock)
+        "unobserved": max(0.0, worker.get("unobserved", 0.0) - waits.get("unobserved", 0.0)),
         "after_loop": sum(worker.get(p, 0.0) for p in ("final_loss", "checkpoint", "utilization",
                                                        "checks")),
         "analysis": parent.get("analysis_s", 0.0),
     })
     in_loop = sum(phases[p] for p in ("first_step", "warmup", "timed", "traced", "profiler"))
     # the loop's own idle time at its gates (before each window and the trace) is no cost
-    waits = (record.get("measurement") or {}).get("gate_wait_by_segment") or {}
     idle = sum(waits.get(segment, 0.0) for segment in ("window", "trace"))
     phases["loop_other"] = max(0.0, worker.get("loop", in_loop) - in_loop - idle)
     process_s = record.get("wall_s") or 0.0

@@ -199,7 +199,7 @@ def measurement_cost(run: RunView) -> str | None:
     parts = []
     if observed:
         parts.append(f"per-step observation slowed the steps over {OBSERVER_FLAG_RATIO:g}× "
-                     f"(observed ÷ unobserved): {', '.join(observed)}")
+                     f"beyond the windows' noise (observed ÷ unobserved): {', '.join(observed)}")
     if traced:
         parts.append(f"tracing slowed the traced steps over {TRACE_INFLATION_LIMIT:g}×: "
                      f"{', '.join(traced)}")

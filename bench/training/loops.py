@@ -133,8 +133,8 @@ def run_fit(model: Any, optimizer: Any, feed: FitInput, *, schedule: Schedule,
         notes.append(f"fit callbacks fire once per {steps_per_execution} steps: each sample is a "
                      f"block time divided by {steps_per_execution}")
 
-    def unobserved(steps: int) -> float:
-        return _unobserved_fit(model, feed, steps)
+    def unobserved(steps: int, ready: Callable[[], None]) -> float:
+        return _unobserved_fit(model, feed, steps, ready)
 
     result = clock.result(notes, keeper.iterator, unobserved)
     result.checkpointed = fit_checkpointed(model, feed.kwargs())
@@ -162,14 +162,16 @@ def loop_checkpointed(run_steps: Callable[[int], Any], chunk: int | None,
     return run
 
 
-def _unobserved_fit(model: Any, feed: FitInput, steps: int) -> float:
+def _unobserved_fit(model: Any, feed: FitInput, steps: int, ready: Callable[[], None]) -> float:
     """A plain `fit` of `steps` steps with no batch-level callback, timed as a whole.
 
     A new `fit` call makes a new iterator, whose first steps fill the shuffle buffer and the
     prefetch queue; so it runs two epochs of `steps` (the iterator carries over between epochs
     when steps_per_epoch is set) and times the second, between the epoch hooks (epoch hooks are
-    not batch hooks: Keras runs the steps exactly as for a user's own `fit`). The loss read at the
-    epoch's end makes sure its last step is finished.
+    not batch hooks: Keras runs the steps exactly as for a user's own `fit`). `ready` (the gate)
+    is called between the two epochs: the set-up and the first epoch time nothing, so they may
+    run beside other variants. The loss read at the epoch's end makes sure its last step is
+    finished.
     """
     keras = keras_module()
 
@@ -183,6 +185,8 @@ def _unobserved_fit(model: Any, feed: FitInput, steps: int) -> float:
         def on_epoch_end(self, epoch: int, logs: Any = None) -> None:
             float((logs or {}).get("loss", 0.0))
             self.seconds = time.perf_counter() - self.started
+            if epoch == 0:
+                ready()
 
     keeper, epoch_clock = _keep_iterator_callback(), EpochClock()
     model.fit(**feed.kwargs(), epochs=2, steps_per_epoch=steps, verbose=0,
@@ -264,8 +268,9 @@ def run_custom_loop(strategy: Any, model: Any, optimizer: Any, dist_dataset: Any
             clock.lap(steps_per_execution)
         trace.stop()
 
-    def unobserved(steps: int) -> float:
+    def unobserved(steps: int, ready: Callable[[], None]) -> float:
         """The same steps with the loss brought to the host only at the end."""
+        ready()
         started = time.perf_counter()
         loss = None
         for _ in range(steps // steps_per_execution):

@@ -37,8 +37,9 @@ class LoopResult:
     # run can show that no two variants' windows overlapped.
     window_started_at: list[float] = field(default_factory=list)
     # Runs n more steps with no per-step hook or host sync and returns their wall-clock seconds
-    # (None where the path has no such mode): the observer effect's yardstick.
-    unobserved: Callable[[int], float] | None = None
+    # (None where the path has no such mode): the observer effect's yardstick. Its second
+    # argument waits at the gate: it is called once the set-up is done, just before the clock.
+    unobserved: Callable[[int, Callable[[], None]], float] | None = None
     # Runs the checkpoint-cost blocks (bench.training.checkpointing.BlockRunner), where the
     # path can save: (plan, log) -> seconds of each block.
     checkpointed: Callable[[Any, Any], list[float]] | None = None
@@ -139,6 +140,7 @@ class LoopClock:
             self.harness_s += time.perf_counter() - entered
 
     def result(self, notes: list[str], iterator: Any = None,
-               unobserved: Callable[[int], float] | None = None) -> LoopResult:
+               unobserved: Callable[[int, Callable[[], None]], float] | None = None
+               ) -> LoopResult:
         return LoopResult(self.timer, self.first_step_end, notes, self.harness_s, iterator,
                           self.window_s, self.window_started_at, unobserved)
