@@ -19,11 +19,11 @@ from bench.compare.noise import describe, noise_floor, within_noise
 from bench.launch.rounds import batches, finishing_width, round_order
 from bench.scenario.loading import parse_scenario
 from bench.scenario.matrix import expand
-from tests.test_scenario import BASE
 from bench.timing import throughput
 from bench.training.gate import Gate
 from bench.training.schedule import Schedule
 from tests.conftest import BenchRun, bench_run, write_scenario
+from tests.test_scenario import BASE
 
 # --------------------------------------------------------------------------------------------
 # Fast: no TensorFlow
