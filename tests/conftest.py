@@ -183,6 +183,21 @@ def fault_tolerance_run(tmp_path_factory: pytest.TempPathFactory) -> BenchRun:
                      "--no-control", timeout=900)
 
 
+# How tests run the shipped scenarios/clusters.toml: short, without the run's controls, with
+# traces (the cluster tests read every worker's profile).
+CLUSTERS_ARGS = ("--no-control", "--steps", "8", "--warmup", "2", "--repeats", "2")
+
+
+@pytest.fixture(scope="session")
+def clusters_run(tmp_path_factory: pytest.TempPathFactory) -> BenchRun:
+    """`bench run scenarios/clusters.toml` with CLUSTERS_ARGS, once per session: the
+    shipped-scenario test and the cluster tests (tests/test_run_cluster.py) read the same run, which
+    keeps CI within its time (every cluster variant starts its tasks in a network namespace)."""
+    tmp = tmp_path_factory.mktemp("clusters")
+    return bench_run(REPO / "scenarios" / "clusters.toml", tmp / "results", *CLUSTERS_ARGS,
+                     timeout=1200)
+
+
 def run_in_fresh_dir(factory: pytest.TempPathFactory, name: str, body: str,
                      model: str = "mlp", *args: str) -> BenchRun:
     """For module-scoped fixtures: one real `bench run` of TINY_SCENARIO + body, shared by tests."""

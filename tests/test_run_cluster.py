@@ -21,76 +21,74 @@ from tests.conftest import (
     BenchRun,
     bench_run,
     leftover_processes,
-    run_in_fresh_dir,
     write_scenario,
 )
 
 pytestmark = [pytest.mark.slow, NEEDS_NETNS, pytest.mark.usefixtures("netns_required")]
 
 
-CLUSTERS = """
+# The ParameterServer variable partitioner: the shipped clusters scenario has none.
+SHARDED = """
 [train]
-api = ["ctl", "fit"]
+api = "ctl"
 
 [measure]
 warmup_steps = 2
 steps = 8
-repeats = 2
+repeats = 1
+trace_steps = 0
 timeout_s = 120
-
-[[strategies]]
-name = "multi_worker_mirrored"
-workers = 2
-devices_per_worker = [1, 2]
-
-[[strategies]]
-name = "parameter_server"
-ps = 1
-workers = 2
 
 [[strategies]]
 name = "parameter_server"
 ps = 2
 workers = 1
 partitioner = "fixed"
-
-[[strategies]]
-name = "tpu"
 """
 
 
 @pytest.fixture(scope="module")
-def cluster_run(tmp_path_factory: pytest.TempPathFactory) -> BenchRun:
-    return run_in_fresh_dir(tmp_path_factory, "clusters", CLUSTERS)
+def cluster_run(clusters_run: BenchRun) -> BenchRun:
+    """The shipped scenarios/clusters.toml (default, MultiWorkerMirrored 2 workers x 1 and 2
+    devices, ParameterServer 1 ps + 2 workers, TPU; fit and ctl), run once per session."""
+    return clusters_run
 
 
 def test_cluster_variants_run_or_skip_with_reasons(cluster_run: BenchRun) -> None:
     assert cluster_run.proc.returncode == 0, cluster_run.proc.stdout + cluster_run.proc.stderr
     status = {r["variant_id"]: (r["status"], r["reason"]) for r in cluster_run.records}
-    for vid in ("multi_worker_mirrored-w2x1-ctl-float32-gb32",
-                "multi_worker_mirrored-w2x2-ctl-float32-gb64",
-                "parameter_server-ps1w2-ctl-float32-gb16"):
+    for vid in ("multi_worker_mirrored-w2x1-ctl-float32-gb128",
+                "multi_worker_mirrored-w2x2-ctl-float32-gb256",
+                "parameter_server-ps1w2-ctl-float32-gb64"):
         assert status[vid][0] == "ok", status[vid]
-    assert status["multi_worker_mirrored-w2x1-fit-float32-gb32"][0] == "skipped"
-    assert "reduce_per_replica" in status["multi_worker_mirrored-w2x1-fit-float32-gb32"][1]
-    assert "create_per_worker_dataset" in status["parameter_server-ps1w2-fit-float32-gb16"][1]
-    sharded = status["parameter_server-ps2w1-fixed-ctl-float32-gb16"]
-    assert sharded[0] == "skipped" and "ShardedVariable" in sharded[1]
+    assert status["multi_worker_mirrored-w2x1-fit-float32-gb128"][0] == "skipped"
+    assert "reduce_per_replica" in status["multi_worker_mirrored-w2x1-fit-float32-gb128"][1]
+    assert "create_per_worker_dataset" in status["parameter_server-ps1w2-fit-float32-gb64"][1]
     for api in ("ctl", "fit"):
-        tpu = status[f"tpu-r1-{api}-float32-gb16"]
+        tpu = status[f"tpu-r1-{api}-float32-gb64"]
         assert tpu[0] == "skipped" and "TPUClusterResolver" in tpu[1]
 
 
+def test_sharded_parameter_server_variables_are_a_recorded_skip(tmp_path: Path) -> None:
+    run = bench_run(write_scenario(tmp_path, SHARDED, name="sharded"), tmp_path / "results",
+                    "--no-control")
+    assert run.proc.returncode == 0, run.proc.stdout + run.proc.stderr
+    (rec,) = run.records
+    assert rec["variant_id"] == "parameter_server-ps2w1-fixed-ctl-float32-gb16"
+    assert rec["status"] == "skipped" and "ShardedVariable" in rec["reason"], rec["reason"]
+    assert run.run_dir is not None and leftover_processes(str(run.run_dir)) == []
+
+
 def test_multi_worker_records_global_and_per_worker_figures(cluster_run: BenchRun) -> None:
-    for vid, planned in (("multi_worker_mirrored-w2x1-ctl-float32-gb32", 2),
-                         ("multi_worker_mirrored-w2x2-ctl-float32-gb64", 4)):
+    for vid, planned in (("multi_worker_mirrored-w2x1-ctl-float32-gb128", 2),
+                         ("multi_worker_mirrored-w2x2-ctl-float32-gb256", 4)):
         rec = cluster_run.by_id()[vid]
         assert rec["strategy_info"]["class"] == "CollectiveAllReduceStrategy"
         assert rec["strategy_info"]["collective_implementation"] == "AUTO"
         assert rec["variant"]["replicas"] == planned
         # On CPU each worker contributes CPU:0 only: replicas = workers, and the record says so.
-        assert rec["effective"] == {"replicas": 2, "per_replica_batch": 16, "global_batch": 32}
-        assert rec["throughput"]["median"] == pytest.approx(32 / rec["step_time"]["median"])
+        assert rec["effective"] == {"replicas": 2, "per_replica_batch": 64, "global_batch": 128}
+        assert rec["throughput"]["median"] == pytest.approx(128 / rec["step_time"]["median"])
         step = rec["step_time"]
         assert rec["throughput"]["spread_pct"] == pytest.approx(
             100 * MAD_TO_SIGMA * step["mad"] / step["median"])  # the robust CV of step time
@@ -104,7 +102,7 @@ def test_multi_worker_records_global_and_per_worker_figures(cluster_run: BenchRu
         assert rec["task"] == {"type": "worker", "index": 0}
         assert rec["loss"]["final"] < rec["loss"]["initial"]
     assert "planned 4 replicas, the strategy has 2" in " ".join(
-        cluster_run.by_id()["multi_worker_mirrored-w2x2-ctl-float32-gb64"]["notes"])
+        cluster_run.by_id()["multi_worker_mirrored-w2x2-ctl-float32-gb256"]["notes"])
 
 
 def test_the_report_and_tensorboard_show_each_worker(cluster_run: BenchRun) -> None:
@@ -117,8 +115,8 @@ def test_the_report_and_tensorboard_show_each_worker(cluster_run: BenchRun) -> N
     assert figure, "no workers chart"
     bars = json.loads(figure.group(1))["data"][0]
     assert 'id="section-worker-tables"' in html
-    for vid in ("multi_worker_mirrored-w2x1-ctl-float32-gb32",
-                "multi_worker_mirrored-w2x2-ctl-float32-gb64"):
+    for vid in ("multi_worker_mirrored-w2x1-ctl-float32-gb128",
+                "multi_worker_mirrored-w2x2-ctl-float32-gb256"):
         rec = cluster_run.by_id()[vid]
         for task in rec["cluster"]["tasks"]:
             label = f"{vid} · {task['task']}"
@@ -129,7 +127,7 @@ def test_the_report_and_tensorboard_show_each_worker(cluster_run: BenchRun) -> N
 
 
 def test_parameter_server_records_every_task(cluster_run: BenchRun) -> None:
-    rec = cluster_run.by_id()["parameter_server-ps1w2-ctl-float32-gb16"]
+    rec = cluster_run.by_id()["parameter_server-ps1w2-ctl-float32-gb64"]
     assert rec["strategy_info"]["class"].startswith("ParameterServerStrategy")
     assert rec["strategy_info"]["num_replicas_in_sync"] == 1
     assert rec["task"] == {"type": "chief", "index": 0}
@@ -149,7 +147,7 @@ def test_clusters_take_part_in_the_interleaved_rounds(cluster_run: BenchRun) -> 
     """Each cluster is one participant: all its training tasks wait at their gates together and
     run each timed window together, while the other clusters idle."""
     ok = [r for r in cluster_run.records if r["status"] == "ok"]
-    assert len(ok) == 4  # the yardstick, both MultiWorker CTL variants, ps1w2 CTL
+    assert len(ok) == 5  # the default fit and ctl, both MultiWorker CTL variants, ps1w2 CTL
     batch = ok[0]["interleave"]["batch"]
     assert {r["variant_id"] for r in ok} <= set(batch)
     for rec in ok:
@@ -158,7 +156,7 @@ def test_clusters_take_part_in_the_interleaved_rounds(cluster_run: BenchRun) -> 
         assert rec["measurement"]["interleaved"] is True
         assert len(rec["samples"]["timed"]) == 2  # one window per round
         assert rec["measurement"]["gate_wait_s"] > 0  # it idled while others ran
-    mwm = cluster_run.by_id()["multi_worker_mirrored-w2x1-ctl-float32-gb32"]
+    mwm = cluster_run.by_id()["multi_worker_mirrored-w2x1-ctl-float32-gb128"]
     assert all(t["step_time"]["n"] == 16 for t in mwm["cluster"]["tasks"])  # both workers, all
     assert cluster_run.run_dir is not None
     assert not list((cluster_run.run_dir / "logs").glob("*.gate"))  # every FIFO removed

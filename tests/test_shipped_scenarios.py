@@ -134,12 +134,13 @@ def run_args(stem: str) -> list[str]:
 # These scenarios' runs are started together when the first test needs one, two at a time
 # (longest first): much of a run is single-threaded (interpreter and cluster start-up, graph
 # building, the gate's hand-overs), so two runs share this 2-core machine's cores well, and the
-# module takes about half the time. fault_tolerance's run is the recovery tests' (one session
-# fixture). Figures are not checked here, only that every path runs and what it records.
-LONGEST_FIRST = ["resnet50", "seed_tutorials", "clusters", "mixed_precision", "lstm",
+# module takes about half the time. fault_tolerance's run is the recovery tests' and clusters'
+# run the cluster tests' (session fixtures). Figures are not checked here, only that every path
+# runs and what it records.
+LONGEST_FIRST = ["resnet50", "seed_tutorials", "mixed_precision", "lstm",
                  "strategy_shootout", "mnist_mirrored", "batch_sweep", "multi_worker_ctl",
                  "transformer", "input_bound", "checkpoint_cost"]
-SHARED = {"fault_tolerance": "fault_tolerance_run"}
+SHARED = {"fault_tolerance": "fault_tolerance_run", "clusters": "clusters_run"}
 
 
 @pytest.fixture(scope="module")

@@ -6,7 +6,7 @@ the machine hits both alike. Target (issue "Numbers that hold on a noisy machine
 interleaving, |difference| <= 3% in at least 9 of 10 runs.
 
 Run with `python -m pytest -m benchmark tests/benchmarks/test_noise_floor.py -s`; set
-BENCH_NOISE_RUNS for another number of runs per mode (default 10; about 25 minutes here).
+BENCH_NOISE_RUNS for another number of runs per mode (default 10; about 20 minutes here).
 """
 
 from __future__ import annotations
