@@ -160,14 +160,14 @@ def observer_summary(observed: float | dict[str, Any] | None, window_s: list[flo
     if isinstance(observed, dict):
         return observed
     window = statistics.median(window_s)
+    ratio = window / observed
     # One unobserved block is one sample of a machine whose speed moves from window to window:
     # flag only a block faster than all but the fastest 5% of the observed windows.
     fast_window = (statistics.quantiles(window_s, n=20, method="inclusive")[0]
                    if len(window_s) >= 2 else window)
     return {"status": "ok", "steps": steps, "unobserved_s": observed,
             "observed_window_s": window, "observed_window_p5_s": fast_window,
-            "ratio": window / observed,
-            "flagged": window / observed > OBSERVER_FLAG_RATIO and observed < fast_window}
+            "ratio": ratio, "flagged": ratio > OBSERVER_FLAG_RATIO and observed < fast_window}
 
 
 def start_state() -> dict[str, Any]:

@@ -42,14 +42,16 @@ def test_rounds_come_in_counterbalanced_pairs() -> None:
     """A shuffled order, then its reverse: each variant's mean place over the pair is the middle,
     so a drift steady across the pair lands on all alike."""
     rng, variants = random.Random(3), list("abcdef")
-    first = round_order(variants, None, rng)
-    second = round_order(variants, first, rng)
+    first, reverse_next = round_order(variants, None, rng)
+    second, after_pair = round_order(variants, reverse_next, rng)
     assert sorted(first) == variants and second == first[::-1]
+    assert reverse_next == first and after_pair is None  # the pair is done: the next shuffles
     assert {first.index(v) + second.index(v) for v in variants} == {len(variants) - 1}
-    orders = {tuple(round_order(variants, None, rng)) for _ in range(20)}
+    orders = {tuple(round_order(variants, None, rng)[0]) for _ in range(20)}
     assert len(orders) > 1  # the first of each pair is a fresh shuffle
     # when the participants changed (one finished its windows), no reversal: a fresh order
-    assert sorted(round_order(variants[:5], first, rng)) == variants[:5]
+    fresh, reverse_next = round_order(variants[:5], first, rng)
+    assert sorted(fresh) == variants[:5] and reverse_next == fresh
 
 
 def test_variants_finish_one_per_core_unless_one_measures_checkpoints() -> None:

@@ -1,5 +1,7 @@
 """MultiWorkerMirrored, ParameterServer and TPU through the real `bench run`, faults, and tasks
-started the way cluster managers start them (TF_CONFIG per process; SLURM variables)."""
+started the way cluster managers start them (TF_CONFIG per process; SLURM variables). The cluster
+variants' checks read the shipped scenarios/clusters.toml run (`clusters_run`, tests/conftest.py),
+which the shipped-scenario test reads too."""
 
 from __future__ import annotations
 
@@ -47,16 +49,9 @@ partitioner = "fixed"
 """
 
 
-@pytest.fixture(scope="module")
-def cluster_run(clusters_run: BenchRun) -> BenchRun:
-    """The shipped scenarios/clusters.toml (default, MultiWorkerMirrored 2 workers x 1 and 2
-    devices, ParameterServer 1 ps + 2 workers, TPU; fit and ctl), run once per session."""
-    return clusters_run
-
-
-def test_cluster_variants_run_or_skip_with_reasons(cluster_run: BenchRun) -> None:
-    assert cluster_run.proc.returncode == 0, cluster_run.proc.stdout + cluster_run.proc.stderr
-    status = {r["variant_id"]: (r["status"], r["reason"]) for r in cluster_run.records}
+def test_cluster_variants_run_or_skip_with_reasons(clusters_run: BenchRun) -> None:
+    assert clusters_run.proc.returncode == 0, clusters_run.proc.stdout + clusters_run.proc.stderr
+    status = {r["variant_id"]: (r["status"], r["reason"]) for r in clusters_run.records}
     for vid in ("multi_worker_mirrored-w2x1-ctl-float32-gb128",
                 "multi_worker_mirrored-w2x2-ctl-float32-gb256",
                 "parameter_server-ps1w2-ctl-float32-gb64"):
@@ -79,10 +74,10 @@ def test_sharded_parameter_server_variables_are_a_recorded_skip(tmp_path: Path) 
     assert run.run_dir is not None and leftover_processes(str(run.run_dir)) == []
 
 
-def test_multi_worker_records_global_and_per_worker_figures(cluster_run: BenchRun) -> None:
+def test_multi_worker_records_global_and_per_worker_figures(clusters_run: BenchRun) -> None:
     for vid, planned in (("multi_worker_mirrored-w2x1-ctl-float32-gb128", 2),
                          ("multi_worker_mirrored-w2x2-ctl-float32-gb256", 4)):
-        rec = cluster_run.by_id()[vid]
+        rec = clusters_run.by_id()[vid]
         assert rec["strategy_info"]["class"] == "CollectiveAllReduceStrategy"
         assert rec["strategy_info"]["collective_implementation"] == "AUTO"
         assert rec["variant"]["replicas"] == planned
@@ -102,32 +97,32 @@ def test_multi_worker_records_global_and_per_worker_figures(cluster_run: BenchRu
         assert rec["task"] == {"type": "worker", "index": 0}
         assert rec["loss"]["final"] < rec["loss"]["initial"]
     assert "planned 4 replicas, the strategy has 2" in " ".join(
-        cluster_run.by_id()["multi_worker_mirrored-w2x2-ctl-float32-gb256"]["notes"])
+        clusters_run.by_id()["multi_worker_mirrored-w2x2-ctl-float32-gb256"]["notes"])
 
 
-def test_the_report_and_tensorboard_show_each_worker(cluster_run: BenchRun) -> None:
+def test_the_report_and_tensorboard_show_each_worker(clusters_run: BenchRun) -> None:
     """The run's report draws every MultiWorker worker's median step (the straggler view) and
     lists them per variant; the variant's TensorBoard events sit beside its workers' profiles."""
-    assert cluster_run.run_dir is not None
-    name = cluster_run.run_dir.name
-    html = (cluster_run.run_dir.parent.parent / "reports" / name / f"run-{name}.html").read_text()
+    assert clusters_run.run_dir is not None
+    name = clusters_run.run_dir.name
+    html = (clusters_run.run_dir.parent.parent / "reports" / name / f"run-{name}.html").read_text()
     figure = re.search(r'data-figure="workers">(.*?)</script>', html, re.S)
     assert figure, "no workers chart"
     bars = json.loads(figure.group(1))["data"][0]
     assert 'id="section-worker-tables"' in html
     for vid in ("multi_worker_mirrored-w2x1-ctl-float32-gb128",
                 "multi_worker_mirrored-w2x2-ctl-float32-gb256"):
-        rec = cluster_run.by_id()[vid]
+        rec = clusters_run.by_id()[vid]
         for task in rec["cluster"]["tasks"]:
             label = f"{vid} · {task['task']}"
             assert bars["x"][bars["y"].index(label)] == pytest.approx(task["step_time"]["median"] * 1e3)
-        folder = cluster_run.run_dir / "traces" / vid
+        folder = clusters_run.run_dir / "traces" / vid
         assert len(list(folder.glob("events.out.tfevents.*"))) == 1
         assert list(folder.glob("worker-*/plugins/profile"))
 
 
-def test_parameter_server_records_every_task(cluster_run: BenchRun) -> None:
-    rec = cluster_run.by_id()["parameter_server-ps1w2-ctl-float32-gb64"]
+def test_parameter_server_records_every_task(clusters_run: BenchRun) -> None:
+    rec = clusters_run.by_id()["parameter_server-ps1w2-ctl-float32-gb64"]
     assert rec["strategy_info"]["class"].startswith("ParameterServerStrategy")
     assert rec["strategy_info"]["num_replicas_in_sync"] == 1
     assert rec["task"] == {"type": "chief", "index": 0}
@@ -143,10 +138,10 @@ def test_parameter_server_records_every_task(cluster_run: BenchRun) -> None:
     assert rec["loss"]["final"] < rec["loss"]["initial"]
 
 
-def test_clusters_take_part_in_the_interleaved_rounds(cluster_run: BenchRun) -> None:
+def test_clusters_take_part_in_the_interleaved_rounds(clusters_run: BenchRun) -> None:
     """Each cluster is one participant: all its training tasks wait at their gates together and
     run each timed window together, while the other clusters idle."""
-    ok = [r for r in cluster_run.records if r["status"] == "ok"]
+    ok = [r for r in clusters_run.records if r["status"] == "ok"]
     assert len(ok) == 5  # the default fit and ctl, both MultiWorker CTL variants, ps1w2 CTL
     batch = ok[0]["interleave"]["batch"]
     assert {r["variant_id"] for r in ok} <= set(batch)
@@ -156,15 +151,15 @@ def test_clusters_take_part_in_the_interleaved_rounds(cluster_run: BenchRun) -> 
         assert rec["measurement"]["interleaved"] is True
         assert len(rec["samples"]["timed"]) == 2  # one window per round
         assert rec["measurement"]["gate_wait_s"] > 0  # it idled while others ran
-    mwm = cluster_run.by_id()["multi_worker_mirrored-w2x1-ctl-float32-gb128"]
+    mwm = clusters_run.by_id()["multi_worker_mirrored-w2x1-ctl-float32-gb128"]
     assert all(t["step_time"]["n"] == 16 for t in mwm["cluster"]["tasks"])  # both workers, all
-    assert cluster_run.run_dir is not None
-    assert not list((cluster_run.run_dir / "logs").glob("*.gate"))  # every FIFO removed
+    assert clusters_run.run_dir is not None
+    assert not list((clusters_run.run_dir / "logs").glob("*.gate"))  # every FIFO removed
 
 
-def test_no_task_outlives_the_run(cluster_run: BenchRun) -> None:
-    assert cluster_run.run_dir is not None
-    assert leftover_processes(str(cluster_run.run_dir)) == []
+def test_no_task_outlives_the_run(clusters_run: BenchRun) -> None:
+    assert clusters_run.run_dir is not None
+    assert leftover_processes(str(clusters_run.run_dir)) == []
 
 
 FAULT = """

@@ -165,11 +165,15 @@ def start(variant: Variant, run_dir: Path, forkserver: ForkServer | None,
     return LiveVariant(variant, run_dir, proc, fifo, announced, _writer=writer)
 
 
+def _per_core() -> int:
+    """How many variants run untimed work at once: one per core (building is mostly
+    single-threaded Python tracing and graph optimisation), at most BUILD_PARALLELISM."""
+    return max(1, min(BUILD_PARALLELISM, os.cpu_count() or 1))
+
+
 def _groups_per_core(variants: list[Any]) -> list[list[Any]]:
-    """Variants that build and warm up (or run other untimed work) at the same time: one per
-    core (building is mostly single-threaded Python tracing and graph optimisation), at most
-    BUILD_PARALLELISM."""
-    width = max(1, min(BUILD_PARALLELISM, os.cpu_count() or 1))
+    """Variants that build and warm up (or run other untimed work) at the same time."""
+    width = _per_core()
     return [variants[k:k + width] for k in range(0, len(variants), width)]
 
 
@@ -179,7 +183,7 @@ def finishing_width(variants: list[Variant]) -> int:
     cost, which it does after its windows and which must have the machine to itself."""
     if any(v.measure.checkpoint is not None for v in variants):
         return 1
-    return len(_groups_per_core(variants)[0]) if variants else 1
+    return _per_core()
 
 
 def gate_timeout(variants: list[Variant]) -> float:
@@ -217,9 +221,7 @@ def play(variants: list[Variant], run_dir: Path, forkserver: ForkServer | None,
                     for one in group:
                         one.run_to_gate(since)
                 continue
-            reverses = first_of_pair
-            waiting = round_order(waiting, first_of_pair, rng)
-            first_of_pair = None if reverses is not None and waiting == reverses[::-1] else waiting
+            waiting, first_of_pair = round_order(waiting, first_of_pair, rng)
             for position, one in enumerate(waiting):
                 one.positions.append(position)
                 one.release()
@@ -240,15 +242,16 @@ def play(variants: list[Variant], run_dir: Path, forkserver: ForkServer | None,
 
 
 def round_order(waiting: list[Any], first_of_pair: list[Any] | None,
-                rng: random.Random) -> list[Any]:
-    """The order of the next round: the previous round's order reversed when it was the first of
-    a pair and the same participants wait (ABBA: linear drift across the pair cancels for every
-    variant), else a fresh shuffle."""
+                rng: random.Random) -> tuple[list[Any], list[Any] | None]:
+    """The order of the next round, and the order the round after it must reverse (None: it
+    shuffles afresh). A round reverses the first of its pair when the same participants wait
+    (ABBA: linear drift across the pair cancels for every variant); otherwise it is a fresh
+    shuffle and the first of a new pair."""
     if first_of_pair is not None and set(map(id, first_of_pair)) == set(map(id, waiting)):
-        return first_of_pair[::-1]
+        return first_of_pair[::-1], None
     order = list(waiting)
     rng.shuffle(order)
-    return order
+    return order, order
 
 
 def batches(variants: list[Variant], max_live: int) -> list[list[Variant]]:
