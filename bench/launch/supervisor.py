@@ -272,6 +272,7 @@ def supervise(variant: Variant, variants_path: Path, logs: Path, network: str,
         return supervise_fault(variant, variants_path, logs, network)
     deadline = time.monotonic() + variant.measure.timeout_s
     crashes: list[str] = []
+    restarts: list[str] = []
     relay = GateRelay(os.environ.get(protocol.GATE_ENV) or None, logs, variant.id)
     try:
         for attempt in range(1, attempts + 1):
@@ -281,6 +282,7 @@ def supervise(variant: Variant, variants_path: Path, logs: Path, network: str,
                 status, reason = cluster.watch(deadline)
             except _Restart as restart:
                 cluster.close()
+                restarts.append(str(restart))
                 if isinstance(restart, _NativeCrash):
                     crashes.append(str(restart))
                 if attempt == attempts:
@@ -292,7 +294,7 @@ def supervise(variant: Variant, variants_path: Path, logs: Path, network: str,
     finally:
         relay.close()
     record = _variant_record(variant, cluster, status, reason, network, attempt)
-    record["cluster"]["native_crashes"] = crashes
+    record["cluster"].update(native_crashes=crashes, restarts=restarts)
     if crashes:
         record["notes"] = [*(record.get("notes") or []),
                            f"cluster restarted after a native crash: {'; '.join(crashes)}"]
@@ -311,7 +313,7 @@ def _variant_record(variant: Variant, cluster: Cluster, status: str, reason: str
                         reason=reason, error=error)
     record["cluster"] = {"network": network, "spec": cluster.spec, "attempts": attempts,
                          "chief": cluster.chief.name, "tasks": cluster.task_summaries(),
-                         "native_crashes": []}
+                         "native_crashes": [], "restarts": []}
     return record
 
 
