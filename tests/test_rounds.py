@@ -67,12 +67,24 @@ def test_observer_flags_only_a_block_beyond_the_windows_noise() -> None:
     from bench.worker import observer_summary
 
     windows = [0.100 + 0.001 * k for k in range(30)]  # median 0.1145, 5th percentile ~0.101
-    within = observer_summary(0.105, windows, steps=10)
+    within = observer_summary(0.105, windows, window_steps=10, block_steps=10)
     assert within["ratio"] == pytest.approx(0.1145 / 0.105) and within["ratio"] > 1.02
     assert within["flagged"] is False  # slower than some observed windows: one noisy sample
-    beyond = observer_summary(0.095, windows, steps=10)
+    beyond = observer_summary(0.095, windows, window_steps=10, block_steps=10)
     assert beyond["flagged"] is True and beyond["observed_window_p5_s"] > 0.095
-    assert observer_summary(0.120, windows, steps=10)["flagged"] is False  # ratio under 1
+    assert observer_summary(0.120, windows, 10, 10)["flagged"] is False  # ratio under 1
+    # a longer block is compared per step: three windows' worth, 3% faster per step
+    longer = observer_summary(3 * 0.095, windows, window_steps=10, block_steps=30)
+    assert longer["ratio"] == pytest.approx(0.1145 / 0.095) and longer["flagged"] is True
+
+
+def test_the_unobserved_block_is_at_least_thirty_steps() -> None:
+    from bench.worker import OBSERVER_MIN_STEPS, observer_block_steps
+
+    assert OBSERVER_MIN_STEPS == 30
+    assert observer_block_steps(3, 1) == 30  # short windows: the block's fixed cost stays small
+    assert observer_block_steps(50, 1) == 50  # long windows: a window's steps
+    assert observer_block_steps(3, 4) == 32  # whole steps_per_execution blocks
 
 
 def test_schedule_places_a_gate_before_every_window() -> None:
@@ -220,12 +232,15 @@ class TestInterleavedRun:
         for rec in interleaved.records:
             observer = rec["observer"]
             assert observer["status"] == "ok", observer
+            per_step = observer["unobserved_s"] / observer["steps"]
+            assert observer["window_steps"] == rec["variant"]["measure"]["steps"]
+            assert observer["steps"] >= 30
             assert observer["ratio"] == pytest.approx(
-                observer["observed_window_s"] / observer["unobserved_s"])
+                observer["observed_window_s"] / observer["window_steps"] / per_step)
             assert 0.3 < observer["ratio"] < 3.0, observer
             # flagged only when observing costs over 2% AND the block beat 95% of the windows
-            beat_the_windows = observer["unobserved_s"] < observer["observed_window_p5_s"]
-            assert observer["flagged"] is (observer["ratio"] > 1.02 and beat_the_windows)
+            fast_window = observer["observed_window_p5_s"] / observer["window_steps"]
+            assert observer["flagged"] is (observer["ratio"] > 1.02 and per_step < fast_window)
             assert observer["observed_window_p5_s"] <= observer["observed_window_s"]
             # its set-up waited at the side-by-side gate, its clock after the unobserved gate
             # (a clock that held that wait would read far longer than a window)

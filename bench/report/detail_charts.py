@@ -103,7 +103,7 @@ def measurement_cost_chart(run: RunView) -> Chart:
     chart = Chart("measurement-cost", "What measuring cost each variant",
                   "Bars grow from 1.0 (no cost); a red outline marks a ratio over its limit "
                   "(dashed lines). Observer: the timed windows (a hook and a host "
-                  "sync every step) ÷ the same steps run unobserved; over "
+                  "sync every step) ÷ a block run unobserved, per step; over "
                   f"{OBSERVER_FLAG_RATIO:g}× (and faster than 95% of the observed windows, so "
                   "beyond the machine's noise) the per-step observation itself slows the step. "
                   "Profiler: traced ÷ untraced median step; over "

@@ -65,7 +65,7 @@ METRICS: tuple[Metric, ...] = (
      "how far the run's A/A control twins' examples/s differ (the same for every variant)",
      lambda run, r: (run.noise_floor or {}).get("difference_pct")),
     ("metrics/observer_ratio", "observer ×",
-     "observed timed windows ÷ an unobserved block of the same steps",
+     "time per step: observed timed windows ÷ an unobserved block",
      lambda run, r: (r.get("observer") or {}).get("ratio")),
     ("metrics/profiler_ratio", "profiler ×", "traced ÷ untraced median step time",
      lambda run, r: (r.get("trace") or {}).get("overhead_ratio")),
