@@ -111,6 +111,12 @@ replicas = 1      # hangs until interrupted
 """
 
 
+def _ctrl_c_as_in_a_terminal() -> None:
+    """SIGINT back to its default in the child: a test suite started as a background job of a
+    non-interactive shell inherits SIGINT ignored, and then Ctrl-C could never reach bench."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def interrupt_when_hung(tmp_path: Path, name: str, *args: str, wait_s: float = 120
                         ) -> tuple[subprocess.Popen[str], str, str, Path]:
     """`bench run` of HANGING, Ctrl-C once the mirrored variant hangs: (process, stdout, stderr,
@@ -122,7 +128,8 @@ def interrupt_when_hung(tmp_path: Path, name: str, *args: str, wait_s: float = 1
                              str(tmp_path / "results"), "--reports-dir", str(tmp_path / "reports"),
                              *args],
                             cwd=REPO, env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            preexec_fn=_ctrl_c_as_in_a_terminal)
     deadline = time.monotonic() + wait_s
     while not pid_file.exists() and time.monotonic() < deadline:
         time.sleep(0.2)
