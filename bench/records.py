@@ -101,8 +101,8 @@ def counts_as_variant(record: dict[str, Any]) -> bool:
 
 
 # Per-step observation costing more than this share of the step (observed ÷ unobserved) is
-# flagged, when the unobserved block also beat 95% of the observed windows (beyond their noise):
-# by the worker in the record, and by the report's measurement-cost chart.
+# flagged, when the unobserved block also beat 95% of the observed stretches of as many steps
+# (beyond their noise): by the worker in the record, and by the report's measurement-cost chart.
 OBSERVER_FLAG_RATIO = 1.02
 
 

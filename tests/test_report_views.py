@@ -69,7 +69,7 @@ def test_measurement_costs_name_the_variants_over_their_limits(run: RunView) -> 
 
 
 def test_an_observer_ratio_within_the_windows_noise_is_not_flagged(tmp_path: Path) -> None:
-    """Over 1.02x but not faster than 95% of the observed windows: one noisy sample, no finding."""
+    """Over 1.02x but not faster than 95% of the observed stretches: one noisy sample, no finding."""
     records = standard_records()
     records[0]["observer"] = {"status": "ok", "ratio": 1.08, "flagged": False}
     noisy = load_run(write_run(tmp_path, "noisy-20261122T051803Z", records))

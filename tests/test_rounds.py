@@ -69,13 +69,32 @@ def test_observer_flags_only_a_block_beyond_the_windows_noise() -> None:
     windows = [0.100 + 0.001 * k for k in range(30)]  # median 0.1145, 5th percentile ~0.101
     within = observer_summary(0.105, windows, window_steps=10, block_steps=10)
     assert within["ratio"] == pytest.approx(0.1145 / 0.105) and within["ratio"] > 1.02
-    assert within["flagged"] is False  # slower than some observed windows: one noisy sample
+    assert within["flagged"] is False  # slower than some observed stretches: one noisy sample
     beyond = observer_summary(0.095, windows, window_steps=10, block_steps=10)
-    assert beyond["flagged"] is True and beyond["observed_window_p5_s"] > 0.095
+    assert beyond["flagged"] is True and beyond["observed_stretch_step_p5_s"] > 0.0095
     assert observer_summary(0.120, windows, 10, 10)["flagged"] is False  # ratio under 1
     # a longer block is compared per step: three windows' worth, 3% faster per step
     longer = observer_summary(3 * 0.095, windows, window_steps=10, block_steps=30)
     assert longer["ratio"] == pytest.approx(0.1145 / 0.095) and longer["flagged"] is True
+
+
+def test_a_block_is_held_against_observed_stretches_of_as_many_steps() -> None:
+    from bench.worker import observed_stretches, observer_summary
+
+    # 3-step windows alternating 10 and 14 ms per step: any one window is 10 or 14 ms a step,
+    # but every 30-step stretch (ten windows) averages 12 ms a step
+    windows = [0.030 if k % 2 == 0 else 0.042 for k in range(100)]
+    stretches = observed_stretches(windows, window_steps=3, block_steps=30)
+    assert len(stretches) == 10 and stretches == pytest.approx([0.012] * 10)
+    # an 11 ms/step block: 9% faster than every stretch (flagged), though no faster than the
+    # fastest single windows (which the flag held it against before)
+    flagged = observer_summary(0.011 * 30, windows, window_steps=3, block_steps=30)
+    assert flagged["flagged"] is True and flagged["observed_stretch_step_p5_s"] == \
+        pytest.approx(0.012)
+    # a tail of windows too short for a stretch joins the one before it
+    assert len(observed_stretches(windows[:25], window_steps=3, block_steps=30)) == 2
+    # fewer steps than the block: one stretch of all the windows
+    assert observed_stretches([0.024, 0.024], 8, 30) == pytest.approx([0.003])
 
 
 def test_the_unobserved_block_is_at_least_thirty_steps() -> None:
@@ -239,9 +258,9 @@ class TestInterleavedRun:
                 observer["observed_window_s"] / observer["window_steps"] / per_step)
             assert 0.3 < observer["ratio"] < 3.0, observer
             # flagged only when observing costs over 2% AND the block beat 95% of the windows
-            fast_window = observer["observed_window_p5_s"] / observer["window_steps"]
-            assert observer["flagged"] is (observer["ratio"] > 1.02 and per_step < fast_window)
-            assert observer["observed_window_p5_s"] <= observer["observed_window_s"]
+            fast_step = observer["observed_stretch_step_p5_s"]
+            assert observer["flagged"] is (observer["ratio"] > 1.02 and per_step < fast_step)
+            assert fast_step <= max(rec["measurement"]["window_s"]) / observer["window_steps"]
             # its set-up waited at the side-by-side gate, its clock after the unobserved gate
             # (a clock that held that wait would read far longer than a window)
             assert {"prepare", "unobserved"} <= set(rec["measurement"]["gate_wait_by_segment"])

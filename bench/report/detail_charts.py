@@ -104,8 +104,9 @@ def measurement_cost_chart(run: RunView) -> Chart:
                   "Bars grow from 1.0 (no cost); a red outline marks a ratio over its limit "
                   "(dashed lines). Observer: the timed windows (a hook and a host "
                   "sync every step) ÷ a block run unobserved, per step; over "
-                  f"{OBSERVER_FLAG_RATIO:g}× (and faster than 95% of the observed windows, so "
-                  "beyond the machine's noise) the per-step observation itself slows the step. "
+                  f"{OBSERVER_FLAG_RATIO:g}× (and faster per step than 95% of the observed "
+                  "stretches as long, so beyond the machine's noise) the per-step observation "
+                  "itself slows the step. "
                   "Profiler: traced ÷ untraced median step; over "
                   f"{TRACE_INFLATION_LIMIT:g}× the trace's own milliseconds overstate the step, "
                   "which is why the breakdown and top ops are shown as shares.")
