@@ -19,6 +19,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from bench import fingerprint, results
 from bench.checks.verdicts import ParityJudge
 from bench.errors import BenchError
+from bench.interrupts import terminate_as_interrupt
 from bench.launch import launcher_for, rounds
 from bench.launch.forkserver import ForkServer
 from bench.launch.local import data_cache_dir, worker_env
@@ -187,8 +188,10 @@ def run(path: Path, opts: RunOptions, console: Console) -> RunOutcome:
     if scenario.fault is not None:
         interleave = False  # the recovery is what is measured, on a cluster left to itself
     try:
-        _run_variants(variants, run_dir, outcome, forkserver, console,
-                      interleave and opts.slurm is None, scenario.measure.max_live, opts.slurm)
+        with terminate_as_interrupt():
+            _run_variants(variants, run_dir, outcome, forkserver, console,
+                          interleave and opts.slurm is None, scenario.measure.max_live,
+                          opts.slurm)
     except KeyboardInterrupt:
         outcome.interrupted = True
         console.print(f"[yellow]interrupted: kept {len(outcome.records)} finished record(s) in "

@@ -117,10 +117,12 @@ def _ctrl_c_as_in_a_terminal() -> None:
     signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
-def interrupt_when_hung(tmp_path: Path, name: str, *args: str, wait_s: float = 120
+def interrupt_when_hung(tmp_path: Path, name: str, *args: str, wait_s: float = 120,
+                        sig: signal.Signals = signal.SIGINT
                         ) -> tuple[subprocess.Popen[str], str, str, Path]:
-    """`bench run` of HANGING, Ctrl-C once the mirrored variant hangs: (process, stdout, stderr,
-    the file holding the hung worker's pid). Asserts the run ended as an interrupted run does."""
+    """`bench run` of HANGING, Ctrl-C (or `sig`) once the mirrored variant hangs: (process,
+    stdout, stderr, the file holding the hung worker's pid). Asserts the run ended as an
+    interrupted run does."""
     scenario = write_scenario(tmp_path, HANGING, name=name, model="tests.fixtures.faulty:by_strategy")
     pid_file = tmp_path / "hung.pid"
     env = {**os.environ, "BENCH_TEST_PID_FILE": str(pid_file)}
@@ -134,7 +136,7 @@ def interrupt_when_hung(tmp_path: Path, name: str, *args: str, wait_s: float = 1
     while not pid_file.exists() and time.monotonic() < deadline:
         time.sleep(0.2)
     assert pid_file.exists(), "the hanging variant never started"
-    proc.send_signal(signal.SIGINT)
+    proc.send_signal(sig)
     out, err = proc.communicate(timeout=60)
     assert proc.returncode == 130, out + err
     assert "interrupted" in out
@@ -155,6 +157,16 @@ def test_ctrl_c_stops_cleanly_and_keeps_finished_records(tmp_path: Path) -> None
     time.sleep(0.5)
     assert not Path(f"/proc/{hung}").exists() or \
         Path(f"/proc/{hung}/stat").read_text().split()[2] == "Z"
+
+
+def test_sigterm_tears_down_like_ctrl_c(tmp_path: Path) -> None:
+    """A cancelled CI job or a `kill` sends SIGTERM: no worker may be left behind without its
+    runner (Python's default would end the runner and orphan every worker)."""
+    interrupt_when_hung(tmp_path, "term", "--no-control", sig=signal.SIGTERM, wait_s=180)
+    time.sleep(0.5)
+    assert leftover_processes(str(tmp_path / "results")) == []
+    (run_dir,) = (tmp_path / "results").iterdir()
+    assert (run_dir / "timing.json").exists()  # the run was concluded, not cut off
 
 
 def test_ctrl_c_during_interleaved_rounds_leaves_no_process(tmp_path: Path) -> None:
