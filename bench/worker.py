@@ -275,13 +275,14 @@ def measure(variant: Variant, spawn_time: float, progress: ProgressFn) -> dict[s
     if variant.strategy == "parameter_server":
         k = ps_loops.ps_block(variant)
     warmup_steps, steps = round_up(m.warmup_steps, k), round_up(m.steps, k)
-    total_steps = warmup_steps + m.repeats * steps
     block_steps = observer_block_steps(steps, k)
     trace = _trace_window(variant, k)
     gate = Gate.from_env(float(os.environ.get(GATE_TIMEOUT_ENV) or m.timeout_s))
-    schedule = Schedule(warmup_steps, steps, m.repeats, gate)
+    # windows played back to back (no gate) have no cold start to settle
+    settle = round_up(m.settle_steps, k) if gate.interleaved else 0
+    schedule = Schedule(warmup_steps, steps, m.repeats, gate, settle)
     # the unobserved `fit` starts a new pass over the arrays and runs two epochs of its block
-    fed_steps = max(total_steps + (trace.steps if trace else 0), 2 * block_steps)
+    fed_steps = max(schedule.total_steps + (trace.steps if trace else 0), 2 * block_steps)
     arrays = (data_mod.numpy_feed(loaded, fed_steps * global_batch)
               if variant.data.feed == "numpy" else None)
     with phases("loop"):
@@ -300,7 +301,7 @@ def measure(variant: Variant, spawn_time: float, progress: ProgressFn) -> dict[s
 
     warmup, windows = _split(result.timer.samples, warmup_steps // k, steps // k, m.repeats)
     timed = [s for w in windows for s in w]
-    traced = result.timer.samples[total_steps // k:]
+    traced = result.timer.samples[schedule.sampled_steps // k:]
     notes = list(result.notes) + effective.pop("notes")
     step_stats = summarize(timed)
     with phases("utilization"):
@@ -321,11 +322,13 @@ def measure(variant: Variant, spawn_time: float, progress: ProgressFn) -> dict[s
             "steps_per_sample": k,
             "repeats": m.repeats,
             "phases": phases.seconds,
-            **overhead.harness_overhead(result.harness_s, total_steps, step_stats.median),
+            **overhead.harness_overhead(result.harness_s, schedule.total_steps,
+                                        step_stats.median),
         },
         "step_time": step_stats.to_dict(),
         "throughput": throughput(windows, global_batch, result.window_s, k).to_dict(),
-        "measurement": {"interleaved": gate.interleaved, "gate_wait_s": gate.waited_s,
+        "measurement": {"interleaved": gate.interleaved, "settle_steps": settle,
+                        "gate_wait_s": gate.waited_s,
                         "gate_wait_by_segment": gate.waited_by_segment,
                         "window_s": result.window_s,
                         "window_started_at": result.window_started_at},

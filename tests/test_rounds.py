@@ -11,6 +11,7 @@ from __future__ import annotations
 import math
 import os
 import random
+import time
 from typing import Any
 
 import pytest
@@ -112,6 +113,34 @@ def test_schedule_places_a_gate_before_every_window() -> None:
     assert {s: w for s, w in starts.items() if w is not None} == {4: 0, 7: 1}
     assert [n for n in range(12) if schedule.ends_a_window(n)] == [7, 10]
     assert schedule.total_steps == 10 and schedule.timed_steps == 6
+
+
+def test_settling_steps_open_each_window_untimed() -> None:
+    schedule = Schedule(warmup_steps=4, window_steps=3, repeats=2, gate=Gate(None, 1.0),
+                        settle_steps=2)
+    assert [s for s in range(16) if schedule.window_starting_at(s) is not None] == [4, 9]
+    assert [s for s in range(16) if schedule.clock_starts_at(s)] == [6, 11]
+    assert [s for s in range(16) if schedule.settling(s)] == [4, 5, 9, 10]
+    assert [n for n in range(16) if schedule.ends_a_window(n)] == [9, 14]
+    assert (schedule.total_steps, schedule.sampled_steps, schedule.timed_steps) == (14, 10, 6)
+
+
+def test_a_settling_step_is_in_no_sample_and_no_window_clock() -> None:
+    """A loop through LoopClock whose settling steps are slow: neither the samples nor the
+    window clocks may hold them."""
+    from bench.training.schedule import LoopClock
+
+    schedule = Schedule(warmup_steps=1, window_steps=2, repeats=3, gate=Gate(None, 1.0),
+                        settle_steps=1)
+    clock = LoopClock(schedule, schedule.total_steps, lambda done, total: None)
+    for step in range(schedule.total_steps):
+        clock.before(step, time.perf_counter())
+        time.sleep(0.05 if schedule.settling(step) else 0.0)
+        clock.lap(1)
+    assert clock.timer.steps == schedule.sampled_steps == 7
+    assert max(clock.timer.samples) < 0.025  # no 50 ms settling step among them
+    assert len(clock.window_s) == 3 and max(clock.window_s) < 0.025
+    assert clock.steps_done == schedule.total_steps == 10
 
 
 def test_headline_is_examples_over_the_window_clocks() -> None:

@@ -223,6 +223,9 @@ class MeasureConfig(_Strict):
     # Interleave the timed windows of all live variants in shuffled rounds (bench.launch.rounds);
     # false runs the variants one after another, as `bench run --no-interleave` does.
     interleave: bool = True
+    # Untimed steps after each gate release before an interleaved window's clock starts: a
+    # variant's first steps after idling at the gate run cold (1.3-1.45x the settled step here).
+    settle_steps: NonNegativeInt = 0
     # How many variant processes may be alive at once ("auto": from free memory, and GPU memory
     # where there are GPUs); more variants are run in batches of this size.
     max_live: Literal["auto"] | PositiveInt = "auto"

@@ -121,7 +121,7 @@ def run_fit(model: Any, optimizer: Any, feed: FitInput, *, schedule: Schedule,
                 self.context.__exit__(None, None, None)
                 self.context = None
             clock.lap(steps_per_execution, entered)
-            if trace and clock.timer.steps > last:
+            if trace and clock.steps_done > last:
                 trace.stop()
 
     model.compile(optimizer=optimizer, loss=make_loss(), steps_per_execution=steps_per_execution,

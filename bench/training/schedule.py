@@ -47,32 +47,57 @@ class LoopResult:
 
 @dataclass(frozen=True)
 class Schedule:
-    """Where a loop's steps fall: warmup, `repeats` timed windows of `window_steps`, then the
-    traced window; the gate stands before every window and before the trace."""
+    """Where a loop's steps fall: warmup, `repeats` windows, then the traced window; the gate
+    stands before every window and before the trace. A window is `settle_steps` untimed steps
+    (a variant idle at the gate runs its first steps cold) and then `window_steps` timed ones."""
 
     warmup_steps: int
     window_steps: int
     repeats: int
     gate: Gate
+    settle_steps: int = 0
+
+    @property
+    def span(self) -> int:
+        """Loop steps per window, settling included."""
+        return self.settle_steps + self.window_steps
 
     @property
     def timed_steps(self) -> int:
         return self.window_steps * self.repeats
 
     @property
-    def total_steps(self) -> int:
+    def sampled_steps(self) -> int:
+        """Steps with a timer sample before the trace: warmup and timed (settling has none)."""
         return self.warmup_steps + self.timed_steps
 
-    def window_starting_at(self, step: int) -> int | None:
-        """The index of the timed window whose first step is `step`, if any."""
+    @property
+    def total_steps(self) -> int:
+        """Loop steps before the trace."""
+        return self.warmup_steps + self.span * self.repeats
+
+    def _offset(self, step: int) -> int | None:
         offset = step - self.warmup_steps
-        if 0 <= offset < self.timed_steps and offset % self.window_steps == 0:
-            return offset // self.window_steps
-        return None
+        return offset if 0 <= offset < self.span * self.repeats else None
+
+    def window_starting_at(self, step: int) -> int | None:
+        """The index of the window (its gate) whose first step is `step`, if any."""
+        offset = self._offset(step)
+        return offset // self.span if offset is not None and offset % self.span == 0 else None
+
+    def clock_starts_at(self, step: int) -> bool:
+        """Whether a window's clock starts before `step` (its first step after settling)."""
+        offset = self._offset(step)
+        return offset is not None and offset % self.span == self.settle_steps
+
+    def settling(self, step: int) -> bool:
+        """Whether `step` is one of a window's untimed settling steps."""
+        offset = self._offset(step)
+        return offset is not None and offset % self.span < self.settle_steps
 
     def ends_a_window(self, steps_done: int) -> bool:
         offset = steps_done - self.warmup_steps
-        return 0 < offset <= self.timed_steps and offset % self.window_steps == 0
+        return 0 < offset <= self.span * self.repeats and offset % self.span == 0
 
 
 class LoopClock:
@@ -89,6 +114,7 @@ class LoopClock:
         self._window_started = 0.0
         self.progress = progress
         self.first_step_end = 0.0
+        self.steps_done = 0  # loop steps, settling included (the timer counts sampled ones)
         self.harness_s = 0.0
         self.accounting = True  # off once tracing starts: traced steps are not timed windows
         self._min_interval = min_interval_s
@@ -99,15 +125,21 @@ class LoopClock:
 
     def before(self, step: int, entered: float) -> float:
         """Before the block starting at `step` (the hook began at `entered`): at a window's
-        start, wait for the gate, then restart the timer so the idle time at the gate is in no
-        sample. Returns when bench's own time in this hook counts from."""
+        start, wait for the gate; once it has settled, restart the timer and the window's clock,
+        so neither the idle time at the gate nor the cold steps after it are in any sample.
+        Returns when bench's own time in this hook counts from."""
         if step == 0:
             self.start()
         window = self.schedule.window_starting_at(step)
-        if window is None:
+        if window is not None:
+            self.account(entered)
+            self.schedule.gate.wait(WINDOW, window)
+            self.start()  # the settling steps' laps are dropped from this point
+            entered = time.perf_counter()
+        if not self.schedule.clock_starts_at(step):
             return entered
-        self.account(entered)
-        self.schedule.gate.wait(WINDOW, window)
+        if window is None:
+            self.account(entered)
         self.start()
         self._window_started = time.perf_counter()
         self.window_started_at.append(time.time())
@@ -122,13 +154,17 @@ class LoopClock:
     def lap(self, steps: int, entered: float | None = None) -> None:
         """Close a block of `steps` steps; `entered` is when the caller's hook began, if any."""
         entered = entered if entered is not None else time.perf_counter()
-        self.timer.lap(steps)
-        if self.schedule.ends_a_window(self.timer.steps):
+        if self.schedule.settling(self.steps_done):
+            self.timer.start()  # a settling step: in no sample
+        else:
+            self.timer.lap(steps)
+        self.steps_done += steps
+        if self.schedule.ends_a_window(self.steps_done):
             self.window_s.append(time.perf_counter() - self._window_started)
         now = time.time()
         if not self.first_step_end:
             self.first_step_end = now
-        done = self.timer.steps
+        done = self.steps_done
         if done >= self.total or now - self._last_report >= self._min_interval:
             self._last_report = now
             self.progress(done, self.total)
