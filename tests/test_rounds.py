@@ -198,6 +198,7 @@ steps = 12
 repeats = 4
 trace_steps = 0
 timeout_s = 240
+settle_steps = 2
 
 [train]
 api = ["fit", "ctl"]
@@ -225,6 +226,13 @@ def windows_of(record: dict[str, Any]) -> list[tuple[float, float]]:
 
 @pytest.mark.slow
 class TestInterleavedRun:
+    def test_settling_steps_run_but_are_not_timed(self, interleaved: BenchRun) -> None:
+        for rec in interleaved.records:
+            assert rec["measurement"]["settle_steps"] == 2, rec["variant_id"]
+            windows = rec["samples"]["timed"]
+            assert [len(w) for w in windows] == [12] * 4  # 12 timed steps each, none settling
+            assert len(rec["measurement"]["window_s"]) == 4
+
     def test_every_variant_and_the_control_twin_is_ok(self, interleaved: BenchRun) -> None:
         assert interleaved.proc.returncode == 0, interleaved.proc.stdout + interleaved.proc.stderr
         ids = [r["variant_id"] for r in interleaved.records]
@@ -312,6 +320,7 @@ def test_no_interleave_runs_variants_one_after_another(sequential: BenchRun) -> 
     for rec in records:
         assert rec["measurement"]["interleaved"] is False
         assert rec["measurement"]["gate_wait_s"] == 0 and "interleave" not in rec
+        assert rec["measurement"]["settle_steps"] == 0  # back-to-back windows have no cold start
     assert "noise floor: not measured" in sequential.proc.stdout
 
 
