@@ -11,7 +11,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import statistics
 import sys
 import time
 from pathlib import Path
@@ -24,7 +23,6 @@ from bench.errors import DataUnavailable, VariantSkipped
 from bench.perf import overhead
 from bench.protocol import FINISH, GATE_TIMEOUT_ENV, PREPARE, UNOBSERVED, ProgressFn
 from bench.records import (
-    OBSERVER_FLAG_RATIO,
     base_record,
     error_from_exception,
     extra_failed,
@@ -39,6 +37,7 @@ from bench.training import (
     known_failures,
     loops,
     models,
+    observer,
     paths,
     precision,
     ps_loops,
@@ -49,9 +48,6 @@ from bench.training.gate import Gate
 from bench.training.schedule import LoopResult, Schedule
 from bench.training.tracing import TraceWindow
 from bench.utilization import mfu
-
-# The unobserved block runs at least this many steps (see observer_block_steps).
-OBSERVER_MIN_STEPS = 30
 
 
 def _emit_progress(done: int, total: int) -> None:
@@ -140,13 +136,6 @@ def _effective_batch(variant: Variant, replicas: int) -> dict[str, Any]:
             "notes": notes}
 
 
-def observer_block_steps(window_steps: int, steps_per_execution: int) -> int:
-    """Steps of the unobserved block: a window's, but at least OBSERVER_MIN_STEPS, so that the
-    block's own fixed cost (a `fit` epoch's hooks, the final host sync) stays a small share of
-    it when windows are only a few steps long."""
-    return round_up(max(window_steps, OBSERVER_MIN_STEPS), steps_per_execution)
-
-
 def _observe_unobserved(result: LoopResult, gate: Gate, steps: int,
                         phases: Phases) -> float | dict[str, Any] | None:
     """One more block of `steps` steps with no per-step hook or host sync, timed as a whole
@@ -159,40 +148,6 @@ def _observe_unobserved(result: LoopResult, gate: Gate, steps: int,
             return result.unobserved(steps, lambda: gate.wait(UNOBSERVED))
         except Exception as exc:  # the observer figure is a bonus, not the measurement
             return extra_failed(exc)
-
-
-def observer_summary(observed: float | dict[str, Any] | None, window_s: list[float],
-                     window_steps: int, block_steps: int) -> dict[str, Any]:
-    """How much bench's per-step observation costs: the median timed window's time per step
-    against the unobserved block's (ratio > 1: observing slowed the steps)."""
-    if observed is None:
-        return {"status": "skipped", "reason": "the parameter-server loop only syncs per block"}
-    if isinstance(observed, dict):
-        return observed
-    window = statistics.median(window_s)
-    block_step = observed / block_steps
-    ratio = (window / window_steps) / block_step
-    # One unobserved block is one sample of a machine whose speed moves from window to window:
-    # flag only a block faster per step than 95% of the observed stretches of as many steps.
-    stretch_steps = observed_stretches(window_s, window_steps, block_steps)
-    fast_step = (statistics.quantiles(stretch_steps, n=20, method="inclusive")[0]
-                 if len(stretch_steps) >= 2 else stretch_steps[0])
-    return {"status": "ok", "steps": block_steps, "window_steps": window_steps,
-            "unobserved_s": observed, "observed_window_s": window,
-            "observed_stretch_step_p5_s": fast_step, "ratio": ratio,
-            "flagged": ratio > OBSERVER_FLAG_RATIO and block_step < fast_step}
-
-
-def observed_stretches(window_s: list[float], window_steps: int, block_steps: int
-                       ) -> list[float]:
-    """Time per step over consecutive timed windows grouped into stretches of at least the
-    unobserved block's steps: the observed figure to hold one block against, like for like
-    (a 30-step block is steadier than any one 3-step window)."""
-    per_stretch = max(1, -(-block_steps // window_steps))
-    groups = [window_s[i:i + per_stretch] for i in range(0, len(window_s), per_stretch)]
-    if len(groups) > 1 and len(groups[-1]) < per_stretch:
-        groups[-2].extend(groups.pop())  # a short tail joins the stretch before it
-    return [sum(group) / (len(group) * window_steps) for group in groups]
 
 
 def start_state() -> dict[str, Any]:
@@ -275,7 +230,7 @@ def measure(variant: Variant, spawn_time: float, progress: ProgressFn) -> dict[s
     if variant.strategy == "parameter_server":
         k = ps_loops.ps_block(variant)
     warmup_steps, steps = round_up(m.warmup_steps, k), round_up(m.steps, k)
-    block_steps = observer_block_steps(steps, k)
+    block_steps = observer.block_steps(steps, k)
     trace = _trace_window(variant, k)
     gate = Gate.from_env(float(os.environ.get(GATE_TIMEOUT_ENV) or m.timeout_s))
     # windows played back to back (no gate) have no cold start to settle
@@ -291,7 +246,7 @@ def measure(variant: Variant, spawn_time: float, progress: ProgressFn) -> dict[s
                              steps_per_execution=k, jit_compile=variant.train.jit_compile,
                              progress=progress, trace=trace, arrays=arrays)
     _KEPT_UNTIL_EXIT.append(result.iterator)  # see LoopResult.iterator
-    observer = _observe_unobserved(result, gate, block_steps, phases)
+    unobserved = _observe_unobserved(result, gate, block_steps, phases)
     gate.wait(FINISH)
     with phases("final_loss"):
         final_loss = loops.batch_loss(model, probe_batch)
@@ -332,7 +287,7 @@ def measure(variant: Variant, spawn_time: float, progress: ProgressFn) -> dict[s
                         "gate_wait_by_segment": gate.waited_by_segment,
                         "window_s": result.window_s,
                         "window_started_at": result.window_started_at},
-        "observer": observer_summary(observer, result.window_s, steps, block_steps),
+        "observer": observer.summary(unobserved, result.window_s, steps, block_steps),
         "checkpoint": checkpoint,
         "steady_state_start": steady_state_start(timed),
         "samples": {"warmup": warmup, "timed": windows, "traced": traced},

@@ -65,41 +65,43 @@ def test_variants_finish_one_per_core_unless_one_measures_checkpoints() -> None:
 
 
 def test_observer_flags_only_a_block_beyond_the_windows_noise() -> None:
-    from bench.worker import observer_summary
+    from bench.training.observer import summary as observer_summary
 
     windows = [0.100 + 0.001 * k for k in range(30)]  # median 0.1145, 5th percentile ~0.101
-    within = observer_summary(0.105, windows, window_steps=10, block_steps=10)
+    within = observer_summary(0.105, windows, window_steps=10, unobserved_steps=10)
     assert within["ratio"] == pytest.approx(0.1145 / 0.105) and within["ratio"] > 1.02
     assert within["flagged"] is False  # slower than some observed stretches: one noisy sample
-    beyond = observer_summary(0.095, windows, window_steps=10, block_steps=10)
+    beyond = observer_summary(0.095, windows, window_steps=10, unobserved_steps=10)
     assert beyond["flagged"] is True and beyond["observed_stretch_step_p5_s"] > 0.0095
     assert observer_summary(0.120, windows, 10, 10)["flagged"] is False  # ratio under 1
     # a longer block is compared per step: three windows' worth, 3% faster per step
-    longer = observer_summary(3 * 0.095, windows, window_steps=10, block_steps=30)
+    longer = observer_summary(3 * 0.095, windows, window_steps=10, unobserved_steps=30)
     assert longer["ratio"] == pytest.approx(0.1145 / 0.095) and longer["flagged"] is True
 
 
 def test_a_block_is_held_against_observed_stretches_of_as_many_steps() -> None:
-    from bench.worker import observed_stretches, observer_summary
+    from bench.training.observer import observed_stretches
+    from bench.training.observer import summary as observer_summary
 
     # 3-step windows alternating 10 and 14 ms per step: any one window is 10 or 14 ms a step,
     # but every 30-step stretch (ten windows) averages 12 ms a step
     windows = [0.030 if k % 2 == 0 else 0.042 for k in range(100)]
-    stretches = observed_stretches(windows, window_steps=3, block_steps=30)
+    stretches = observed_stretches(windows, window_steps=3, unobserved_steps=30)
     assert len(stretches) == 10 and stretches == pytest.approx([0.012] * 10)
     # an 11 ms/step block: 9% faster than every stretch (flagged), though no faster than the
     # fastest single windows (which the flag held it against before)
-    flagged = observer_summary(0.011 * 30, windows, window_steps=3, block_steps=30)
+    flagged = observer_summary(0.011 * 30, windows, window_steps=3, unobserved_steps=30)
     assert flagged["flagged"] is True and flagged["observed_stretch_step_p5_s"] == \
         pytest.approx(0.012)
     # a tail of windows too short for a stretch joins the one before it
-    assert len(observed_stretches(windows[:25], window_steps=3, block_steps=30)) == 2
+    assert len(observed_stretches(windows[:25], window_steps=3, unobserved_steps=30)) == 2
     # fewer steps than the block: one stretch of all the windows
     assert observed_stretches([0.024, 0.024], 8, 30) == pytest.approx([0.003])
 
 
 def test_the_unobserved_block_is_at_least_thirty_steps() -> None:
-    from bench.worker import OBSERVER_MIN_STEPS, observer_block_steps
+    from bench.training.observer import OBSERVER_MIN_STEPS
+    from bench.training.observer import block_steps as observer_block_steps
 
     assert OBSERVER_MIN_STEPS == 30
     assert observer_block_steps(3, 1) == 30  # short windows: the block's fixed cost stays small
