@@ -49,7 +49,7 @@ def observed_stretches(window_s: list[float], window_steps: int, unobserved_step
     """Time per step over consecutive timed windows grouped into stretches of at least the
     unobserved block's steps: the observed figure to hold one block against, like for like
     (a 30-step block is steadier than any one 3-step window)."""
-    per_stretch = max(1, -(-unobserved_steps // window_steps))
+    per_stretch = max(1, round_up(unobserved_steps, window_steps) // window_steps)
     groups = [window_s[i:i + per_stretch] for i in range(0, len(window_s), per_stretch)]
     if len(groups) > 1 and len(groups[-1]) < per_stretch:
         groups[-2].extend(groups.pop())  # a short tail joins the stretch before it
