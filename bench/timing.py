@@ -32,6 +32,13 @@ class StepTimer:
     def start(self) -> None:
         self._last = self.clock()
 
+    def skip(self) -> float:
+        """Restart the current block without a sample (settling steps): return how long it ran."""
+        now = self.clock()
+        skipped = now - self._last if self._last is not None else 0.0
+        self._last = now
+        return skipped
+
     def lap(self, steps: int = 1) -> float:
         """Close the current block of `steps` steps; return its per-step duration in seconds."""
         if self._last is None:

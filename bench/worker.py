@@ -283,6 +283,7 @@ def measure(variant: Variant, spawn_time: float, progress: ProgressFn) -> dict[s
         "step_time": step_stats.to_dict(),
         "throughput": throughput(windows, global_batch, result.window_s, k).to_dict(),
         "measurement": {"interleaved": gate.interleaved, "settle_steps": settle,
+                        "settling_s": result.settling_s,
                         "gate_wait_s": gate.waited_s,
                         "gate_wait_by_segment": gate.waited_by_segment,
                         "window_s": result.window_s,

@@ -36,6 +36,20 @@ def test_phases_add_up_to_the_variants_total() -> None:
     assert overhead.fixed_cost_s(phases) == pytest.approx(5.2 - 2.0 - 0.2)
 
 
+def test_settling_steps_are_their_own_phase_and_no_fixed_cost() -> None:
+    settled = record("a", [[0.2] * 5, [0.2] * 5])
+    settled["timing"]["phases"]["loop"] += 0.25  # two windows' settling steps, inside the loop
+    settled["timing"]["parent"]["total_s"] += 0.25  # and so inside the variant's whole time
+    settled["measurement"] = {"settling_s": 0.25}
+    phases = overhead.variant_phases(settled)
+    assert phases["settling"] == pytest.approx(0.25)
+    assert phases["loop_other"] == pytest.approx(0.3)  # not counted twice
+    assert overhead.fixed_cost_s(phases) == pytest.approx(
+        overhead.fixed_cost_s(overhead.variant_phases(record("a", [[0.2] * 5, [0.2] * 5]))))
+    line = overhead.describe(overhead.run_breakdown([settled], wall_s=6.0))
+    assert "2.0 s in timed windows and 0.2 s settling before them" in line
+
+
 def test_blocks_of_steps_count_k_steps_each() -> None:
     phases = overhead.variant_phases(record("a", [[0.1] * 4], k=4))
     assert phases["timed"] == pytest.approx(1.6)

@@ -132,7 +132,13 @@ def test_a_settling_step_is_in_no_sample_and_no_window_clock() -> None:
     window clocks may hold them."""
     from bench.training.schedule import LoopClock
 
-    schedule = Schedule(warmup_steps=1, window_steps=2, repeats=3, gate=Gate(None, 1.0),
+    class IdleGate(Gate):
+        """A gate that holds each window back 30 ms, as other variants' windows would."""
+
+        def wait(self, segment: str, index: int = 0) -> None:
+            time.sleep(0.03)
+
+    schedule = Schedule(warmup_steps=1, window_steps=2, repeats=3, gate=IdleGate(None, 1.0),
                         settle_steps=1)
     clock = LoopClock(schedule, schedule.total_steps, lambda done, total: None)
     for step in range(schedule.total_steps):
@@ -143,6 +149,8 @@ def test_a_settling_step_is_in_no_sample_and_no_window_clock() -> None:
     assert max(clock.timer.samples) < 0.025  # no 50 ms settling step among them
     assert len(clock.window_s) == 3 and max(clock.window_s) < 0.025
     assert clock.steps_done == schedule.total_steps == 10
+    # three 50 ms settling steps, and none of the time at the gate before them
+    assert 0.15 <= clock.result([]).settling_s < 0.15 + 0.025 * 3
 
 
 def test_headline_is_examples_over_the_window_clocks() -> None:
@@ -234,6 +242,10 @@ class TestInterleavedRun:
             windows = rec["samples"]["timed"]
             assert [len(w) for w in windows] == [12] * 4  # 12 timed steps each, none settling
             assert len(rec["measurement"]["window_s"]) == 4
+            # 2 settling steps per window, each at least a fast step's time, and no gate wait
+            # (the other variants' windows) among them
+            settling_s = rec["measurement"]["settling_s"]
+            assert 8 * min(min(w) for w in windows) <= settling_s <= 8 * 3 * max(map(max, windows))
 
     def test_every_variant_and_the_control_twin_is_ok(self, interleaved: BenchRun) -> None:
         assert interleaved.proc.returncode == 0, interleaved.proc.stdout + interleaved.proc.stderr
@@ -323,6 +335,7 @@ def test_no_interleave_runs_variants_one_after_another(sequential: BenchRun) -> 
         assert rec["measurement"]["interleaved"] is False
         assert rec["measurement"]["gate_wait_s"] == 0 and "interleave" not in rec
         assert rec["measurement"]["settle_steps"] == 0  # back-to-back windows have no cold start
+        assert rec["measurement"]["settling_s"] == 0
     assert "noise floor: not measured" in sequential.proc.stdout
 
 

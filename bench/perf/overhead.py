@@ -16,14 +16,17 @@ from pathlib import Path
 from typing import Any
 
 # In the order they happen; "other" is whatever the named phases do not cover.
-PHASES = ("start", "import", "build", "first_step", "warmup", "timed", "traced", "profiler",
-          "loop_other", "unobserved", "after_loop", "teardown", "analysis", "other")
+PHASES = ("start", "import", "build", "first_step", "warmup", "timed", "settling", "traced",
+          "profiler", "loop_other", "unobserved", "after_loop", "teardown", "analysis", "other")
 MEASURED_PHASES = ("timed", "traced")
+# Untimed steps after each gate release ([measure] settle_steps): a cost of the measurement's
+# design that grows with the rounds, so not a fixed cost per variant.
+PER_WINDOW_PHASES = ("settling",)
 # What running the variants costs with no harness at all and TensorFlow already imported: build
 # each one, set its loop up (Keras compile and fit's own setup, or distributing the dataset and
 # making its iterator: the rest of the loop is that, bench's part of it is microseconds), compile
 # its step (the first step), run its warmup, timed and traced steps.
-WORKLOAD_PHASES = ("build", "loop_other", "first_step", "warmup", "timed", "traced")
+WORKLOAD_PHASES = ("build", "loop_other", "first_step", "warmup", "timed", "settling", "traced")
 
 
 def peak_rss_mb(pid: int | str = "self") -> float | None:
@@ -63,7 +66,8 @@ def variant_phases(record: dict[str, Any]) -> dict[str, float]:
     k = timing.get("steps_per_sample") or 1
     samples = record.get("samples") or {}
     trace = record.get("trace") or {}
-    waits = (record.get("measurement") or {}).get("gate_wait_by_segment") or {}
+    measurement = record.get("measurement") or {}
+    waits = measurement.get("gate_wait_by_segment") or {}
     warmup = samples.get("warmup") or []
     phases = dict.fromkeys(PHASES, 0.0)
     phases.update({
@@ -73,6 +77,7 @@ def variant_phases(record: dict[str, Any]) -> dict[str, float]:
         "first_step": warmup[0] * k if warmup else 0.0,
         "warmup": _window_s(warmup[1:], k),
         "timed": sum(_window_s(w, k) for w in samples.get("timed") or []),
+        "settling": measurement.get("settling_s", 0.0),
         "traced": _window_s(samples.get("traced") or [], k),
         "profiler": trace.get("start_s", 0.0) + trace.get("stop_s", 0.0),
         # less its idle time at the gate inside the block (between its set-up and its clock)
@@ -81,7 +86,8 @@ def variant_phases(record: dict[str, Any]) -> dict[str, float]:
                                                        "checks")),
         "analysis": parent.get("analysis_s", 0.0),
     })
-    in_loop = sum(phases[p] for p in ("first_step", "warmup", "timed", "traced", "profiler"))
+    in_loop = sum(phases[p] for p in ("first_step", "warmup", "timed", "settling", "traced",
+                                      "profiler"))
     # the loop's own idle time at its gates (before each window and the trace) is no cost
     idle = sum(waits.get(segment, 0.0) for segment in ("window", "trace"))
     phases["loop_other"] = max(0.0, worker.get("loop", in_loop) - in_loop - idle)
@@ -95,7 +101,7 @@ def variant_phases(record: dict[str, Any]) -> dict[str, float]:
 
 
 def fixed_cost_s(phases: dict[str, float]) -> float:
-    return sum(v for k, v in phases.items() if k not in MEASURED_PHASES)
+    return sum(v for k, v in phases.items() if k not in (*MEASURED_PHASES, *PER_WINDOW_PHASES))
 
 
 def duty_cycle_ceiling(totals: dict[str, float]) -> float:
@@ -130,8 +136,10 @@ def run_breakdown(records: list[dict[str, Any]], wall_s: float,
 def describe(breakdown: dict[str, Any]) -> str:
     """One line for the end of `bench run`."""
     fixed = breakdown["fixed_cost_median_s"]
+    settling = breakdown["phases_s"].get("settling", 0.0)
     line = (f"time: {breakdown['wall_s']:.1f} s wall, {breakdown['timed_s']:.1f} s in timed "
-            f"windows (duty cycle {breakdown['duty_cycle']:.0%}, at most "
+            f"windows{f' and {settling:.1f} s settling before them' if settling else ''} "
+            f"(duty cycle {breakdown['duty_cycle']:.0%}, at most "
             f"{breakdown['duty_cycle_ceiling']:.0%} for this scenario)")
     if fixed is not None:
         line += f"; fixed cost per variant {fixed:.1f} s median"

@@ -120,7 +120,8 @@ def summarize_runs(runs: list[dict[str, Any]]) -> dict[str, Any]:
                                            for r in runs if vid in r["variants"])}
         for vid in variants}
     return {"runs": len(runs), "wall_s": med("wall_s"), "process_wall_s": med("process_wall_s"),
-            "timed_s": med("timed_s"), "duty_cycle": med("duty_cycle"),
+            "timed_s": med("timed_s"), "settling_s": phases["settling"],
+            "duty_cycle": med("duty_cycle"),
             "duty_cycle_ceiling": med("duty_cycle_ceiling"),
             "fixed_cost_median_s": med("fixed_cost_median_s"),
             "runner_peak_rss_mb": med("runner_peak_rss_mb"),
@@ -162,6 +163,7 @@ def render(console: Any, result: dict[str, Any]) -> None:
     summary.add_column("target")
     rows = [("wall time, s", "wall_s", "{:.1f}", True), ("in timed windows, s", "timed_s",
                                                         "{:.1f}", None),
+            ("in settling steps (untimed, after each gate), s", "settling_s", "{:.1f}", None),
             ("duty cycle", "duty_cycle", "{:.0%}", False),
             ("duty cycle with a harness that cost nothing", "duty_cycle_ceiling", "{:.0%}",
              None),

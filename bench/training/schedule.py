@@ -43,6 +43,9 @@ class LoopResult:
     # Runs the checkpoint-cost blocks (bench.training.checkpointing.BlockRunner), where the
     # path can save: (plan, log) -> seconds of each block.
     checkpointed: Callable[[Any, Any], list[float]] | None = None
+    # Seconds of the untimed settling steps after each gate release, so a run can say what
+    # settling costs (they are in no sample and no window clock).
+    settling_s: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -116,6 +119,7 @@ class LoopClock:
         self.first_step_end = 0.0
         self.steps_done = 0  # loop steps, settling included (the timer counts sampled ones)
         self.harness_s = 0.0
+        self.settling_s = 0.0  # untimed settling steps after gate releases
         self.accounting = True  # off once tracing starts: traced steps are not timed windows
         self._min_interval = min_interval_s
         self._last_report = 0.0
@@ -134,7 +138,8 @@ class LoopClock:
         if window is not None:
             self.account(entered)
             self.schedule.gate.wait(WINDOW, window)
-            entered = time.perf_counter()  # the wait is not bench's per-step time
+            self.start()  # the wait is in no sample, settling step or not
+            entered = time.perf_counter()  # nor bench's per-step time
         if not self.schedule.clock_starts_at(step):
             return entered
         if window is None:
@@ -154,7 +159,7 @@ class LoopClock:
         """Close a block of `steps` steps; `entered` is when the caller's hook began, if any."""
         entered = entered if entered is not None else time.perf_counter()
         if self.schedule.settling(self.steps_done):
-            self.timer.start()  # a settling step: in no sample
+            self.settling_s += self.timer.skip()  # a settling step: in no sample
         else:
             self.timer.lap(steps)
         self.steps_done += steps
@@ -178,4 +183,5 @@ class LoopClock:
                unobserved: Callable[[int, Callable[[], None]], float] | None = None
                ) -> LoopResult:
         return LoopResult(self.timer, self.first_step_end, notes, self.harness_s, iterator,
-                          self.window_s, self.window_started_at, unobserved)
+                          self.window_s, self.window_started_at, unobserved,
+                          settling_s=self.settling_s)
