@@ -184,6 +184,29 @@ def test_noise_floor_from_the_control_twins() -> None:
     assert within_noise(1.009, floor) and not within_noise(1.10, floor)
 
 
+def test_noise_floor_resamples_blocks_of_consecutive_rounds() -> None:
+    """Drift that lasts a few rounds is not independent noise: the same per-round ratios in a
+    drifting order must give a wider interval than shuffled, and every resample is made of
+    runs of consecutive rounds."""
+    import numpy as np
+
+    from bench.compare.noise import block_length, block_picks
+
+    assert block_length(120) == 5 and block_length(1) == 1
+    picks = block_picks(np.random.default_rng(0), 120, 50)
+    assert picks.shape == (50, 120)
+    assert np.all((picks[:, 1:5] - picks[:, :4]) % 120 == 1)  # the first block runs on
+
+    ratios = [1.0 + 0.04 * math.sin(2 * math.pi * k / 12) for k in range(120)]  # a 12-round drift
+    shuffled = ratios[:]
+    random.Random(0).shuffle(shuffled)
+    def width(twin_over_base: list[float]) -> float:
+        lo, hi = noise_floor(control_records([100.0] * 120,
+                                             [100.0 * r for r in twin_over_base]))["interval_pct"]
+        return hi - lo
+    assert width(ratios) > 1.5 * width(shuffled)
+
+
 def test_no_noise_floor_without_both_twins() -> None:
     records = control_records([100.0, 100.0], [100.0, 100.0])
     assert noise_floor(records[:1]) is None
