@@ -1,0 +1,126 @@
+"""Why an interleaved window needs a settling step: what idling costs the steps after it.
+
+Interleaving makes every variant idle at its gate while the others run their windows. This
+script asks, in one process and with drift landing on every condition alike (the conditions take
+turns in a freshly shuffled order every round), how a short window of steps runs
+
+- `hot`: straight after the previous window, as steps run in a sequential measurement;
+- `idle`: after the process slept for `--gap` seconds, as at a gate while the machine is quiet;
+- `busy`: after a second training process ran for `--gap` seconds, as at a gate while another
+  variant runs its window.
+
+It prints the median time of each step position per condition and its ratio to `hot`. A plain
+Keras MLP on synthetic data, a custom-loop step that brings the loss to the host every step (as
+bench's per-step timer does). Usage (about 30 s here):
+    python tests/benchmarks/cold_start.py --gap 0.06 --rounds 150
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import multiprocessing
+import random
+import statistics
+import time
+from collections.abc import Callable
+from multiprocessing.connection import Connection
+
+CONDITIONS = ("hot", "idle", "busy")
+
+
+def training_step() -> Callable[[], float]:
+    """A warmed-up training step of a small MLP (784-256-128-10, batch 64) on a cached,
+    shuffled, prefetched tf.data pipeline; each call runs one step and returns its loss."""
+    import numpy as np
+    import tensorflow as tf
+
+    tf.random.set_seed(0)
+    rng = np.random.default_rng(0)
+    x = rng.random((10000, 784), dtype=np.float32)
+    y = rng.integers(0, 10, 10000)
+    data = (tf.data.Dataset.from_tensor_slices((x, y)).cache().shuffle(10000).repeat().batch(64)
+            .prefetch(tf.data.AUTOTUNE))
+    model = tf.keras.Sequential([tf.keras.Input((784,)),
+                                 tf.keras.layers.Dense(256, activation="relu"),
+                                 tf.keras.layers.Dense(128, activation="relu"),
+                                 tf.keras.layers.Dense(10)])
+    optimizer = tf.keras.optimizers.Adam(1e-3)
+    loss_fn = tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True)
+    iterator = iter(data)
+
+    @tf.function
+    def step() -> tf.Tensor:
+        features, labels = next(iterator)
+        with tf.GradientTape() as tape:
+            loss = loss_fn(labels, model(features, training=True))
+        grads = tape.gradient(loss, model.trainable_variables)
+        optimizer.apply_gradients(zip(grads, model.trainable_variables, strict=True))
+        return loss
+
+    for _ in range(60):  # compile and warm up
+        float(step())
+    return lambda: float(step())
+
+
+def other_variant(conn: Connection) -> None:
+    """The second process: trains for as long as it is asked, then says so."""
+    run = training_step()
+    conn.send("ready")
+    while (seconds := conn.recv()) is not None:
+        end = time.perf_counter() + seconds
+        while time.perf_counter() < end:
+            run()
+        conn.send("done")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--gap", type=float, default=0.06, help="seconds idle before a window")
+    parser.add_argument("--rounds", type=int, default=150)
+    parser.add_argument("--steps", type=int, default=6, help="steps per window")
+    parser.add_argument("--json", help="also write every lap here")
+    args = parser.parse_args()
+
+    context = multiprocessing.get_context("spawn")
+    ours, theirs = context.Pipe()
+    other = context.Process(target=other_variant, args=(theirs,), daemon=True)
+    other.start()
+    try:
+        run = training_step()
+        if ours.recv() != "ready":
+            raise SystemExit("the second process did not start")
+        laps: dict[str, list[list[float]]] = {c: [] for c in CONDITIONS}
+        rng = random.Random(1)
+        for _ in range(args.rounds):
+            for condition in rng.sample(CONDITIONS, len(CONDITIONS)):
+                if condition == "idle":
+                    time.sleep(args.gap)
+                elif condition == "busy":
+                    ours.send(args.gap)
+                    ours.recv()
+                window = []
+                for _ in range(args.steps):
+                    started = time.perf_counter()
+                    run()
+                    window.append(time.perf_counter() - started)
+                laps[condition].append(window)
+        ours.send(None)
+    finally:
+        other.join(timeout=30)
+        if other.is_alive():
+            other.kill()
+    hot = [statistics.median(w[k] for w in laps["hot"]) for k in range(args.steps)]
+    print(f"median step by position in a window of {args.steps}, after a {args.gap * 1e3:.0f} ms "
+          f"gap ({args.rounds} rounds); ratio to hot in brackets")
+    for condition in CONDITIONS:
+        medians = [statistics.median(w[k] for w in laps[condition]) for k in range(args.steps)]
+        print(f"{condition:5} " + "  ".join(f"{m * 1e3:.2f} ms ({m / h:.2f})"
+                                             for m, h in zip(medians, hot, strict=True)))
+    if args.json:
+        with open(args.json, "w") as out:
+            json.dump(laps, out)
+
+
+if __name__ == "__main__":
+    main()
