@@ -224,8 +224,9 @@ class MeasureConfig(_Strict):
     # false runs the variants one after another, as `bench run --no-interleave` does.
     interleave: bool = True
     # Untimed steps after each gate release before an interleaved window's clock starts: a
-    # variant's first steps after idling at the gate run cold (1.3-1.45x the settled step here).
-    settle_steps: NonNegativeInt = 0
+    # variant's first step after idling at the gate runs cold (1.1-1.4x the same variant's steps
+    # run back to back here, the second 1.0-1.1x), so by default one settles.
+    settle_steps: NonNegativeInt = 1
     # How many variant processes may be alive at once ("auto": from free memory, and GPU memory
     # where there are GPUs); more variants are run in batches of this size.
     max_live: Literal["auto"] | PositiveInt = "auto"
