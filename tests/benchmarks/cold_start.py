@@ -4,14 +4,15 @@ Interleaving makes every variant idle at its gate while the others run their win
 script asks, in one process and with drift landing on every condition alike (the conditions take
 turns in a freshly shuffled order every round), how a short window of steps runs
 
-- `hot`: straight after the previous window, as steps run in a sequential measurement;
+- `hot`: straight after the previous window (of whatever condition);
+- `steady`: after `--lead` more steps run back to back, as in a sequential measurement;
 - `idle`: after the process slept for `--gap` seconds, as at a gate while the machine is quiet;
 - `busy`: after a second training process ran for `--gap` seconds, as at a gate while another
   variant runs its window.
 
 It prints the median time of each step position per condition and its ratio to `hot`. A plain
 Keras MLP on synthetic data, a custom-loop step that brings the loss to the host every step (as
-bench's per-step timer does). Usage (about 30 s here):
+bench's per-step timer does). Usage (about a minute here):
     python tests/benchmarks/cold_start.py --gap 0.06 --rounds 150
 """
 
@@ -26,7 +27,7 @@ import time
 from collections.abc import Callable
 from multiprocessing.connection import Connection
 
-CONDITIONS = ("hot", "idle", "busy")
+CONDITIONS = ("hot", "steady", "idle", "busy")
 
 
 def training_step() -> Callable[[], float]:
@@ -79,6 +80,8 @@ def main() -> None:
     parser.add_argument("--gap", type=float, default=0.06, help="seconds idle before a window")
     parser.add_argument("--rounds", type=int, default=150)
     parser.add_argument("--steps", type=int, default=6, help="steps per window")
+    parser.add_argument("--lead", type=int, default=100,
+                        help="untimed steps run back to back before a steady window")
     parser.add_argument("--json", help="also write every lap here")
     args = parser.parse_args()
 
@@ -99,6 +102,9 @@ def main() -> None:
                 elif condition == "busy":
                     ours.send(args.gap)
                     ours.recv()
+                elif condition == "steady":
+                    for _ in range(args.lead):
+                        run()
                 window = []
                 for _ in range(args.steps):
                     started = time.perf_counter()
