@@ -89,8 +89,11 @@ def test_measurements_are_complete_and_sane(matrix_run: BenchRun) -> None:
         # bench's own per-step time was measured, and it lies inside the samples it taxes
         steps = rec["samples"]["warmup"] + [s for w in rec["samples"]["timed"] for s in w]
         assert 0 < timing["harness_s"] < sum(steps)
+        # its hooks run on every loop step, the untimed settling steps after each gate included
+        settling = rec["measurement"]["settle_steps"] * len(rec["samples"]["timed"])
+        assert rec["measurement"]["interleaved"] and settling == 2
         assert timing["harness_share"] == pytest.approx(
-            timing["harness_s"] / len(steps) / rec["step_time"]["median"])
+            timing["harness_s"] / (len(steps) + settling) / rec["step_time"]["median"])
 
 
 def summary_rows(out: str) -> list[list[str]]:
