@@ -25,7 +25,7 @@ PER_WINDOW_PHASES = ("settling",)
 # What running the variants costs with no harness at all and TensorFlow already imported: build
 # each one, set its loop up (Keras compile and fit's own setup, or distributing the dataset and
 # making its iterator: the rest of the loop is that, bench's part of it is microseconds), compile
-# its step (the first step), run its warmup, timed and traced steps.
+# its step (the first step), run its warmup, timed, settling and traced steps.
 WORKLOAD_PHASES = ("build", "loop_other", "first_step", "warmup", "timed", "settling", "traced")
 
 
