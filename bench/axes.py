@@ -15,9 +15,12 @@ from typing import Any
 DATA_AXES = ("map_parallelism", "prefetch")
 # Training settings that a scenario may sweep as matrix axes (under the record's "train").
 TRAIN_AXES = ("keras", "steps_per_execution", "jit_compile")
+# Keras objects a scenario may sweep (under the record's "train"): a name, or a table of a name
+# and arguments; None is "what a compiled model brings, else bench's default".
+OBJECT_AXES = ("loss", "optimizer")
 # Where the other nested axes live in a variant record, by axis name: (section, field).
 NESTED_AXES = {"feed": ("data", "feed"), "trainable": ("model", "trainable"),
-           **{axis: ("train", axis) for axis in TRAIN_AXES},
+           **{axis: ("train", axis) for axis in (*TRAIN_AXES, *OBJECT_AXES)},
            **{axis: ("data", axis) for axis in DATA_AXES}}
 
 # Every axis, in display order, with the value a record from before that axis existed means
@@ -28,14 +31,32 @@ VARIANT_AXES: dict[str, Any] = {
     "cross_device_ops": None, "collective": "auto", "api": None, "distribute_dataset": None,
     "precision": None, "batch_rule": None, "per_replica_batch": None, "global_batch": None,
     "model": None, "trainable": "all", "keras": "keras3", "steps_per_execution": 1,
-    "jit_compile": False, "feed": "dataset", **{axis: "autotune" for axis in DATA_AXES},
+    "jit_compile": False, "feed": "dataset", "loss": None, "optimizer": None,
+    **{axis: "autotune" for axis in DATA_AXES},
 }
+
+
+def object_label(value: Any) -> str | None:
+    """A Keras object as a variant id and an axis name it: the name, then each argument as its
+    initials and value ({"name": "adamw", "weight_decay": 0.004} is "adamw-wd0.004"). Records
+    from before objects were axes hold the optimizer's bare name, "adam" being the default."""
+    if value is None or value == "adam":
+        return None
+    if not isinstance(value, dict):
+        return str(value)
+    label = str(value["name"]).rsplit(":", 1)[-1].lower()
+    for key, arg in sorted((k, v) for k, v in value.items() if k != "name"):
+        initials = "".join(word[0] for word in key.split("_") if word)
+        label += f"-{initials}{str(arg).lower()}"
+    return label
 
 
 def axis_value(variant: dict[str, Any], axis: str) -> Any:
     """One axis of a variant record (`record["variant"]`), old records read with the defaults."""
     if axis == "model":
         return (variant.get("model") or {}).get("name")
+    if axis in OBJECT_AXES:
+        return object_label((variant.get("train") or {}).get(axis))
     if axis in NESTED_AXES:
         section, field = NESTED_AXES[axis]
         return (variant.get(section) or {}).get(field, VARIANT_AXES[axis])

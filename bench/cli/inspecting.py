@@ -27,8 +27,9 @@ def validate(scenarios: Annotated[list[Path], typer.Argument(help="Scenario TOML
         for column in ("per-replica batch", "global batch", "learning rate"):
             table.add_column(column, justify="right")
         for v in variants:
-            table.add_row(v.id, str(v.per_replica_batch), str(v.global_batch),
-                          f"{v.learning_rate:g}")
+            rate = f"{v.learning_rate:g}" + ("" if v.learning_rate_given else
+                                             ", or a compiled model's own")
+            table.add_row(v.id, str(v.per_replica_batch), str(v.global_batch), rate)
         console.print(table)
 
 
@@ -37,8 +38,9 @@ def list_(devices: Annotated[bool, typer.Option(help="Probe devices (starts Tens
     """List strategies, models, datasets and the devices available on this machine."""
     from typing import get_args
 
+    from bench.scenario import keras_names
     from bench.scenario.catalogue import MODELS, STRATEGY_DESCRIPTIONS
-    from bench.scenario.schema import ApiName, DataConfig, PrecisionName
+    from bench.scenario.schema import BUILTIN_DATASETS, ApiName, PrecisionName
 
     def section(title: str, rows: dict[str, str]) -> None:
         table = Table(title=title, show_header=False, title_justify="left")
@@ -50,9 +52,16 @@ def list_(devices: Annotated[bool, typer.Option(help="Probe devices (starts Tens
 
     section("strategies", STRATEGY_DESCRIPTIONS)
     section("models", {**{n: m.description for n, m in MODELS.items()},
-                       "package.module:function": "your builder(input_shape, num_classes)"})
-    datasets = get_args(DataConfig.model_fields["name"].annotation)
-    section("datasets", {name: "" for name in datasets})
+                       "package.module:function": "your builder, called with whichever of "
+                       "input_shape, num_classes, vocabularies it names; it may compile"})
+    section("datasets", {**{name: "" for name in BUILTIN_DATASETS},
+                         "package.module:function": "your function: a tf.data.Dataset of "
+                         "unbatched (features, labels); may take input_context, seed, split"})
+    section("losses, optimizers, metrics ([train]; or package.module:function)", {
+        "loss": ", ".join([*keras_names.LOSSES, *keras_names.LOSS_ALIASES]),
+        "optimizer": ", ".join(keras_names.OPTIMIZERS),
+        "metrics": ", ".join([*keras_names.SHAPE_DEPENDENT_METRICS, *keras_names.METRICS,
+                              *keras_names.METRIC_ALIASES])})
     section("apis", {a: "" for a in get_args(ApiName)})
     section("precisions", {p: "" for p in get_args(PrecisionName)})
     if devices:

@@ -27,6 +27,9 @@ class ModelInfo:
     # pooling="avg": len(base.layers), as the transfer-learning guide counts them), None if unknown
     application: str | None = None
     base_layers: int | None = None
+    # "tensor": one input tensor (data.shape); "features": named columns (data.features), with
+    # at least one of integer ids (an embedding's input)
+    inputs: str = "tensor"
 
 
 def _needs_images(channels: int | None = None, min_side: int = 1
@@ -62,6 +65,9 @@ MODELS: dict[str, ModelInfo] = {
                   _needs_images(3, 32), "ResNet50", 176),
         ModelInfo("transformer", "One Transformer encoder block (4 heads, d_model 64, FFN 128) "
                   "over a sequence, or an image's rows as tokens", _needs_tokens),
+        ModelInfo("recommender", "Embedding recommender: an embedding table (dim 32) per id "
+                  "column of data.features, concatenated with the dense columns, MLP 256-128, "
+                  "one logit (binary clicks)", inputs="features"),
     )
 }
 

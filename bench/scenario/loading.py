@@ -16,7 +16,14 @@ from pydantic import BaseModel, ValidationError
 from bench.errors import ScenarioError
 from bench.scenario.fault import FaultConfig, FaultKill
 from bench.scenario.matrix import expand
-from bench.scenario.rules import check_data_fields, check_fault, check_feed, check_pairing
+from bench.scenario.rules import (
+    check_data_fields,
+    check_fault,
+    check_feed,
+    check_imports,
+    check_learning_rate,
+    check_pairing,
+)
 from bench.scenario.schema import (
     BatchConfig,
     CheckConfig,
@@ -92,6 +99,8 @@ def parse_scenario(data: dict[str, Any], source: str = "<scenario>") -> Scenario
     check_pairing(scenario, source)
     check_feed(scenario, source)
     check_fault(scenario, source)
+    check_learning_rate(scenario, source)
+    check_imports(scenario, source)
     return scenario
 
 

@@ -8,9 +8,10 @@ from __future__ import annotations
 
 import itertools
 import math
+from pathlib import Path
 from typing import Any
 
-from bench.axes import DATA_AXES, TRAIN_AXES
+from bench.axes import DATA_AXES, OBJECT_AXES, TRAIN_AXES
 from bench.errors import ScenarioError
 from bench.scenario.schema import (
     BatchConfig,
@@ -22,14 +23,24 @@ from bench.scenario.schema import (
     Variant,
 )
 
+DEFAULT_LEARNING_RATE = 0.001  # Keras' own for Adam, bench's default optimizer
 
-def _scaled_lr(batch: BatchConfig, global_batch: int, reference_batch: int) -> float:
+
+def _lr_factor(batch: BatchConfig, global_batch: int, reference_batch: int) -> float:
+    """What the batch rule multiplies the base learning rate by."""
     factor = global_batch / reference_batch
-    if batch.lr_scaling == "linear":
-        return batch.learning_rate * factor
-    if batch.lr_scaling == "sqrt":
-        return batch.learning_rate * math.sqrt(factor)
-    return batch.learning_rate
+    return {"linear": factor, "sqrt": math.sqrt(factor)}.get(batch.lr_scaling, 1.0)
+
+
+def _base_lr(batch: BatchConfig, train: TrainConfig) -> tuple[float, bool]:
+    """The learning rate before the batch rule, and whether the scenario gave it (the rules
+    allow it in one place only: batch.learning_rate or the optimizer table)."""
+    optimizer = train.optimizer.args if train.optimizer is not None else {}
+    if "learning_rate" in optimizer:
+        return float(optimizer["learning_rate"]), True
+    if batch.learning_rate is not None:
+        return batch.learning_rate, True
+    return DEFAULT_LEARNING_RATE, False
 
 
 def _variant_id(strategy: str, shape: str, devices: str, options: tuple[str, ...], api: str,
@@ -78,16 +89,22 @@ def _data_points(data: DataConfig) -> list[tuple[DataConfig, str]]:
 
 
 def _train_points(train: TrainConfig, keras: list[str]) -> list[tuple[TrainConfig, list[str]]]:
-    """The training axes (Keras flavour x steps_per_execution x jit_compile): one TrainConfig of
-    scalars each, with the id parts that tell it apart. Values other than the defaults always
-    show in the id ("tf_keras", "spe4", "xla"), so an id never changes with its siblings."""
+    """The training axes (Keras flavour x steps_per_execution x jit_compile x loss x optimizer):
+    one TrainConfig of scalars each, with the id parts that tell it apart. Values other than the
+    defaults always show in the id ("tf_keras", "spe4", "xla"), so an id never changes with its
+    siblings; a loss or an optimizer shows where the scenario lists several ("huber", "sgd")."""
     axes = [keras, train.axis_values("steps_per_execution"), train.axis_values("jit_compile")]
+    objects = [train.axis_values(axis) for axis in OBJECT_AXES]
     points = []
-    for flavour, k, jit in itertools.product(*axes):
+    for (flavour, k, jit), chosen in itertools.product(itertools.product(*axes),
+                                                       itertools.product(*objects)):
         label = ([flavour] if flavour != "keras3" else []) + ([f"spe{k}"] if k != 1 else [])
         label += ["xla"] if jit else []
-        points.append((train.model_copy(update=dict(zip(TRAIN_AXES, (flavour, k, jit),
-                                                        strict=True))), label))
+        label += [value.label() for value, axis in zip(chosen, objects, strict=True)
+                  if len(axis) > 1]
+        update = {**dict(zip(TRAIN_AXES, (flavour, k, jit), strict=True)),
+                  **dict(zip(OBJECT_AXES, chosen, strict=True))}
+        points.append((train.model_copy(update=update), label))
     return points
 
 
@@ -110,7 +127,9 @@ def block_steps(train: TrainConfig) -> int:
 
 
 def expand(scenario: Scenario, source: str = "<scenario>") -> list[Variant]:
-    """Expand every list-valued axis into the cross product of concrete variants, in file order."""
+    """Expand every list-valued axis into the cross product of concrete variants, in file order.
+    When `source` is the scenario's file, its folder is where workers import user modules from."""
+    scenario_dir = str(Path(source).resolve().parent) if Path(source).is_file() else None
     batch = scenario.batch
     train = scenario.train
     variants: list[Variant] = []
@@ -144,6 +163,8 @@ def expand(scenario: Scenario, source: str = "<scenario>") -> list[Variant]:
                             *train_label)
                 vid = _variant_id(strat.name, shape["label"], strat.devices, options, api, dd,
                                   precision, global_batch, training) + data_label
+                base_lr, lr_given = _base_lr(batch, train_cfg)
+                factor = _lr_factor(batch, global_batch, reference)
                 if vid in seen:
                     raise ScenarioError(source, f"strategies[{s_index}]",
                                         f"variant '{vid}' is declared twice")
@@ -161,7 +182,8 @@ def expand(scenario: Scenario, source: str = "<scenario>") -> list[Variant]:
                     api=api, precision=precision,
                     distribute_dataset=dd, batch_rule=batch.rule, per_replica_batch=per_replica,
                     global_batch=global_batch,
-                    learning_rate=_scaled_lr(batch, global_batch, reference),
+                    learning_rate=base_lr * factor, lr_factor=factor,
+                    learning_rate_given=lr_given, scenario_dir=scenario_dir,
                     lr_scaling=batch.lr_scaling, model=model, data=data,
                     train=train_cfg, measure=scenario.measure, check=scenario.check,
                     fault=scenario.fault,

@@ -7,8 +7,12 @@ The worker applies the same shape rules once it has read files whose shape only 
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from bench.errors import ScenarioError
-from bench.scenario.catalogue import input_problem, trainable_problem
+from bench.scenario.catalogue import input_problem, model_info, trainable_problem
+from bench.scenario.imports import is_import_path, lookup_problem
+from bench.scenario.keras_names import labels_problem
 from bench.scenario.schema import (
     ARRAY_DATASETS,
     CLUSTER_STRATEGIES,
@@ -25,7 +29,11 @@ IMAGE_OPTIONS = ("resize", "random_crop", "random_flip", "random_brightness")
 _DATA_FIELDS_FOR = {
     "files": ("tfrecord",), "eval_files": ("tfrecord",), "interleave_cycle_length": ("tfrecord",),
     "interleave_parallelism": ("tfrecord",), "tfds_name": ("tfds",), "data_dir": ("tfds",),
+    "features": ("synthetic",), "label_shape": ("synthetic",),
 }
+# What a user's dataset function decides itself: set beside one, they are an error.
+_NOT_FOR_USER_DATA = ("path", "download", "fallback", "num_examples", "shape", "variable_length",
+                      "labels")
 
 
 def requested_image_options(cfg: DataConfig) -> list[str]:
@@ -57,8 +65,9 @@ def preprocess_problem(cfg: DataConfig, shape: tuple[int, ...]) -> tuple[str, st
 
 def input_shape(data: DataConfig) -> tuple[int, ...] | None:
     """The shape of one example as stored (MNIST-like sets are 28 x 28 x 1); None when only the
-    files can tell (tfrecord, tfds): then the worker checks the pairing once it has read them."""
-    if data.name in FILE_DATASETS:
+    files can tell (tfrecord, tfds, a user's function: then the worker checks the pairing once
+    it has the examples) or the features are named columns."""
+    if data.name in FILE_DATASETS or data.is_user_function or data.features is not None:
         return None
     return tuple(data.shape) if data.name == "synthetic" else MNIST_SHAPE
 
@@ -82,6 +91,11 @@ def check_data_fields(scenario: Scenario, source: str) -> None:
         if field in data.model_fields_set and data.name not in names:
             raise ScenarioError(source, f"data.{field}", "applies to data.name = "
                                 f"{' / '.join(map(repr, names))} only, not '{data.name}'")
+    if data.is_user_function:
+        for field in _NOT_FOR_USER_DATA:
+            if field in data.model_fields_set:
+                raise ScenarioError(source, f"data.{field}", f"'{data.name}' is your own dataset "
+                                    "function: its examples are what it returns")
     required = {"tfrecord": ("files", "a glob of TFRecord shards, e.g. "
                                       "\"data/train-*.tfrecord\" (bench data write-tfrecord)"),
                 "tfds": ("tfds_name", "the tensorflow_datasets name, e.g. \"mnist\"")}
@@ -89,12 +103,16 @@ def check_data_fields(scenario: Scenario, source: str) -> None:
         field, what = required[data.name]
         raise ScenarioError(source, f"data.{field}", f"required for data.name = '{data.name}': "
                             f"{what}")
-    if data.auto_shard == "file" and data.name not in FILE_DATASETS:
+    check_labels(scenario, source)
+    if data.auto_shard == "file" and data.name not in FILE_DATASETS and not data.is_user_function:
         raise ScenarioError(source, "data.auto_shard", f"'file' shards by input file; data "
                             f"'{data.name}' is held in memory (use 'data' or 'auto')")
     accuracy = scenario.check.accuracy
     if accuracy is None:
         return
+    if data.label_kind == "regression":
+        raise ScenarioError(source, "check.accuracy", "counts correctly predicted classes; "
+                            "data.labels = \"regression\" has none")
     split = accuracy.eval_split
     if data.name in ARRAY_DATASETS + ("tfrecord",) and split not in ("test", "train"):
         raise ScenarioError(source, "check.accuracy.eval_split", f"'{split}': data "
@@ -104,16 +122,88 @@ def check_data_fields(scenario: Scenario, source: str) -> None:
                             "= 'test'): a glob of the held-out TFRecord shards")
 
 
+def check_labels(scenario: Scenario, source: str) -> None:
+    """What the labels are must fit where they come from and every loss the scenario names."""
+    data = scenario.data
+    if data.labels in ("binary", "regression") and data.name != "synthetic":
+        raise ScenarioError(source, "data.labels", f"'{data.labels}' targets are made for "
+                            f"synthetic data; '{data.name}' has class labels (\"sparse\", or "
+                            "\"one_hot\" to convert them)")
+    if data.label_shape is not None and data.labels != "regression":
+        raise ScenarioError(source, "data.label_shape", "applies to labels = \"regression\" "
+                            "only (class labels take their shape from num_classes)")
+    if data.features is not None:
+        if "shape" in data.model_fields_set:
+            raise ScenarioError(source, "data.shape", "data.features names the columns of each "
+                                "example; give each column its own shape there")
+        if not any(f.is_ids for f in data.features.values()) and not any(
+                f.shape for f in data.features.values()):
+            raise ScenarioError(source, "data.features", "give each column a vocab (ids) or a "
+                                "shape (real values)")
+    kind = data.label_kind
+    for loss in scenario.train.axis_values("loss"):
+        if loss is not None and kind and not loss.is_import_path and \
+                (problem := labels_problem(loss.name, kind)):
+            raise ScenarioError(source, "train.loss", problem)
+
+
+def check_learning_rate(scenario: Scenario, source: str) -> None:
+    """The base learning rate is given in one place: batch.learning_rate or the optimizer's."""
+    if scenario.batch.learning_rate is None:
+        return
+    for optimizer in scenario.train.axis_values("optimizer"):
+        if optimizer is not None and "learning_rate" in optimizer.args:
+            raise ScenarioError(source, "train.optimizer", "learning_rate is given here and in "
+                                "batch.learning_rate: set it in one place")
+
+
+def check_imports(scenario: Scenario, source: str) -> None:
+    """Every user module a scenario names can be found beside it or among the installed
+    packages, with the name it asks for (looked up, never imported: bench.scenario.imports)."""
+    path = Path(source)
+    scenario_dir = path.resolve().parent if path.is_file() else None
+    named = [(f"{where}.name", model.name) for where, model in _models(scenario)]
+    named.append(("data.name", scenario.data.name))
+    train = scenario.train
+    for field in ("loss", "optimizer"):
+        named += [(f"train.{field}", spec.name) for spec in train.axis_values(field) if spec]
+    named += [("train.metrics", spec.name) for spec in train.metrics or []]
+    for field, value in named:
+        if is_import_path(value) and (problem := lookup_problem(value, scenario_dir)):
+            raise ScenarioError(source, field, problem)
+
+
 def _models(scenario: Scenario) -> list[tuple[str, ModelConfig]]:
     """Every model the scenario trains, with the field it is written in."""
     return [("model", scenario.model)] + [(f"strategies[{i}].model", s.model)
                                           for i, s in enumerate(scenario.strategies) if s.model]
 
 
+def _inputs_problem(model: ModelConfig, data: DataConfig) -> str | None:
+    """Why a built-in model cannot take named columns, or needs them (None: it fits)."""
+    info = model_info(model.name)
+    if data.features is not None and (info is not None or model.extra_matmul):
+        if info is not None and info.inputs == "features":
+            if not any(f.is_ids for f in data.features.values()):
+                return (f"'{model.name}' embeds id columns; data.features has none (give a "
+                        "column a vocab)")
+            return None
+        what = f"'{model.name}' takes" if info is not None else "model.extra_matmul needs"
+        return (f"{what} one input tensor; data.features gives named columns (a dict): use "
+                "'recommender' or your own builder")
+    if info is not None and info.inputs == "features":
+        return (f"'{model.name}' embeds the id columns of synthetic data.features, e.g. "
+                "{ item = { vocab = 1000000 }, dense = { shape = [13] } }; for your own dataset, "
+                "bring your own builder")
+    return None
+
+
 def check_pairing(scenario: Scenario, source: str) -> None:
     """Model and data must fit each other: caught at load, not minutes into a run."""
     shape = input_shape(scenario.data)
     for where, model in _models(scenario):
+        if problem := _inputs_problem(model, scenario.data):
+            raise ScenarioError(source, f"{where}.name", problem)
         if shape is not None and (problem := pairing_problem(model.name, scenario.data, shape)):
             field, why = problem
             raise ScenarioError(source, field.replace("model", where, 1), why)

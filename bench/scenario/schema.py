@@ -2,97 +2,66 @@
 
 pydantic gives strict typing, unknown-key rejection and precise error locations; `loading` turns
 its errors into one line naming the file and the field. Nothing here imports TensorFlow: the
-parent and the worker share these models, and validating must be instant.
+parent and the worker share these models, and validating must be instant. The sections with the
+most fields live beside it (`data_config`, `train_config`; their shared types in `fields`) and
+are importable from here.
 """
 
 from __future__ import annotations
 
 import hashlib
-from typing import Annotated, Any, Literal, TypeVar
+from typing import Annotated, Any, Literal
 
-from pydantic import (
-    BaseModel,
-    BeforeValidator,
-    ConfigDict,
-    Field,
-    model_validator,
-)
+from pydantic import Field, model_validator
 
 from bench.axes import variant_axes
 from bench.scenario.catalogue import validate_model_name
+from bench.scenario.data_config import (
+    ARRAY_DATASETS,
+    BUILTIN_DATASETS,
+    FILE_DATASETS,
+    MNIST_SHAPE,
+    DataConfig,
+    FeatureConfig,
+)
 from bench.scenario.fault import FaultConfig
+from bench.scenario.fields import (
+    BASELINE_STRATEGIES,
+    CLUSTER_STRATEGIES,
+    SINGLE_REPLICA_STRATEGIES,
+    ApiName,
+    Axis,
+    AxisFields,
+    Collective,
+    CrossDeviceOps,
+    DistributeDataset,
+    Feed,
+    KerasFlavour,
+    NonNegativeInt,
+    Partitioner,
+    PipelineAxis,
+    PositiveInt,
+    PrecisionName,
+    StrategyName,
+    Strict,
+    Trainable,
+)
+from bench.scenario.train_config import BatchConfig, KerasObject, TrainConfig
 
-T = TypeVar("T")
-
-
-def _as_list(value: Any) -> Any:
-    """Let a matrix axis be written as a scalar (`replicas = 2`) or a list (`replicas = [1, 2]`)."""
-    return value if isinstance(value, list) else [value]
-
-
-# A matrix axis: one value or a non-empty list of values; always a list after validation.
-Axis = Annotated[list[T], BeforeValidator(_as_list), Field(min_length=1)]
-
-PositiveInt = Annotated[int, Field(ge=1)]
-NonNegativeInt = Annotated[int, Field(ge=0)]
-
-StrategyName = Literal["default", "one_device", "mirrored", "central_storage",
-                       "multi_worker_mirrored", "parameter_server", "tpu"]
-ApiName = Literal["fit", "ctl"]
-PrecisionName = Literal["float32", "mixed_float16", "mixed_bfloat16"]
-CrossDeviceOps = Literal["auto", "reduction_to_one_device", "hierarchical_copy", "nccl"]
-DistributeDataset = Literal["experimental_distribute_dataset", "distribute_datasets_from_function"]
-# Keras 3 (`keras`) or tf-keras 2.x (`tf_keras`, TF_USE_LEGACY_KERAS=1 in the variant's process)
-KerasFlavour = Literal["keras3", "tf_keras"]
-# How fit is fed: bench's tf.data pipeline, or the in-memory arrays (`fit(x, y, batch_size=...)`)
-Feed = Literal["dataset", "numpy"]
-# What trains of a keras.applications model: all of it, only a new head on a frozen base, or the
-# head plus the last N layers of the base (fine-tuning)
-Trainable = Literal["all", "head"] | Annotated[int, Field(ge=1)]
-
-Collective = Literal["auto", "ring", "nccl"]
-Partitioner = Literal["none", "fixed", "min_size"]
-
-SINGLE_REPLICA_STRATEGIES = ("default", "one_device")
-# What every other strategy is measured and checked against (speed-ups, loss parity).
-BASELINE_STRATEGIES = SINGLE_REPLICA_STRATEGIES
-# Strategies whose variants are clusters of processes described by TF_CONFIG.
-CLUSTER_STRATEGIES = ("multi_worker_mirrored", "parameter_server")
+__all__ = [
+    "ARRAY_DATASETS", "BASELINE_STRATEGIES", "BUILTIN_DATASETS", "CLUSTER_STRATEGIES",
+    "FILE_DATASETS", "MNIST_SHAPE", "SINGLE_REPLICA_STRATEGIES", "ApiName", "BatchConfig",
+    "DataConfig", "DistributeDataset", "FeatureConfig", "KerasObject", "PrecisionName",
+    "TrainConfig",
+]
 
 
-class _Strict(BaseModel):
-    """Unknown keys are errors: a typo in a scenario must never pass silently."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
-
-
-class ScenarioMeta(_Strict):
+class ScenarioMeta(Strict):
     name: Annotated[str, Field(min_length=1)]
     description: str = ""
 
 
-def _not_empty(value: Any) -> Any:
-    if isinstance(value, list) and not value:
-        raise ValueError("an empty list: give one value, or a list of the values to compare")
-    return value
-
-
-# A pipeline field that may also be a matrix axis: one value, or a list of values (the
-# variants each get one value, so the pipeline code only ever sees scalars).
-PipelineAxis = Annotated[T | list[T], BeforeValidator(_not_empty)]
-
-
-
-class _AxisFields:
-    """Fields written as one value or a list of values (PipelineAxis): each value is a matrix axis."""
-
-    def axis_values(self, field: str) -> list[Any]:
-        """A field's values as a matrix axis (a scalar is an axis of one)."""
-        value = getattr(self, field)
-        return list(value) if isinstance(value, list) else [value]
-
-
-class ModelConfig(_Strict, _AxisFields):
+class ModelConfig(Strict, AxisFields):
     """`name` is a registered model (`bench list`) or `"package.module:function"`."""
 
     name: str = "mlp"
@@ -110,102 +79,9 @@ class ModelConfig(_Strict, _AxisFields):
 
 
 # A tf.data count: "autotune" lets tf.data tune it at run time.
-Autotune = Literal["autotune"]
-Prefetch = Autotune | NonNegativeInt
-MapParallelism = Autotune | PositiveInt
-ImageSize = Annotated[list[PositiveInt], Field(min_length=2, max_length=2)]  # [H, W]
 
 
-ARRAY_DATASETS = ("synthetic", "mnist", "fashion_mnist")  # held in memory as numpy arrays
-FILE_DATASETS = ("tfrecord", "tfds")  # read from files by tf.data
-MNIST_SHAPE = (28, 28, 1)  # one example of the MNIST family (mnist, fashion_mnist), as stored
-
-
-class DataConfig(_Strict, _AxisFields):
-    """Which examples to feed and how the tf.data pipeline is shaped."""
-
-    name: Literal["synthetic", "mnist", "fashion_mnist", "tfrecord", "tfds"] = "synthetic"
-    path: str | None = None  # explicit .npz file or directory of IDX files
-    download: bool = False  # allow keras.datasets to fetch from the internet
-    # tfrecord only: a glob of TFRecord shards in bench's schema (`bench data write-tfrecord`),
-    # and of the held-out shards that check.accuracy evaluates on
-    files: str | None = None
-    eval_files: str | None = None
-    interleave_cycle_length: MapParallelism = "autotune"  # files read at once
-    interleave_parallelism: MapParallelism = "autotune"  # threads reading them
-    # tfds only: a dataset tensorflow_datasets can load (name[/config][:version]), already
-    # prepared under data_dir (default: tfds's own, ~/tensorflow_datasets); never downloaded
-    tfds_name: str | None = None
-    data_dir: str | None = None
-    fallback: Literal["none", "synthetic"] = "none"
-    num_examples: PositiveInt = 10_000  # synthetic data (also a fallback's size)
-    # synthetic data; also what a fallback to synthetic data substitutes for tfrecord and tfds
-    shape: list[PositiveInt] = list(MNIST_SHAPE)
-    # synthetic [timesteps, features] only: each series is cut to a random length in
-    # [timesteps / 4, timesteps] and zero-padded (the LSTM masks the padding)
-    variable_length: bool = False
-    num_classes: Annotated[int, Field(ge=2)] = 10  # synthetic and tfrecord data
-    seed: int = 0
-    shuffle_buffer: NonNegativeInt = 10_000  # 0 turns shuffling off
-    cache: bool = True
-    # Both may be lists: each value becomes a matrix axis (input-pipeline comparisons).
-    prefetch: PipelineAxis[Prefetch] = "autotune"  # 0 turns prefetch off
-    map_parallelism: PipelineAxis[MapParallelism] = "autotune"
-    auto_shard: Literal["auto", "data", "file", "off"] = "auto"
-    # "numpy": Keras fit gets the in-memory arrays (fit(x, y, batch_size=...)) and builds the
-    # pipeline itself; in-memory data and api = "fit" only
-    feed: Feed = "dataset"
-    # Host-side image preprocessing in the tf.data map (train and eval: resize; train only:
-    # the random augmentations; eval takes a central crop of random_crop's size instead).
-    resize: ImageSize | None = None
-    random_crop: ImageSize | None = None
-    random_flip: bool = False  # left-right
-    random_brightness: Annotated[float, Field(ge=0)] = 0.0  # max delta added (0: off)
-
-
-
-class BatchConfig(_Strict):
-    """weak: per-replica batch fixed; strong: global batch fixed and split across replicas."""
-
-    rule: Literal["weak", "strong"] = "weak"
-    per_replica: Axis[PositiveInt] | None = None
-    global_batch: Axis[PositiveInt] | None = Field(default=None, alias="global")
-    learning_rate: Annotated[float, Field(gt=0)] = 0.001
-    lr_scaling: Literal["none", "linear", "sqrt"] = "none"
-    lr_reference_batch: PositiveInt | None = None  # batch at which learning_rate applies
-
-    @model_validator(mode="after")
-    def _batch_matches_rule(self) -> BatchConfig:
-        if self.rule == "weak":
-            if self.global_batch is not None:
-                raise ValueError("'global' is for rule = \"strong\"; weak scaling sets 'per_replica'")
-            if self.per_replica is None:
-                raise ValueError("rule = \"weak\" needs 'per_replica'")
-        else:
-            if self.per_replica is not None:
-                raise ValueError("'per_replica' is for rule = \"weak\"; strong scaling sets 'global'")
-            if self.global_batch is None:
-                raise ValueError("rule = \"strong\" needs 'global'")
-        return self
-
-
-class TrainConfig(_Strict, _AxisFields):
-    api: Axis[ApiName] = ["fit", "ctl"]
-    precision: Axis[PrecisionName] = ["float32"]
-    distribute_dataset: Axis[DistributeDataset] = ["experimental_distribute_dataset"]
-    optimizer: Literal["adam", "sgd"] = "adam"
-    # A list of any of these three is a matrix axis.
-    keras: PipelineAxis[KerasFlavour] = "keras3"
-    steps_per_execution: PipelineAxis[PositiveInt] = 1
-    jit_compile: PipelineAxis[bool] = False
-    # mixed_float16 on CPU runs single-threaded (~400x slower): skip it unless asked to run.
-    float16_on_cpu: Literal["skip", "run"] = "skip"
-    # TF_GPU_THREAD_MODE for processes that compute on GPUs (None: TensorFlow's default, global).
-    # gpu_private gives each GPU its own kernel-launch threads, which helps small steps.
-    gpu_thread_mode: Literal["global", "gpu_private", "gpu_shared"] | None = None
-
-
-class CheckpointConfig(_Strict):
+class CheckpointConfig(Strict):
     """Save a checkpoint every `every` steps, keeping the newest `keep` (Keras ModelCheckpoint for
     fit, tf.train.CheckpointManager for the custom loops): the worker records each save's blocking
     time and size, one restore into a fresh model, and throughput with saving on vs off."""
@@ -214,7 +90,7 @@ class CheckpointConfig(_Strict):
     keep: PositiveInt = 1
 
 
-class MeasureConfig(_Strict):
+class MeasureConfig(Strict):
     warmup_steps: NonNegativeInt = 10
     steps: PositiveInt = 100
     repeats: PositiveInt = 3
@@ -236,7 +112,7 @@ class MeasureConfig(_Strict):
     checkpoint: CheckpointConfig | None = None
 
 
-class StrategyConfig(_Strict):
+class StrategyConfig(Strict):
     name: StrategyName
     replicas: Axis[PositiveInt] = [1]
     devices: Literal["auto", "cpu", "gpu"] = "auto"
@@ -279,7 +155,7 @@ class StrategyConfig(_Strict):
         return self
 
 
-class LossParityConfig(_Strict):
+class LossParityConfig(Strict):
     """Train k steps from the same seed on the same batches; compare the loss with the baseline."""
 
     steps: PositiveInt = 10
@@ -288,7 +164,7 @@ class LossParityConfig(_Strict):
     tolerance: Annotated[float, Field(gt=0)] = 0.01  # relative difference of the losses
 
 
-class AccuracyConfig(_Strict):
+class AccuracyConfig(Strict):
     """Train a seeded copy `steps` steps through the variant's own strategy and API, then
     evaluate it on a held-out split: below `min`, the variant is marked (a bound, as tf-models'
     benchmarks keep one, so a fast configuration that no longer learns is caught)."""
@@ -300,20 +176,20 @@ class AccuracyConfig(_Strict):
     eval_split: Annotated[str, Field(min_length=1)] = "test"
 
 
-class CheckConfig(_Strict):
+class CheckConfig(Strict):
     """Optional correctness checks run next to the measurement."""
 
     loss_parity: LossParityConfig | None = None
     accuracy: AccuracyConfig | None = None
 
 
-class CompareConfig(_Strict):
+class CompareConfig(Strict):
     """How `bench compare` judges this scenario's variants."""
 
     min_effect: Annotated[float, Field(ge=0, lt=1)] = 0.05  # smallest slowdown that counts
 
 
-class ClusterConfig(_Strict):
+class ClusterConfig(Strict):
     """How local clusters (multi-worker, parameter-server) are started."""
 
     # isolated: a private network namespace (TensorFlow's servers bind 0.0.0.0, so this is the
@@ -323,7 +199,7 @@ class ClusterConfig(_Strict):
     ps_devices: Literal["cpu", "gpu"] = "cpu"
 
 
-class Scenario(_Strict):
+class Scenario(Strict):
     scenario: ScenarioMeta
     model: ModelConfig = ModelConfig()
     data: DataConfig = DataConfig()
@@ -346,7 +222,7 @@ class Scenario(_Strict):
         return hashlib.sha256(canonical.encode()).hexdigest()[:16]
 
 
-class Variant(_Strict):
+class Variant(Strict):
     """One concrete point of a scenario's matrix; everything a worker process needs to run it."""
 
     id: str
@@ -372,8 +248,14 @@ class Variant(_Strict):
     batch_rule: Literal["weak", "strong"]
     per_replica_batch: int
     global_batch: int
-    learning_rate: float
+    learning_rate: float  # the base learning rate (0.001 unless given) times lr_factor
     lr_scaling: str
+    lr_factor: float = 1.0  # what the batch rule multiplies the base learning rate by
+    # whether the scenario gave the base learning rate (batch.learning_rate or a [train]
+    # optimizer table's); if not, a compiled model's optimizer keeps its own, times lr_factor
+    learning_rate_given: bool = True
+    # the scenario file's folder: every worker imports a user's modules from it first
+    scenario_dir: str | None = None
     model: ModelConfig
     data: DataConfig
     train: TrainConfig

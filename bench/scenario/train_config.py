@@ -1,0 +1,134 @@
+"""The `[batch]` and `[train]` sections: the batch rule and learning rate, and how each step
+trains (API, precision, loss, optimizer, metrics, Keras flavour, compilation)."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, field_validator, model_validator
+
+from bench.axes import object_label
+from bench.scenario import keras_names
+from bench.scenario.fields import (
+    ApiName,
+    Axis,
+    AxisFields,
+    DistributeDataset,
+    KerasFlavour,
+    PipelineAxis,
+    PositiveInt,
+    PrecisionName,
+    Strict,
+)
+from bench.scenario.imports import IMPORT_PATH_HELP, is_import_path
+
+
+def _named(value: Any) -> Any:
+    """A Keras object may be written as its name alone: "adam" is { name = "adam" }."""
+    return {"name": value} if isinstance(value, str) else value
+
+
+class _KerasObject(BaseModel):
+    """A Keras loss, optimizer or metric: a Keras name ("adamw", "mse") or a user's
+    "package.module:function", with the arguments of a table ({ name = "adamw",
+    weight_decay = 0.004 })."""
+
+    model_config = ConfigDict(extra="allow", frozen=True)
+
+    name: Annotated[str, Field(min_length=1)]
+
+    @property
+    def args(self) -> dict[str, Any]:
+        return dict(self.model_extra or {})
+
+    @property
+    def is_import_path(self) -> bool:
+        return is_import_path(self.name)
+
+    def label(self) -> str:
+        """How a variant id names it (`bench.axes.object_label`)."""
+        return object_label(self.model_dump()) or self.name
+
+    def check(self, kind: str) -> None:
+        """Raise ValueError when a Keras name or its arguments are unknown (a user's function
+        is looked up later, beside the scenario file)."""
+        if self.is_import_path:
+            return
+        if ":" in self.name:
+            raise ValueError(f"'{self.name}' is not of the form {IMPORT_PATH_HELP}")
+        if kind == "metric" and self.name.lower() in keras_names.SHAPE_DEPENDENT_METRICS:
+            if self.args:
+                raise ValueError(f"metric '{self.name}' takes no arguments (Keras picks its "
+                                 "class from the labels' shape); name the class instead, e.g. "
+                                 "'binary_accuracy'")
+            return
+        if problem := keras_names.args_problem(keras_names.lookup(kind, self.name), self.args):
+            raise ValueError(problem)
+
+
+KerasObject = Annotated[_KerasObject, BeforeValidator(_named)]
+
+
+class BatchConfig(Strict):
+    """weak: per-replica batch fixed; strong: global batch fixed and split across replicas."""
+
+    rule: Literal["weak", "strong"] = "weak"
+    per_replica: Axis[PositiveInt] | None = None
+    global_batch: Axis[PositiveInt] | None = Field(default=None, alias="global")
+    # None: the optimizer's own (a [train] optimizer table's learning_rate, a compiled model's),
+    # else 0.001; the lr_scaling rule applies to whichever it is
+    learning_rate: Annotated[float, Field(gt=0)] | None = None
+    lr_scaling: Literal["none", "linear", "sqrt"] = "none"
+    lr_reference_batch: PositiveInt | None = None  # batch at which learning_rate applies
+
+    @model_validator(mode="after")
+    def _batch_matches_rule(self) -> BatchConfig:
+        if self.rule == "weak":
+            if self.global_batch is not None:
+                raise ValueError("'global' is for rule = \"strong\"; weak scaling sets 'per_replica'")
+            if self.per_replica is None:
+                raise ValueError("rule = \"weak\" needs 'per_replica'")
+        else:
+            if self.per_replica is not None:
+                raise ValueError("'per_replica' is for rule = \"weak\"; strong scaling sets 'global'")
+            if self.global_batch is None:
+                raise ValueError("rule = \"strong\" needs 'global'")
+        return self
+
+
+class TrainConfig(Strict, AxisFields):
+    api: Axis[ApiName] = ["fit", "ctl"]
+    precision: Axis[PrecisionName] = ["float32"]
+    distribute_dataset: Axis[DistributeDataset] = ["experimental_distribute_dataset"]
+    # A Keras name, a table with its arguments, or "package.module:function"; a list of either
+    # loss or optimizer is a matrix axis. None: what a compiled model brings, else the labels'
+    # own loss (sparse_categorical_crossentropy for class ids, from the built-in models' logits)
+    # and Adam.
+    loss: PipelineAxis[KerasObject] | None = None
+    optimizer: PipelineAxis[KerasObject] | None = None
+    # Keras metric names or tables, updated every step by fit and the custom loop alike (None:
+    # a compiled model's, else none)
+    metrics: list[KerasObject] | None = None
+    # A list of any of these three is a matrix axis.
+    keras: PipelineAxis[KerasFlavour] = "keras3"
+    steps_per_execution: PipelineAxis[PositiveInt] = 1
+    jit_compile: PipelineAxis[bool] = False
+    # mixed_float16 on CPU runs single-threaded (~400x slower): skip it unless asked to run.
+    float16_on_cpu: Literal["skip", "run"] = "skip"
+    # TF_GPU_THREAD_MODE for processes that compute on GPUs (None: TensorFlow's default, global).
+    # gpu_private gives each GPU its own kernel-launch threads, which helps small steps.
+    gpu_thread_mode: Literal["global", "gpu_private", "gpu_shared"] | None = None
+
+    @field_validator("loss", "optimizer")
+    @classmethod
+    def _known_objects(cls, value: Any, info: Any) -> Any:
+        for spec in value if isinstance(value, list) else [value] if value else []:
+            spec.check(info.field_name)
+        return value
+
+    @field_validator("metrics")
+    @classmethod
+    def _known_metrics(cls, value: list[_KerasObject] | None) -> Any:
+        for spec in value or []:
+            spec.check("metric")
+        return value
