@@ -17,16 +17,13 @@ import zlib
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import numpy as np
 
-from bench.data import pipeline
+from bench.data.examples import LoadedData
+from bench.data.synthetic import synthetic_split
 from bench.errors import DataUnavailable, one_line
 from bench.scenario.schema import MNIST_SHAPE, DataConfig
-
-if TYPE_CHECKING:
-    import tensorflow as tf
 
 log = logging.getLogger(__name__)
 
@@ -41,44 +38,7 @@ IDX_FILES = {"train": ("train-images-idx3-ubyte", "train-labels-idx1-ubyte"),
              "test": ("t10k-images-idx3-ubyte", "t10k-labels-idx1-ubyte")}
 # What keras.datasets caches under $KERAS_HOME/datasets (see keras/src/datasets/<name>.py).
 KERAS_CACHE_ENTRY = {"mnist": "mnist.npz", "fashion_mnist": "fashion-mnist"}
-SYNTHETIC_CLASS_SEPARATION = 0.5  # scale of the per-class offset; keeps the task learnable
-SYNTHETIC_HELD_OUT = 5  # the synthetic test split has num_examples / 5 examples
-
 Arrays = tuple[np.ndarray, np.ndarray]
-
-
-@dataclass(frozen=True)
-class LoadedData:
-    """Arrays held in memory (synthetic, MNIST, Fashion-MNIST)."""
-
-    x: np.ndarray  # uint8 or float32, (N, H, W, C)
-    y: np.ndarray  # int32, (N,)
-    source: str  # what was really used, human readable
-    num_classes: int
-    fallback_reason: str | None = None  # set only when fallback = "synthetic" was taken
-
-    @property
-    def shape(self) -> tuple[int, ...]:
-        return tuple(self.x.shape[1:])
-
-    def examples(self, cfg: DataConfig,
-                 input_context: tf.distribute.InputContext | None = None) -> tf.data.Dataset:
-        import tensorflow as tf
-
-        ds = tf.data.Dataset.from_tensor_slices((self.x, self.y))
-        return pipeline.shard_examples(ds, input_context)
-
-
-def fit_arrays(data: LoadedData, examples: int) -> Arrays:
-    """What `fit(x, y, batch_size=...)` is fed with data.feed = "numpy": float32 images (uint8
-    scaled to [0, 1], as the seeds prepare them) and int32 labels, repeated to hold at least
-    `examples`, so one epoch covers the whole run and no epoch boundary falls inside it."""
-    x = (data.x.astype(np.float32) / 255.0 if data.x.dtype == np.uint8
-         else data.x.astype(np.float32, copy=False))
-    reps = max(1, -(-examples // len(x)))
-    if reps == 1:
-        return x, data.y.astype(np.int32, copy=False)
-    return (np.concatenate([x] * reps), np.concatenate([data.y.astype(np.int32)] * reps))
 
 
 class _Missing(DataUnavailable):
@@ -105,7 +65,7 @@ def load_arrays(cfg: DataConfig, split: str = "train") -> LoadedData:
         raise DataUnavailable(f"dataset '{cfg.name}' has no split '{split}' (it has "
                               f"{', '.join(SPLITS)})")
     if cfg.name == "synthetic":
-        return _synthetic_split(cfg, tuple(cfg.shape), cfg.num_classes, split)
+        return synthetic_split(cfg, tuple(cfg.shape), cfg.num_classes, split)
     failures: list[str] = []
     for source in _sources(cfg, split):
         try:
@@ -116,7 +76,8 @@ def load_arrays(cfg: DataConfig, split: str = "train") -> LoadedData:
                 log.warning("dataset %r: skipping %s", cfg.name, failures[-1])  # another works
             continue
         described = f"{source.kind}:{source.location} ({split}, {len(y)} examples)"
-        return LoadedData(x=x, y=y, source=described, num_classes=MNIST_CLASSES)
+        return LoadedData(x=x, y=y, source=described, num_classes=MNIST_CLASSES,
+                          label_kind=cfg.labels or "sparse")
     if not cfg.download and not cfg.path:
         failures.append("download: disabled")
     hint = "Fix data.path or set" if cfg.path else "Set data.path, data.download = true, or"
@@ -129,73 +90,9 @@ def unavailable(cfg: DataConfig, tried: str, split: str, shape: tuple[int, ...],
     """No real source worked: substitute synthetic data only if the scenario allows it."""
     if cfg.fallback == "synthetic":
         log.warning("%s; using synthetic data instead", tried)
-        data = _synthetic_split(cfg, shape, classes, split)
+        data = synthetic_split(cfg, shape, classes, split)
         return dataclasses.replace(data, fallback_reason=tried)
     raise DataUnavailable(f'{tried}. {hint} data.fallback = "synthetic".')
-
-
-# ---------------------------------------------------------------------------------------------
-# Synthetic data
-
-
-def _synthetic_split(cfg: DataConfig, shape: tuple[int, ...], num_classes: int,
-                     split: str) -> LoadedData:
-    data = _synthetic(cfg.seed, shape, num_classes, cfg.num_examples, held_out=split == "test")
-    return _with_variable_lengths(data, cfg.seed) if cfg.variable_length else data
-
-
-def _synthetic(seed: int, shape: tuple[int, ...], num_classes: int, n: int,
-               held_out: bool = False) -> LoadedData:
-    """Gaussian noise around one random prototype per class: deterministic, and learnable.
-
-    The held-out split draws fresh examples (n / SYNTHETIC_HELD_OUT) around the same prototypes.
-    Drawing 10,000 MNIST-sized examples takes a quarter of a second, paid again by every variant
-    of a run; with BENCH_DATA_CACHE (the runner sets it to the run's cache folder) the first
-    variant saves the arrays and the others load the same bytes.
-    """
-    cache = os.environ.get("BENCH_DATA_CACHE")
-    if not cache:
-        return _draw_synthetic(seed, shape, num_classes, n, held_out)
-    name = "x".join(map(str, shape))
-    path = Path(cache) / f"synthetic-{seed}-{name}-{num_classes}-{n}-{int(held_out)}.npz"
-    try:
-        with np.load(path, allow_pickle=False) as saved:
-            return LoadedData(x=saved["x"], y=saved["y"], source=str(saved["source"]),
-                              num_classes=num_classes)
-    except (OSError, KeyError, ValueError):
-        pass  # not there yet (or torn): draw it
-    data = _draw_synthetic(seed, shape, num_classes, n, held_out)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f"{path.stem}.{os.getpid()}.tmp.npz")
-    np.savez(tmp, x=data.x, y=data.y, source=np.array(data.source))
-    os.replace(tmp, path)
-    return data
-
-
-def _draw_synthetic(seed: int, shape: tuple[int, ...], num_classes: int, n: int,
-                    held_out: bool) -> LoadedData:
-    rng = np.random.default_rng(seed)
-    y = rng.integers(0, num_classes, size=n, dtype=np.int32)
-    prototypes = rng.standard_normal((num_classes, *shape), dtype=np.float32)
-    if held_out:
-        n = max(1, n // SYNTHETIC_HELD_OUT)
-        rng = np.random.default_rng([seed, 1])
-        y = rng.integers(0, num_classes, size=n, dtype=np.int32)
-    x = rng.standard_normal((n, *shape), dtype=np.float32)
-    x += SYNTHETIC_CLASS_SEPARATION * prototypes[y]
-    split = "held-out, " if held_out else ""
-    source = f"synthetic({split}seed={seed}, shape={list(shape)}, classes={num_classes}, n={n})"
-    return LoadedData(x=x, y=y, source=source, num_classes=num_classes)
-
-
-def _with_variable_lengths(data: LoadedData, seed: int) -> LoadedData:
-    """Series of random lengths in [T/4, T], zero-padded at the end, as the seed's LSTM sees."""
-    rng = np.random.default_rng(seed + 1)
-    steps = data.x.shape[1]
-    lengths = rng.integers(max(1, steps // 4), steps + 1, size=len(data.x))
-    data.x[np.arange(steps)[None, :] >= lengths[:, None]] = 0.0
-    source = data.source.replace("synthetic(", "synthetic(variable lengths, ", 1)
-    return LoadedData(x=data.x, y=data.y, source=source, num_classes=data.num_classes)
 
 
 # ---------------------------------------------------------------------------------------------

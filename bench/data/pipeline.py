@@ -7,7 +7,7 @@ switching the source changes nothing else about the pipeline being measured.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from bench.data import preprocess
 from bench.scenario.schema import DataConfig
@@ -23,12 +23,31 @@ def count(value: int | str) -> int:
     return tf.data.AUTOTUNE if value == "autotune" else int(value)
 
 
-def normalise(x: tf.Tensor, y: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
-    """Map fn: uint8 pixels to [0, 1] float32 (after slicing, so no float copy of the whole set)."""
+def _feature(x: tf.Tensor) -> tf.Tensor:
+    """uint8 pixels to [0, 1] float32, other reals to float32; integer ids stay integers."""
     import tensorflow as tf
 
-    x = tf.cast(x, tf.float32) / 255.0 if x.dtype == tf.uint8 else tf.cast(x, tf.float32)
-    return x, tf.cast(y, tf.int32)
+    if x.dtype == tf.uint8:
+        return tf.cast(x, tf.float32) / 255.0
+    return tf.cast(x, tf.float32) if x.dtype.is_floating else x
+
+
+def normaliser(one_hot_classes: int | None = None) -> Any:
+    """Map fn over (features, labels), after slicing (so no float copy of the whole set): every
+    feature as `_feature` makes it; class ids as int32, or as one-hot rows of
+    `one_hot_classes`; real-valued targets as float32."""
+    import tensorflow as tf
+
+    def normalise(x: Any, y: tf.Tensor) -> tuple[Any, tf.Tensor]:
+        x = tf.nest.map_structure(_feature, x)
+        if y.dtype.is_integer:
+            y = (tf.one_hot(y, one_hot_classes) if one_hot_classes
+                 else tf.cast(y, tf.int32))
+        else:
+            y = tf.cast(y, tf.float32)
+        return x, y
+
+    return normalise
 
 
 def options(cfg: DataConfig) -> tf.data.Options:
@@ -56,12 +75,12 @@ def shard_examples(ds: tf.data.Dataset,
 
 
 def batched(examples: tf.data.Dataset, cfg: DataConfig, batch_size: int, *,
-            train: bool = True) -> tf.data.Dataset:
+            train: bool = True, one_hot_classes: int | None = None) -> tf.data.Dataset:
     """Training: an infinite, shuffled, augmented pipeline (the harness takes a fixed number of
     steps from it). Evaluation (`train=False`): one pass in order, deterministic preprocessing
-    only, the last partial batch kept."""
+    only, the last partial batch kept. With `one_hot_classes`, class ids become one-hot rows."""
     parallel = count(cfg.map_parallelism)
-    ds = examples.map(normalise, num_parallel_calls=parallel)
+    ds = examples.map(normaliser(one_hot_classes), num_parallel_calls=parallel)
     if train:
         if cfg.cache:
             ds = ds.cache()

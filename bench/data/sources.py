@@ -11,10 +11,13 @@ synthetic substitute is only ever used when the scenario says `fallback = "synth
 
 from __future__ import annotations
 
+import dataclasses
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
 from bench.data import pipeline
-from bench.data.arrays import LoadedData, fit_arrays, load_arrays, unavailable
+from bench.data.arrays import LoadedData, load_arrays, unavailable
+from bench.data.examples import fit_arrays
 from bench.errors import DataUnavailable, one_line
 from bench.scenario.rules import output_shape, pairing_problem
 from bench.scenario.schema import ARRAY_DATASETS, DataConfig, Variant
@@ -29,10 +32,18 @@ class Data(Protocol):
     source: str  # what was really used, human readable
     num_classes: int
     fallback_reason: str | None  # set only when fallback = "synthetic" was taken
+    # what the model trains on: "sparse" (class ids), "one_hot", "binary", "regression", or
+    # "float" (a user's real-valued labels, which only a loss can tell apart)
+    label_kind: str
 
     @property
-    def shape(self) -> tuple[int, ...]:
-        """One example's shape as stored, before preprocessing."""
+    def shape(self) -> Any:
+        """One example's shape as stored, before preprocessing (each column's, for named
+        features)."""
+
+    @property
+    def outputs(self) -> int:
+        """How many outputs the model needs for these labels (a builder's `num_classes`)."""
 
     def examples(self, cfg: DataConfig,
                  input_context: tf.distribute.InputContext | None = None) -> tf.data.Dataset:
@@ -51,12 +62,16 @@ def load(cfg: DataConfig, split: str = "train") -> Data:
     """
     if cfg.name in ARRAY_DATASETS:
         return load_arrays(cfg, split)
+    if cfg.is_user_function:
+        from bench.data.user_source import load as load_user
+
+        return load_user(cfg, split)
     if cfg.name == "tfrecord":
         from bench.data.tfrecord import load_files as load_source
     else:
         from bench.data.tfds_source import load_split as load_source
     try:
-        return load_source(cfg, split)
+        return dataclasses.replace(load_source(cfg, split), label_kind=cfg.labels or "sparse")
     except DataUnavailable as exc:
         return unavailable(cfg, one_line(exc), split, tuple(cfg.shape), cfg.num_classes,
                             "Fix it or set")
@@ -67,7 +82,8 @@ def load_for(variant: Variant) -> Data:
     must take the examples (known only once files are read), and FILE sharding needs a file for
     every input pipeline (one per worker process of a cluster)."""
     data = load(variant.data)
-    if problem := pairing_problem(variant.model.name, variant.data, data.shape):
+    if isinstance(data.shape, tuple) and (
+            problem := pairing_problem(variant.model.name, variant.data, data.shape)):
         field, message = problem
         raise DataUnavailable(f"{field}: {message}")
     from bench.data.tfrecord import FileData
@@ -78,16 +94,42 @@ def load_for(variant: Variant) -> Data:
 
 
 def numpy_feed(data: Data, examples: int) -> tuple[Any, Any]:
-    """The in-memory arrays for feed = "numpy" (the scenario rules allow it for in-memory data
-    only, so anything else here is a bug, not a user's mistake)."""
+    """The in-memory arrays for feed = "numpy": built-in arrays, or every example of a user's
+    finite dataset (the scenario rules allow nothing else, so anything else here is a bug, not a
+    user's mistake)."""
+    from bench.data.user_source import UserData
+
+    if isinstance(data, UserData):
+        x, y = data.arrays()
+        data = LoadedData(x=x, y=y, source=data.source, num_classes=data.num_classes,
+                          label_kind=data.label_kind)
     if not isinstance(data, LoadedData):
         raise TypeError(f"feed = \"numpy\" needs in-memory arrays, not {type(data).__name__}")
     return fit_arrays(data, examples)
 
 
-def model_input_shape(data: Data, cfg: DataConfig) -> tuple[int, ...]:
-    """What the model is built for: one example's shape after preprocessing."""
-    return output_shape(cfg, data.shape)
+@dataclass(frozen=True)
+class ModelInputs:
+    """What a model builder is told about the data: one example's shape after preprocessing (or
+    each named feature's), the outputs its labels need, the id columns' vocabularies, and the
+    labels' kind (which picks the default loss)."""
+
+    shape: Any
+    outputs: int
+    vocabularies: dict[str, int]
+    label_kind: str
+
+
+def model_inputs(data: Data, cfg: DataConfig) -> ModelInputs:
+    vocabularies = {name: f.vocab for name, f in (cfg.features or {}).items()
+                    if f.vocab is not None}
+    return ModelInputs(model_input_shape(data, cfg), data.outputs, vocabularies, data.label_kind)
+
+
+def model_input_shape(data: Data, cfg: DataConfig) -> Any:
+    """What the model is built for: one example's shape after preprocessing (each named
+    column's shape, which preprocessing never touches)."""
+    return output_shape(cfg, data.shape) if isinstance(data.shape, tuple) else data.shape
 
 
 def make_dataset(data: Data, cfg: DataConfig, batch_size: int,
@@ -102,6 +144,7 @@ def make_dataset(data: Data, cfg: DataConfig, batch_size: int,
     examples = data.examples(cfg, input_context)
     if input_context is not None:
         batch_size = input_context.get_per_replica_batch_size(batch_size)
-    return pipeline.batched(examples, cfg, batch_size, train=train)
+    one_hot = data.num_classes if data.label_kind == "one_hot" else None
+    return pipeline.batched(examples, cfg, batch_size, train=train, one_hot_classes=one_hot)
 
 

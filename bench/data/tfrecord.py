@@ -86,6 +86,11 @@ class FileData:
     num_classes: int
     source: str
     fallback_reason: str | None = None
+    label_kind: str = "sparse"  # class ids, or one-hot rows the pipeline makes of them
+
+    @property
+    def outputs(self) -> int:
+        return self.num_classes
 
     def examples(self, cfg: DataConfig,
                  input_context: tf.distribute.InputContext | None = None) -> tf.data.Dataset:
