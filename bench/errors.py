@@ -25,6 +25,12 @@ class DataUnavailable(BenchError):
     """No source for a requested dataset could be found and the scenario allows no fallback."""
 
 
+class WorkloadError(BenchError):
+    """A user's model, loss, optimizer, metric or dataset function cannot run as given (it does
+    not import, returns the wrong thing, or its outputs do not fit the labels): the variant
+    fails with this one line, which names the function, and the run goes on."""
+
+
 def one_line(what: object) -> str:
     """Text (or an exception's message) squeezed onto one line, for messages that must stay one
     line; an exception with no message is named by its type."""

@@ -19,7 +19,7 @@ from typing import Any
 from bench import protocol, results
 from bench.checks import suite as checks_suite
 from bench.data import sources as data_mod
-from bench.errors import DataUnavailable, VariantSkipped
+from bench.errors import DataUnavailable, VariantSkipped, WorkloadError
 from bench.perf import overhead
 from bench.protocol import FINISH, GATE_TIMEOUT_ENV, PREPARE, UNOBSERVED, ProgressFn
 from bench.records import (
@@ -35,7 +35,6 @@ from bench.training import (
     devices,
     flavour,
     known_failures,
-    loops,
     models,
     observer,
     paths,
@@ -43,6 +42,8 @@ from bench.training import (
     ps_loops,
     recovery,
     strategies,
+    variables,
+    workload,
 )
 from bench.training.gate import Gate
 from bench.training.schedule import LoopResult, Schedule
@@ -150,6 +151,13 @@ def _observe_unobserved(result: LoopResult, gate: Gate, steps: int,
             return extra_failed(exc)
 
 
+def use_scenario_dir(variant: Variant) -> None:
+    """A user's modules beside the scenario file import first (before the current directory and
+    the installed packages), in every process of a variant: local, forked, cluster or Slurm."""
+    if variant.scenario_dir and variant.scenario_dir not in sys.path:
+        sys.path.insert(0, variant.scenario_dir)
+
+
 def start_state() -> dict[str, Any]:
     """What this process had already set before the variant touched anything.
 
@@ -181,6 +189,7 @@ def measure(variant: Variant, spawn_time: float, progress: ProgressFn) -> dict[s
         if variant.api == "fit" and (problem := strategies.keras_fit_problem(
                 variant.strategy, variant.train.keras)):
             raise VariantSkipped(problem)
+        use_scenario_dir(variant)
         strategy, layout = _strategy_and_layout(variant)
         policy = precision.apply_policy(variant.precision)
         loaded = data_mod.load_for(variant)
@@ -188,20 +197,22 @@ def measure(variant: Variant, spawn_time: float, progress: ProgressFn) -> dict[s
         keras.utils.set_random_seed(variant.data.seed)
         effective = _effective_batch(variant, int(strategy.num_replicas_in_sync))
         global_batch = effective["global_batch"]
+        inputs = data_mod.model_inputs(loaded, variant.data)
 
         def dataset(input_context: Any = None) -> Any:
             return data_mod.make_dataset(loaded, variant.data, global_batch, input_context)
 
         def build_model_and_optimizer() -> tuple[Any, Any]:
-            built = models.build_configured(variant.model,
-                                            data_mod.model_input_shape(loaded, variant.data),
-                                            loaded.num_classes)
-            return built, loops.make_optimizer(variant.train.optimizer, variant.learning_rate)
+            fresh = workload.build(variant, inputs)
+            return fresh.model, fresh.optimizer
 
         with strategy.scope():
-            model, optimizer = build_model_and_optimizer()
+            built = workload.build(variant, inputs)
+        model = built.model
         probe_batch = next(iter(dataset().take(1)))
-        initial_loss = loops.batch_loss(model, probe_batch)
+        initial_loss = workload.initial_loss(built, probe_batch, variant.model.name)
+        with strategy.scope():
+            metrics = built.objectives.metrics(probe_batch, model)
 
     def describe_setup() -> dict[str, Any]:
         """The record's fields about what ran and where, for throughput and recovery alike."""
@@ -218,12 +229,14 @@ def measure(variant: Variant, spawn_time: float, progress: ProgressFn) -> dict[s
             "start_state": started,
             "keras": flavour.describe(),
             "model_params": models.parameter_counts(model),
+            "workload": built.describe(),
+            "variables": variables.describe(model),
             "env": {"tensorflow": tf.__version__, "keras": keras.__version__,
                     "keras_flavour": flavour.chosen(), "pid": os.getpid()},
         }
 
     if variant.fault is not None:
-        return recovery.measure(variant, strategy, model, optimizer, dataset, progress,
+        return recovery.measure(variant, strategy, built, metrics, dataset, progress,
                                 describe_setup(), phases, probe_batch, initial_loss, spawn_time)
 
     m, k = variant.measure, variant.train.steps_per_execution
@@ -241,7 +254,7 @@ def measure(variant: Variant, spawn_time: float, progress: ProgressFn) -> dict[s
     arrays = (data_mod.numpy_feed(loaded, fed_steps * global_batch)
               if variant.data.feed == "numpy" else None)
     with phases("loop"):
-        result = paths.train(variant, strategy, model, optimizer, dataset,
+        result = paths.train(variant, strategy, built, metrics, dataset,
                              global_batch=global_batch, schedule=schedule,
                              steps_per_execution=k, jit_compile=variant.train.jit_compile,
                              progress=progress, trace=trace, arrays=arrays)
@@ -249,7 +262,7 @@ def measure(variant: Variant, spawn_time: float, progress: ProgressFn) -> dict[s
     unobserved = _observe_unobserved(result, gate, block_steps, phases)
     gate.wait(FINISH)
     with phases("final_loss"):
-        final_loss = loops.batch_loss(model, probe_batch)
+        final_loss = built.objectives.batch_loss(model, probe_batch)
     with phases("checkpoint"):  # after the measurement and the loss: it trains on
         checkpoint = checkpointing.cost(variant, result.checkpointed, strategy, model,
                                         build_model_and_optimizer, global_batch, k)
@@ -260,7 +273,7 @@ def measure(variant: Variant, spawn_time: float, progress: ProgressFn) -> dict[s
     notes = list(result.notes) + effective.pop("notes")
     step_stats = summarize(timed)
     with phases("utilization"):
-        utilised = mfu.utilization(variant, layout, probe_batch, step_stats.median)
+        utilised = mfu.utilization(variant, layout, probe_batch, inputs, step_stats.median)
     with phases("checks"):
         # after the measurement, so the checks cannot disturb it
         checked = checks_suite.run(variant, strategy, loaded)
@@ -308,7 +321,7 @@ def run_variant(variant: Variant, spawn_time: float,
         finish(record, "ok")
     except VariantSkipped as exc:
         finish(record, "skipped", reason=str(exc))
-    except DataUnavailable as exc:
+    except (DataUnavailable, WorkloadError) as exc:
         finish(record, "failed", reason=str(exc), error=error_from_exception(exc))
     except Exception as exc:  # a crash inside TF is the variant's result, not the worker's
         error = error_from_exception(exc)

@@ -21,14 +21,15 @@ def measure(variant: Any, strategy: Any, data: Any) -> dict[str, Any]:
 
     cfg = variant.check.accuracy
     batch = variant.global_batch
-    model, _ = train_copy(variant, strategy, data, variant.data, batch=batch,
-                          learning_rate=variant.learning_rate, steps=cfg.steps)
+    copy, _ = train_copy(variant, strategy, data, variant.data, batch=batch,
+                         learning_rate=variant.learning_rate, steps=cfg.steps)
     held_out = data_mod.load(variant.data, split=cfg.eval_split)
     if held_out.num_classes != data.num_classes:
         raise ValueError(f"the {cfg.eval_split} split has {held_out.num_classes} classes, the "
                          f"training data {data.num_classes}")
-    correct, total = evaluate(strategy, model,
-                              data_mod.make_dataset(held_out, variant.data, batch, train=False))
+    correct, total = evaluate(strategy, copy.model,
+                              data_mod.make_dataset(held_out, variant.data, batch, train=False),
+                              threshold=0.0 if copy.objectives.from_logits() else 0.5)
     accuracy = correct / total
     return {"status": "ok" if accuracy >= cfg.min else "below", "accuracy": accuracy,
             "min": cfg.min, "steps": cfg.steps, "batch": batch,
@@ -37,14 +38,29 @@ def measure(variant: Any, strategy: Any, data: Any) -> dict[str, Any]:
             "eval_fallback_reason": held_out.fallback_reason}
 
 
-def evaluate(strategy: Any, model: Any, dataset: Any) -> tuple[int, int]:
-    """(correct, examples) over one pass of `dataset`, each batch split over the replicas."""
+def evaluate(strategy: Any, model: Any, dataset: Any, threshold: float = 0.5) -> tuple[int, int]:
+    """(correct, examples) over one pass of `dataset`, each batch split over the replicas: the
+    most likely class against class ids or one-hot rows, or a single output above `threshold`
+    against 0/1 targets."""
     import tensorflow as tf
 
+    def classes(values: Any, binary: bool) -> Any:
+        if binary:
+            return tf.cast(tf.reshape(values, [-1]) > threshold, tf.int32)
+        return tf.argmax(values, axis=-1, output_type=tf.int32)
+
     def replica_counts(x: Any, y: Any) -> tuple[Any, Any]:
-        predicted = tf.argmax(model(x, training=False), axis=-1, output_type=tf.int32)
-        hits = tf.cast(tf.equal(predicted, tf.cast(y, tf.int32)), tf.int64)
-        return tf.reduce_sum(hits), tf.size(y, out_type=tf.int64)
+        out = model(x, training=False)
+        binary = out.shape[-1] == 1
+        predicted = classes(out, binary)
+        if binary:
+            truth = tf.cast(tf.reshape(y, [-1]) > 0.5, tf.int32)
+        elif y.shape.rank == out.shape.rank:  # one-hot rows
+            truth = tf.argmax(y, axis=-1, output_type=tf.int32)
+        else:
+            truth = tf.cast(tf.reshape(y, [-1]), tf.int32)
+        hits = tf.cast(tf.equal(predicted, truth), tf.int64)
+        return tf.reduce_sum(hits), tf.size(truth, out_type=tf.int64)
 
     @tf.function(reduce_retracing=True)
     def counts(x: Any, y: Any) -> tuple[Any, Any]:

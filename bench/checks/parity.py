@@ -17,15 +17,15 @@ from typing import Any
 def measure(variant: Any, strategy: Any, data: Any) -> dict[str, Any]:
     """Train a seeded copy for `steps` steps through the variant's API; the loss afterwards."""
     from bench.checks.train_copy import train_copy
-    from bench.training import loops
 
     cfg = variant.check.loss_parity
     # Unshuffled, and augmented in one thread (seeded random ops then draw in a fixed order):
     # every variant must see the very same batches.
     fixed = variant.data.model_copy(update={"shuffle_buffer": 0, "cache": False,
                                             "map_parallelism": 1})
-    model, dataset = train_copy(variant, strategy, data, fixed, batch=cfg.batch,
-                                learning_rate=cfg.learning_rate, steps=cfg.steps)
+    copy, dataset = train_copy(variant, strategy, data, fixed, batch=cfg.batch,
+                               learning_rate=cfg.learning_rate, steps=cfg.steps)
     probe = next(iter(dataset().take(1)))
     return {"status": "measured", "steps": cfg.steps, "batch": cfg.batch,
-            "learning_rate": cfg.learning_rate, "loss": loops.batch_loss(model, probe)}
+            "learning_rate": cfg.learning_rate,
+            "loss": copy.objectives.batch_loss(copy.model, probe)}

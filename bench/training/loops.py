@@ -19,23 +19,9 @@ from bench.protocol import ProgressFn
 from bench.training import checkpointing
 from bench.training import precision as precision_policy
 from bench.training.flavour import keras as keras_module
+from bench.training.objectives import Objectives, average_loss
 from bench.training.schedule import LoopClock, LoopResult, Schedule
 from bench.training.tracing import TraceWindow
-
-
-def make_optimizer(name: str, learning_rate: float) -> Any:
-    keras = keras_module()
-
-    if name == "sgd":
-        return keras.optimizers.SGD(learning_rate=learning_rate, momentum=0.9)
-    return keras.optimizers.Adam(learning_rate=learning_rate)
-
-
-def make_loss(per_example: bool = False) -> Any:
-    """The loss, averaged over the batch, or per example (for tf.nn.compute_average_loss)."""
-    keras = keras_module()
-    reduction = "none" if per_example else "sum_over_batch_size"
-    return keras.losses.SparseCategoricalCrossentropy(from_logits=True, reduction=reduction)
 
 
 def _keep_iterator_callback() -> Any:
@@ -80,9 +66,9 @@ class FitInput:
                 "shuffle": self.y is not None}
 
 
-def run_fit(model: Any, optimizer: Any, feed: FitInput, *, schedule: Schedule,
-            steps_per_execution: int, jit_compile: bool, progress: ProgressFn,
-            trace: TraceWindow | None = None) -> LoopResult:
+def run_fit(model: Any, optimizer: Any, feed: FitInput, *, objectives: Objectives,
+            metrics: list[Any], schedule: Schedule, steps_per_execution: int, jit_compile: bool,
+            progress: ProgressFn, trace: TraceWindow | None = None) -> LoopResult:
     """Keras `fit`; per-step times come from batch callbacks (one per steps_per_execution block).
 
     One fit call runs warmup, timed and traced steps, so no epoch boundary falls inside the
@@ -124,8 +110,8 @@ def run_fit(model: Any, optimizer: Any, feed: FitInput, *, schedule: Schedule,
             if trace and clock.steps_done > last:
                 trace.stop()
 
-    model.compile(optimizer=optimizer, loss=make_loss(), steps_per_execution=steps_per_execution,
-                  jit_compile=jit_compile)
+    model.compile(optimizer=optimizer, loss=objectives.loss(), metrics=metrics,
+                  steps_per_execution=steps_per_execution, jit_compile=jit_compile)
     model.fit(**feed.kwargs(), epochs=1, steps_per_epoch=total_steps + traced, verbose=0,
               callbacks=[keeper, _StepTiming()])
     notes = []
@@ -199,9 +185,12 @@ def _unobserved_fit(model: Any, feed: FitInput, steps: int, ready: Callable[[], 
 _KEPT: list[Any] = []
 
 
-def replica_step_fn(strategy: Any, model: Any, optimizer: Any, global_batch: int, precision: str,
-                  jit_compile: bool = False) -> tuple[Any, Callable[[Any, Any], Any]]:
-    """The per-replica training step shared by the custom loop and the parameter-server loop.
+def replica_step_fn(strategy: Any, model: Any, optimizer: Any, objectives: Objectives,
+                    metrics: list[Any], global_batch: int, precision: str,
+                    jit_compile: bool = False) -> tuple[Any, Callable[[Any, Any], Any]]:
+    """The per-replica training step shared by the custom loops: the loss per example averaged
+    over the global batch (as the tutorials' `tf.nn.compute_average_loss`), the metrics updated
+    as fit updates them.
 
     With jit_compile the replica step is what XLA compiles (as Keras compiles its step on the
     data), not the function around it: `next(iterator)` has no XLA kernel (IteratorGetNext)."""
@@ -212,19 +201,20 @@ def replica_step_fn(strategy: Any, model: Any, optimizer: Any, global_batch: int
         # Keras 3 under a strategy: the optimizer's slots must exist before the first replica
         # step, else the first strategy.run fails feeding a 'cond/.../Placeholder' tensor.
         optimizer.build(model.trainable_variables)
-    per_example_loss = make_loss(per_example=True)
+    per_example_loss = objectives.loss(per_example=True)
     scale = precision_policy.needs_loss_scaling(precision)
 
     def replica_step(x: Any, y: Any) -> Any:
         with tf.GradientTape() as tape:
-            logits = model(x, training=True)
-            loss = tf.nn.compute_average_loss(per_example_loss(y, logits),
-                                              global_batch_size=global_batch)
+            predicted = model(x, training=True)
+            loss = average_loss(per_example_loss(y, predicted), global_batch)
             scaled = precision_policy.scale_loss(optimizer, loss) if scale else loss
         grads = tape.gradient(scaled, model.trainable_variables)
         if scale:
             grads = precision_policy.unscale_gradients(optimizer, grads)
         optimizer.apply_gradients(zip(grads, model.trainable_variables, strict=True))
+        for metric in metrics:
+            metric.update_state(y, predicted)
         return loss
 
     return optimizer, (tf.function(replica_step, jit_compile=True) if jit_compile
@@ -232,14 +222,15 @@ def replica_step_fn(strategy: Any, model: Any, optimizer: Any, global_batch: int
 
 
 def run_custom_loop(strategy: Any, model: Any, optimizer: Any, dist_dataset: Any, *,
-                    global_batch: int, precision: str, schedule: Schedule,
-                    steps_per_execution: int, jit_compile: bool,
-                    progress: ProgressFn, trace: TraceWindow | None = None) -> LoopResult:
+                    objectives: Objectives, metrics: list[Any], global_batch: int,
+                    precision: str, schedule: Schedule, steps_per_execution: int,
+                    jit_compile: bool, progress: ProgressFn,
+                    trace: TraceWindow | None = None) -> LoopResult:
     """`strategy.run` under `tf.function` over a distributed dataset, loss reduced to the host."""
     import tensorflow as tf
 
-    optimizer, replica_step = replica_step_fn(strategy, model, optimizer, global_batch, precision,
-                                            jit_compile)
+    optimizer, replica_step = replica_step_fn(strategy, model, optimizer, objectives, metrics,
+                                              global_batch, precision, jit_compile)
 
     def one_step(iterator: Any) -> Any:
         x, y = next(iterator)
@@ -283,9 +274,3 @@ def run_custom_loop(strategy: Any, model: Any, optimizer: Any, dist_dataset: Any
                                              steps_per_execution,
                                              {"model": model, "optimizer": optimizer})
     return result
-
-
-def batch_loss(model: Any, batch: tuple[Any, Any]) -> float:
-    """Mean loss of the model on one fixed batch: the same yardstick for fit and the custom loop."""
-    x, y = batch
-    return float(make_loss()(y, model(x, training=False)))

@@ -1,20 +1,28 @@
 """Model builders: the seeds' workloads by name, or a user's builder as "package.module:function".
 
-Builders take `(input_shape, num_classes)` and return an uncompiled Keras model whose last layer
-emits float32 logits, so that mixed-precision policies keep a numerically safe loss. The names,
-descriptions and input rules a scenario is checked against live in `bench.scenario.catalogue`.
+A builder is called with whichever of `input_shape` (one example's shape, or a dict of each
+named feature's), `num_classes` (the outputs the labels need: classes, 1 for 0/1 targets, the
+target's size for regression) and `vocabularies` (each id column's vocabulary size) its
+signature names, inside the strategy's scope. bench's own builders return an uncompiled model
+whose last layer emits float32 logits, so that mixed-precision policies keep a numerically safe
+loss; a user's may return a compiled one (`bench.training.workload` then trains with its loss,
+optimizer and metrics). The names, descriptions and input rules a scenario is checked against
+live in `bench.scenario.catalogue`.
 """
 
 from __future__ import annotations
 
-import importlib
 import math
 from collections.abc import Callable
 from typing import Any
 
+from bench.errors import WorkloadError, one_line
 from bench.scenario.catalogue import model_info
+from bench.scenario.imports import call_with, import_object
 from bench.training.flavour import keras as keras_module
 from bench.training.flavour import ops as keras_ops
+
+EMBEDDING_DIM = 32  # the recommender's embedding width
 
 
 def _mlp(input_shape: tuple[int, ...], num_classes: int) -> Any:
@@ -85,6 +93,28 @@ def _transformer(input_shape: tuple[int, ...], num_classes: int) -> Any:
                        name="transformer")
 
 
+def _recommender(input_shape: dict[str, tuple[int, ...]], num_classes: int,
+                 vocabularies: dict[str, int]) -> Any:
+    """The embedding workload ParameterServer exists for: a table of EMBEDDING_DIM per id column
+    (1,000,000 ids make 128 MB of float32), concatenated with the dense columns, an MLP, and
+    one logit per output (a click's)."""
+    keras = keras_module()
+    inputs = {name: keras.Input(shape=shape, name=name,
+                                dtype="int64" if name in vocabularies else "float32")
+              for name, shape in input_shape.items()}
+    columns = []
+    for name, tensor in inputs.items():
+        if name in vocabularies:
+            tensor = keras.layers.Embedding(vocabularies[name], EMBEDDING_DIM,
+                                            name=f"{name}_embedding")(tensor)
+        columns.append(keras.layers.Flatten()(tensor) if len(tensor.shape) > 2 else tensor)
+    x = keras.layers.Concatenate()(columns) if len(columns) > 1 else columns[0]
+    x = keras.layers.Dense(256, activation="relu")(x)
+    x = keras.layers.Dense(128, activation="relu")(x)
+    return keras.Model(inputs, keras.layers.Dense(num_classes, dtype="float32")(x),
+                       name="recommender")
+
+
 def _PositionEmbedding(keras: Any, steps: int, width: int) -> Any:  # noqa: N802 (a layer)
     """A learned embedding of each position, added to the tokens (what Embedding over
     arange(steps) computes, written so that Keras 3 and tf-keras build it the same way)."""
@@ -133,39 +163,60 @@ def _application(application: str) -> Callable[[tuple[int, ...], int], Any]:
     return build
 
 
-BUILDERS: dict[str, Callable[[tuple[int, ...], int], Any]] = {
+BUILDERS: dict[str, Callable[..., Any]] = {
     "mlp": _mlp, "cnn": _cnn, "lstm": _lstm, "resnet50": _application("ResNet50"),
-    "transformer": _transformer,
+    "transformer": _transformer, "recommender": _recommender,
 }
 
 
-def resolve_builder(name: str) -> Callable[[tuple[int, ...], int], Any]:
+def resolve_builder(name: str) -> Callable[..., Any]:
     """Return the builder for a registered name or import a user's `package.module:function`."""
     if name in BUILDERS:
         return BUILDERS[name]
     if (info := model_info(name)) is not None and info.application:
         return _application(info.application)
-    module_name, _, attr = name.partition(":")
-    try:
-        module = importlib.import_module(module_name)
-    except ImportError as exc:
-        raise ValueError(f"model '{name}': cannot import {module_name}: {exc}") from None
-    builder = getattr(module, attr, None)
+    builder = import_object(name, "model")
     if not callable(builder):
-        raise ValueError(f"model '{name}': {module_name} has no callable '{attr}'")
+        raise WorkloadError(f"model '{name}' is a {type(builder).__name__}, not a function")
     return builder
 
 
-def build_model(name: str, input_shape: tuple[int, ...], num_classes: int,
-                extra_matmul: int = 0, trainable: str | int = "all") -> Any:
+def build_model(name: str, input_shape: Any, num_classes: int, extra_matmul: int = 0,
+                trainable: str | int = "all", vocabularies: dict[str, int] | None = None) -> Any:
+    """The model `name` builds for these inputs and outputs (see the module's text)."""
     info = model_info(name)
     if trainable != "all" and info is not None and info.application:
         model = transfer(info.application, tuple(input_shape), num_classes, trainable)
+    elif info is not None:
+        model = call_with(resolve_builder(name), {"input_shape": input_shape,
+                                                  "num_classes": num_classes,
+                                                  "vocabularies": vocabularies or {}}, name)
     else:
-        model = resolve_builder(name)(tuple(input_shape), num_classes)
-    if not hasattr(model, "trainable_variables"):
-        raise ValueError(f"model '{name}': builder returned {type(model).__name__}, not a Keras model")
+        model = _user_model(name, input_shape, num_classes, vocabularies or {})
+    if extra_matmul and isinstance(input_shape, dict):
+        raise WorkloadError(f"model.extra_matmul needs one input tensor; '{name}' takes named "
+                            "features")
     return with_extra_matmul(model, input_shape, extra_matmul) if extra_matmul else model
+
+
+def _user_model(name: str, input_shape: Any, num_classes: int,
+                vocabularies: dict[str, int]) -> Any:
+    """A user's builder, called with what it asks for; what goes wrong is one line naming it."""
+    builder = resolve_builder(name)
+    available = {"input_shape": input_shape, "num_classes": num_classes,
+                 "vocabularies": vocabularies}
+    try:
+        model = call_with(builder, available, f"model '{name}'")
+    except WorkloadError:
+        raise
+    except Exception as exc:  # the user's builder may raise anything
+        raise WorkloadError(f"model '{name}' raised {type(exc).__name__}: "
+                            f"{one_line(exc)}") from None
+    keras = keras_module()
+    if not isinstance(model, keras.Model):
+        raise WorkloadError(f"model '{name}' returned {type(model).__name__}, not a Keras model "
+                            f"(keras.Model of {keras.__name__} {keras.__version__})")
+    return model
 
 
 def parameter_counts(model: Any) -> dict[str, int]:
@@ -175,9 +226,11 @@ def parameter_counts(model: Any) -> dict[str, int]:
     return {"trainable": size(model.trainable_weights), "total": size(model.weights)}
 
 
-def build_configured(cfg: Any, input_shape: tuple[int, ...], num_classes: int) -> Any:
+def build_configured(cfg: Any, input_shape: Any, num_classes: int,
+                     vocabularies: dict[str, int] | None = None) -> Any:
     """The model a variant's [model] table describes (a scenario.schema.ModelConfig)."""
-    return build_model(cfg.name, input_shape, num_classes, cfg.extra_matmul, cfg.trainable)
+    return build_model(cfg.name, input_shape, num_classes, cfg.extra_matmul, cfg.trainable,
+                       vocabularies)
 
 
 def _zero_from(value: Any) -> Any:

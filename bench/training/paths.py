@@ -9,17 +9,20 @@ from bench.protocol import ProgressFn
 from bench.training import loops, ps_loops
 from bench.training.schedule import LoopResult, Schedule
 from bench.training.tracing import TraceWindow
+from bench.training.workload import Workload
 
 
-def train(variant: Any, strategy: Any, model: Any, optimizer: Any,
+def train(variant: Any, strategy: Any, workload: Workload, metrics: list[Any],
           dataset_fn: Callable[..., Any], *, global_batch: int, schedule: Schedule,
           steps_per_execution: int, jit_compile: bool, progress: ProgressFn,
           trace: TraceWindow | None = None, arrays: tuple[Any, Any] | None = None) -> LoopResult:
     """Train through the variant's own path: Keras fit (from the pipeline, or from `arrays` with
     feed = "numpy"), the ClusterCoordinator loop, or the custom loop over the dataset distributed
     as the variant says. `dataset_fn(input_context)` builds the global-batch pipeline (or one
-    input pipeline's shard of it)."""
-    common = dict(schedule=schedule, jit_compile=jit_compile, progress=progress)
+    input pipeline's shard of it); `metrics` were made under the strategy's scope."""
+    model, optimizer = workload.model, workload.optimizer
+    common = dict(schedule=schedule, jit_compile=jit_compile, progress=progress,
+                  objectives=workload.objectives, metrics=metrics)
     if variant.api == "fit":
         with strategy.scope():
             if variant.strategy == "parameter_server":

@@ -13,7 +13,8 @@ from typing import Any
 from bench.protocol import ProgressFn
 from bench.timing import round_up
 from bench.training.flavour import keras as keras_module
-from bench.training.loops import fit_checkpointed, loop_checkpointed, make_loss, replica_step_fn
+from bench.training.loops import fit_checkpointed, loop_checkpointed, replica_step_fn
+from bench.training.objectives import Objectives
 from bench.training.schedule import LoopClock, LoopResult, Schedule
 
 
@@ -25,15 +26,15 @@ def ps_block(variant: Any) -> int:
 
 
 def coordinator_blocks(strategy: Any, model: Any, optimizer: Any, dataset_fn: Any, *,
-                       global_batch: int, precision: str, jit_compile: bool = False
-                       ) -> Callable[[int], float]:
+                       objectives: Objectives, metrics: list[Any], global_batch: int,
+                       precision: str, jit_compile: bool = False) -> Callable[[int], float]:
     """A ClusterCoordinator over per-worker datasets: a function that schedules `n` steps,
     joins them, and returns the last step's loss."""
     import tensorflow as tf
 
     coordinator = tf.distribute.experimental.coordinator.ClusterCoordinator(strategy)
-    optimizer, replica_step = replica_step_fn(strategy, model, optimizer, global_batch, precision,
-                                              jit_compile)
+    optimizer, replica_step = replica_step_fn(strategy, model, optimizer, objectives, metrics,
+                                              global_batch, precision, jit_compile)
 
     @tf.function
     def per_worker_dataset() -> Any:
@@ -56,7 +57,8 @@ def coordinator_blocks(strategy: Any, model: Any, optimizer: Any, dataset_fn: An
 
 
 def run_parameter_server_loop(strategy: Any, model: Any, optimizer: Any, dataset_fn: Any, *,
-                              global_batch: int, precision: str, schedule: Schedule, block: int,
+                              objectives: Objectives, metrics: list[Any], global_batch: int,
+                              precision: str, schedule: Schedule, block: int,
                               jit_compile: bool, progress: ProgressFn) -> LoopResult:
     """ClusterCoordinator loop: schedule `block` steps, join, time the block.
 
@@ -64,6 +66,7 @@ def run_parameter_server_loop(strategy: Any, model: Any, optimizer: Any, dataset
     time on the coordinator; each sample is a block's wall time divided by its steps.
     """
     schedule_block = coordinator_blocks(strategy, model, optimizer, dataset_fn,
+                                        objectives=objectives, metrics=metrics,
                                         global_batch=global_batch, precision=precision,
                                         jit_compile=jit_compile)
     clock = LoopClock(schedule, schedule.total_steps, progress)
@@ -79,7 +82,8 @@ def run_parameter_server_loop(strategy: Any, model: Any, optimizer: Any, dataset
     return result
 
 
-def run_parameter_server_fit(model: Any, optimizer: Any, dataset_fn: Any, *, schedule: Schedule,
+def run_parameter_server_fit(model: Any, optimizer: Any, dataset_fn: Any, *,
+                             objectives: Objectives, metrics: list[Any], schedule: Schedule,
                              block: int, steps_per_execution: int, jit_compile: bool,
                              progress: ProgressFn) -> LoopResult:
     """tf-keras `fit` under ParameterServerStrategy, fed per worker through a DatasetCreator.
@@ -98,8 +102,8 @@ def run_parameter_server_fit(model: Any, optimizer: Any, dataset_fn: Any, *, sch
         def on_epoch_end(self, epoch: int, logs: Any = None) -> None:
             clock.lap(block, time.perf_counter())
 
-    model.compile(optimizer=optimizer, loss=make_loss(), steps_per_execution=steps_per_execution,
-                  jit_compile=jit_compile)
+    model.compile(optimizer=optimizer, loss=objectives.loss(), metrics=metrics,
+                  steps_per_execution=steps_per_execution, jit_compile=jit_compile)
     creator = keras.utils.experimental.DatasetCreator(dataset_fn)
     model.fit(creator, epochs=schedule.total_steps // block, steps_per_epoch=block, verbose=0,
               callbacks=[_BlockTiming()])

@@ -28,8 +28,9 @@ from bench.protocol import BACKUP_ENV, EventLog, ProgressFn
 from bench.records import informative_line
 from bench.timing import Phases, summarize, throughput
 from bench.training.flavour import keras as keras_module
-from bench.training.loops import batch_loss, make_loss, replica_step_fn
+from bench.training.loops import replica_step_fn
 from bench.training.ps_loops import coordinator_blocks, ps_block
+from bench.training.workload import Workload
 
 
 def _write_dir(base: Path, strategy: Any) -> tuple[Path, bool]:
@@ -71,14 +72,17 @@ class _Tracker:
         return done % self.every == 0 and done < self.total
 
 
-def train_custom_loop(strategy: Any, model: Any, optimizer: Any, dist_dataset: Any,
+def train_custom_loop(strategy: Any, workload: Workload, metrics: list[Any], dist_dataset: Any,
                       tracker: _Tracker, *, global_batch: int, precision: str,
                       backup_dir: Path) -> None:
     """The custom loop, resumed from the newest backup in `backup_dir` if there is one."""
     import tensorflow as tf
 
     started = time.time()
-    optimizer, replica_step = replica_step_fn(strategy, model, optimizer, global_batch, precision)
+    model = workload.model
+    optimizer, replica_step = replica_step_fn(strategy, model, workload.optimizer,
+                                              workload.objectives, metrics, global_batch,
+                                              precision)
     step_var = tf.Variable(0, dtype=tf.int64, trainable=False)
     checkpoint = tf.train.Checkpoint(model=model, optimizer=optimizer, step=step_var)
     write_dir, is_chief = _write_dir(backup_dir, strategy)
@@ -109,7 +113,7 @@ def train_custom_loop(strategy: Any, model: Any, optimizer: Any, dist_dataset: A
     _KEPT.append(iterator)
 
 
-def train_fit(model: Any, optimizer: Any, dataset: Any, tracker: _Tracker, *,
+def train_fit(workload: Workload, metrics: list[Any], dataset: Any, tracker: _Tracker, *,
               backup_dir: Path) -> None:
     """tf-keras `fit` with `BackupAndRestore(save_freq=K)`: one epoch of every step, resumed by
     the callback at the batch after the newest backup."""
@@ -133,14 +137,15 @@ def train_fit(model: Any, optimizer: Any, dataset: Any, tracker: _Tracker, *,
             if tracker.due(done):  # BackupAndRestore (earlier in the list) has just saved
                 tracker.backed_up(done, None)
 
-    model.compile(optimizer=optimizer, loss=make_loss())
+    model = workload.model
+    model.compile(optimizer=workload.optimizer, loss=workload.objectives.loss(), metrics=metrics)
     backup = keras.callbacks.BackupAndRestore(str(backup_dir), save_freq=tracker.every,
                                               delete_checkpoint=False)
     model.fit(dataset, epochs=1, steps_per_epoch=tracker.total, verbose=0,
               callbacks=[backup, Observe()])
 
 
-def train_coordinator(strategy: Any, model: Any, optimizer: Any, dataset_fn: Any,
+def train_coordinator(strategy: Any, workload: Workload, metrics: list[Any], dataset_fn: Any,
                       tracker: _Tracker, *, global_batch: int, precision: str,
                       block: int) -> None:
     """ParameterServer: the ClusterCoordinator schedules blocks of `block` steps and joins
@@ -148,7 +153,8 @@ def train_coordinator(strategy: Any, model: Any, optimizer: Any, dataset_fn: Any
     restored (the variables live on the ps tasks). Each event is a block, its time divided by
     `block`."""
     started = time.time()
-    schedule_block = coordinator_blocks(strategy, model, optimizer, dataset_fn,
+    schedule_block = coordinator_blocks(strategy, workload.model, workload.optimizer, dataset_fn,
+                                        objectives=workload.objectives, metrics=metrics,
                                         global_batch=global_batch, precision=precision)
     tracker.restored(0, started)
     for done in range(block, tracker.total + 1, block):
@@ -157,23 +163,11 @@ def train_coordinator(strategy: Any, model: Any, optimizer: Any, dataset_fn: Any
         tracker.step(done, (time.perf_counter() - began) / block, loss)
 
 
-def probe_loss(model: Any, batch: tuple[Any, Any]) -> float:
-    """The mean loss of the model on the fixed probe batch, computed without a Keras loss
-    object (tf-keras refuses one with a batch-mean reduction inside a strategy's scope)."""
-    import tensorflow as tf
-
-    x, y = batch
-    logits = tf.cast(model(x, training=False), tf.float32)
-    labels = tf.cast(tf.reshape(y, [-1]), tf.int64)
-    return float(tf.reduce_mean(tf.nn.sparse_softmax_cross_entropy_with_logits(
-        labels=labels, logits=logits)))
-
-
 # Iterators kept alive until the worker's exit (see bench.training.schedule.LoopResult.iterator).
 _KEPT: list[Any] = []
 
 
-def train(variant: Any, strategy: Any, model: Any, optimizer: Any,
+def train(variant: Any, strategy: Any, workload: Workload, metrics: list[Any],
           dataset_fn: Callable[..., Any], *, global_batch: int, total_steps: int,
           probe_batch: Any, progress: ProgressFn, events: EventLog,
           block: int = 1) -> list[float]:
@@ -181,21 +175,21 @@ def train(variant: Any, strategy: Any, model: Any, optimizer: Any,
     return this attempt's per-step times. An error (a lost peer) is logged, then raised."""
     backup_dir = Path(os.environ.get(BACKUP_ENV) or "backup")
     tracker = _Tracker(events, total_steps, variant.fault.backup_every, progress,
-                       lambda: probe_loss(model, probe_batch))
+                       lambda: workload.objectives.batch_loss(workload.model, probe_batch))
     try:
         with strategy.scope():
             if variant.strategy == "parameter_server":
-                train_coordinator(strategy, model, optimizer, dataset_fn, tracker,
+                train_coordinator(strategy, workload, metrics, dataset_fn, tracker,
                                   global_batch=global_batch, precision=variant.precision,
                                   block=block)
             elif variant.api == "fit":
-                train_fit(model, optimizer, dataset_fn(), tracker, backup_dir=backup_dir)
+                train_fit(workload, metrics, dataset_fn(), tracker, backup_dir=backup_dir)
             else:
                 if variant.distribute_dataset == "distribute_datasets_from_function":
                     dist = strategy.distribute_datasets_from_function(dataset_fn)
                 else:
                     dist = strategy.experimental_distribute_dataset(dataset_fn())
-                train_custom_loop(strategy, model, optimizer, dist, tracker,
+                train_custom_loop(strategy, workload, metrics, dist, tracker,
                                   global_batch=global_batch, precision=variant.precision,
                                   backup_dir=backup_dir)
     except Exception as exc:
@@ -204,10 +198,10 @@ def train(variant: Any, strategy: Any, model: Any, optimizer: Any,
     return tracker.samples
 
 
-def measure(variant: Any, strategy: Any, model: Any, optimizer: Any,
-                      dataset: Any, progress: ProgressFn, described: dict[str, Any],
-                      phases: Phases, probe_batch: Any, initial_loss: float,
-                      spawn_time: float) -> dict[str, Any]:
+def measure(variant: Any, strategy: Any, workload: Workload, metrics: list[Any],
+            dataset: Any, progress: ProgressFn, described: dict[str, Any],
+            phases: Phases, probe_batch: Any, initial_loss: float,
+            spawn_time: float) -> dict[str, Any]:
     """A `[fault]` variant's attempt: train from the newest backup to the end of its steps
     (bench.training.recovery). Its figures are this attempt's steps after its own warmup; the
     supervisor adds the recovery timeline across attempts."""
@@ -216,12 +210,12 @@ def measure(variant: Any, strategy: Any, model: Any, optimizer: Any,
     m = variant.measure
     global_batch = described["effective"]["global_batch"]
     with phases("loop"):
-        samples = train(variant, strategy, model, optimizer, dataset,
+        samples = train(variant, strategy, workload, metrics, dataset,
                                  global_batch=global_batch, total_steps=variant.total_steps,
                                  probe_batch=probe_batch, progress=progress, events=events,
                                  block=ps_block(variant))
     with phases("final_loss"):
-        final_loss = batch_loss(model, probe_batch)
+        final_loss = workload.objectives.batch_loss(workload.model, probe_batch)
     warmup_n = min(m.warmup_steps, max(0, len(samples) - 2))
     warmup, timed = samples[:warmup_n], samples[warmup_n:]
     step_stats = summarize(timed)

@@ -38,21 +38,18 @@ def _all_layers(layer: Any) -> list[Any]:
     return found
 
 
-def count(model: Any, x: Any, y: Any) -> tuple[int, str]:
-    """Train-step FLOPs for the batch (x, y) and how they were counted."""
-    flops = train_step_flops(model, x, y)
-    rnn = recurrent_flops(model, int(x.shape[0]), int(x.shape[1])) if len(x.shape) >= 3 else 0
+def count(model: Any, loss_fn: Any, x: Any, y: Any) -> tuple[int, str]:
+    """Train-step FLOPs for the batch (x, y) under `loss_fn` and how they were counted."""
+    flops = train_step_flops(model, loss_fn, x, y)
+    tensor = not isinstance(x, dict) and len(x.shape) >= 3
+    rnn = recurrent_flops(model, int(x.shape[0]), int(x.shape[1])) if tensor else 0
     return flops + rnn, SOURCE + (RECURRENT_SOURCE if rnn else "")
 
 
-def train_step_flops(model: Any, x: Any, y: Any) -> int:
+def train_step_flops(model: Any, loss_fn: Any, x: Any, y: Any) -> int:
     """FLOPs of loss + gradients of `model` on the batch (x, y), from a traced graph."""
     import tensorflow as tf
     from tensorflow.python.profiler import model_analyzer, option_builder
-
-    from bench.training.loops import make_loss
-
-    loss_fn = make_loss()
 
     @tf.function
     def step(x: Any, y: Any) -> Any:
@@ -60,8 +57,10 @@ def train_step_flops(model: Any, x: Any, y: Any) -> int:
             loss = loss_fn(y, model(x, training=True))
         return tape.gradient(loss, model.trainable_variables)
 
-    graph = step.get_concrete_function(tf.TensorSpec(x.shape, x.dtype),
-                                       tf.TensorSpec(y.shape, y.dtype)).graph
+    def spec(t: Any) -> Any:
+        return tf.TensorSpec(t.shape, t.dtype)
+
+    graph = step.get_concrete_function(tf.nest.map_structure(spec, x), spec(y)).graph
     options = option_builder.ProfileOptionBuilder.float_operation()
     options["output"] = "none"
     return int(model_analyzer.profile(graph, options=options).total_float_ops)

@@ -9,15 +9,16 @@ from __future__ import annotations
 
 from typing import Any
 
+from bench.data.sources import ModelInputs
 from bench.records import extra_failed
 from bench.scenario.schema import Variant
-from bench.training import models
+from bench.training import models, workload
 from bench.training.devices import DeviceLayout
 from bench.utilization import flops, peak
 
 
 def utilization(variant: Variant, layout: DeviceLayout, batch: tuple[Any, Any],
-                median_step_s: float) -> dict[str, Any]:
+                inputs: ModelInputs, median_step_s: float) -> dict[str, Any]:
     """Achieved FLOP/s and MFU against the measured peak; never fails the variant."""
     if variant.is_cluster or layout.kind == "tpu":
         return {"status": "skipped", "reason": f"MFU is not computed for {variant.strategy} "
@@ -31,9 +32,13 @@ def utilization(variant: Variant, layout: DeviceLayout, batch: tuple[Any, Any],
                 "an MFU would overstate the work"}
     try:
         # A plain copy of the model (outside the strategy) gives the graph to count.
-        plain = models.build_configured(variant.model, tuple(batch[0].shape[1:]),
-                                        int(variant.data.num_classes))
-        step_flops, source = flops.count(plain, *batch)
+        plain = workload.build(variant, inputs)
+        weights = models.parameter_counts(plain.model)
+        if 2 * weights["trainable"] < weights["total"]:
+            return {"status": "skipped", "reason": f"{weights['trainable']:,} of the model's "
+                    f"{weights['total']:,} weights train (a frozen base): the step graph's FLOP "
+                    "count would include backward ops that do not run"}
+        step_flops, source = flops.count(plain.model, plain.objectives.loss(), *batch)
         device_peak = peak.peak_flops(layout.devices[0], layout.kind, variant.precision)
     except Exception as exc:  # a utilisation figure is a bonus, not the measurement
         return extra_failed(exc)
