@@ -189,5 +189,6 @@ def labels_problem(loss: str, labels: str) -> str | None:
     if accepted is None or labels in accepted:
         return None
     fitting = sorted(name for name, kinds in _LOSS_LABELS.items() if labels in kinds)
-    return (f"'{loss}' needs {' or '.join(accepted)} labels, and data.labels is '{labels}' "
-            f"(losses for it: {', '.join(fitting)})")
+    wanted = " or ".join(f'"{kind}"' for kind in accepted)
+    return (f"'{loss}' trains on labels {wanted}, and data.labels is \"{labels}\" (losses for "
+            f"it: {', '.join(fitting)})")

@@ -107,12 +107,15 @@ def _recommender(input_shape: dict[str, tuple[int, ...]], num_classes: int,
         if name in vocabularies:
             tensor = keras.layers.Embedding(vocabularies[name], EMBEDDING_DIM,
                                             name=f"{name}_embedding")(tensor)
-        columns.append(keras.layers.Flatten()(tensor) if len(tensor.shape) > 2 else tensor)
-    x = keras.layers.Concatenate()(columns) if len(columns) > 1 else columns[0]
-    x = keras.layers.Dense(256, activation="relu")(x)
-    x = keras.layers.Dense(128, activation="relu")(x)
-    return keras.Model(inputs, keras.layers.Dense(num_classes, dtype="float32")(x),
-                       name="recommender")
+        flat = keras.layers.Flatten(name=f"{name}_flat") if len(tensor.shape) > 2 else None
+        columns.append(flat(tensor) if flat else tensor)
+    # every layer named after what it does: a column may be called "dense" (tf-keras names
+    # layers from one namespace with the inputs)
+    x = keras.layers.Concatenate(name="columns")(columns) if len(columns) > 1 else columns[0]
+    x = keras.layers.Dense(256, activation="relu", name="hidden_256")(x)
+    x = keras.layers.Dense(128, activation="relu", name="hidden_128")(x)
+    logits = keras.layers.Dense(num_classes, dtype="float32", name="logits")(x)
+    return keras.Model(inputs, logits, name="recommender")
 
 
 def _PositionEmbedding(keras: Any, steps: int, width: int) -> Any:  # noqa: N802 (a layer)

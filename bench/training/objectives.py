@@ -72,7 +72,11 @@ class LossSpec:
         return cls(**self.args, reduction=reduction)
 
     def describe(self) -> dict[str, Any]:
-        return {"name": self.name, "args": self.args, "from": self.origin}
+        args = self.args
+        if hasattr(self.compiled, "get_config"):  # a compiled Loss object: its own arguments
+            hidden = ("name", "reduction", "dtype", "fn")
+            args = {k: v for k, v in self.compiled.get_config().items() if k not in hidden}
+        return {"name": self.name, "args": args, "from": self.origin}
 
 
 def _reduced(loss: Any, reduction: str) -> Any:

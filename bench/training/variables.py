@@ -16,6 +16,7 @@ from typing import Any
 TABLE_MIN_BYTES = 1 << 20  # a variable this large is listed on its own (embedding tables)
 _TASK = re.compile(r"/job:(\w+)(?:/replica:\d+)?/task:(\d+)")
 _DEVICE = re.compile(r"device:(\w+:\d+)")
+_PART = re.compile(r"/part_\d+")
 
 
 def _place(device: str) -> str:
@@ -46,22 +47,31 @@ def _bytes(variable: Any) -> int:
     return math.prod(int(d) for d in variable.shape) * int(size)
 
 
+def _table(variable: Any) -> str:
+    """A variable's name without the shard suffix tf-keras gives a partitioned table's parts
+    ("user_embedding/embeddings/part_1:0" is a part of "user_embedding/embeddings")."""
+    name = getattr(variable, "path", None) or variable.name
+    return _PART.sub("", name).removesuffix(":0")
+
+
 def describe(model: Any) -> dict[str, Any]:
     """The model's weights by place: total bytes each task or device holds, and each table of
-    TABLE_MIN_BYTES or more with its shards."""
+    TABLE_MIN_BYTES or more with its pieces (shards or copies) and where they are."""
     per_place: dict[str, int] = defaultdict(int)
-    tables = []
+    tables: dict[str, dict[str, Any]] = {}
     for variable in model.weights:
         parts = _parts(variable)
-        placed: dict[str, int] = defaultdict(int)
+        name = _table(variable)
+        table = tables.setdefault(name, {"name": name, "rows": 0, "bytes": 0, "pieces": 0,
+                                         "bytes_by_place": defaultdict(int)})
+        table["rows"] += int(variable.shape[0]) if len(variable.shape) else 1
+        table["bytes"] += _bytes(variable)  # a sharded variable's shape is the whole table
         for part in parts:
-            placed[_place(getattr(part, "device", ""))] += _bytes(part)
-        for place, size in placed.items():
+            size = _bytes(part)
+            place = _place(getattr(part, "device", ""))
             per_place[place] += size
-        logical = _bytes(variable)  # the whole table: a sharded variable's shape is its total
-        if logical >= TABLE_MIN_BYTES:
-            tables.append({"name": getattr(variable, "path", None) or variable.name,
-                           "shape": [int(d) for d in variable.shape], "bytes": logical,
-                           "pieces": len(parts), "bytes_by_place": dict(placed)})
-    return {"bytes_by_place": dict(per_place), "tables": tables}
-
+            table["bytes_by_place"][place] += size
+            table["pieces"] += 1
+    large = [{**t, "bytes_by_place": dict(t["bytes_by_place"])} for t in tables.values()
+             if t["bytes"] >= TABLE_MIN_BYTES]
+    return {"bytes_by_place": dict(per_place), "tables": large}
