@@ -45,10 +45,11 @@ timeout_s = 120
 """
 
 
-def _merge(base: dict[str, Any], override: dict[str, Any]) -> dict[str, Any]:
+def merge(base: dict[str, Any], override: dict[str, Any]) -> dict[str, Any]:
+    """`override` deep-merged into `base` (a table merges, anything else replaces)."""
     out = dict(base)
     for key, value in override.items():
-        out[key] = _merge(out[key], value) if isinstance(value, dict) and key in out else value
+        out[key] = merge(out[key], value) if isinstance(value, dict) and key in out else value
     return out
 
 
@@ -90,7 +91,7 @@ def write_scenario(directory: Path, body: str, name: str = "t", model: str = "ml
     base = tomllib.loads(TINY_SCENARIO.format(name=name, model=model)) if tiny else {}
     override = tomllib.loads(textwrap.dedent(body))
     base = {k: v for k, v in base.items() if k not in replace}
-    doc = _merge(base, override)
+    doc = merge(base, override)
     path = directory / f"{name}.toml"
     path.write_text(to_toml(doc))
     return path
@@ -159,12 +160,14 @@ def run_dirs(results: Path) -> list[Path]:
     return sorted(p for p in results.iterdir() if p.is_dir()) if results.exists() else []
 
 
-def bench_run(scenario: Path, results: Path, *args: str, timeout: float = 900) -> BenchRun:
+def bench_run(scenario: Path, results: Path, *args: str, timeout: float = 900,
+              cwd: Path = REPO) -> BenchRun:
     """`bench run` into `results`; its HTML report goes to the sibling `reports/` folder (so every
     end-to-end test also renders its records, whatever state they are in)."""
     before = set(run_dirs(results))
     proc = bench("run", str(scenario), "--results-dir", str(results),
-                 "--reports-dir", str(results.parent / "reports"), *args, timeout=timeout)
+                 "--reports-dir", str(results.parent / "reports"), *args, timeout=timeout,
+                 cwd=cwd)
     new = [p for p in run_dirs(results) if p not in before]
     run_dir = new[0] if new else None
     records = []

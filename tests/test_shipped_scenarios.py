@@ -33,8 +33,20 @@ FEWER_STEPS = ["--steps", "8", "--warmup", "2"]
 # same code as every other scenario's) is only expanded. checkpoint_cost's clusters take minutes
 # too: its MLP default fit runs here (tests/test_run_checkpoints.py runs the Mirrored and
 # MultiWorkerMirrored paths).
+# The tutorials' workloads and the parameter-server recommender run a few variants each here
+# (a local path or two, one cluster path), which keeps CI within its time; their every variant
+# was run on the machine of each change (the closing notes).
 ONLY = {"resnet50": ["default-r1-fit-*"],
-        "checkpoint_cost": ["default-r1-fit-*"]}
+        "checkpoint_cost": ["default-r1-fit-*"],
+        "parameter_server": ["default-r1-*", "parameter_server-ps2w2-fixed-*"],
+        "tutorial_regression": ["default-r1-*", "central_storage-r2-ctl-*",
+                                "parameter_server-ps1w2-tf_keras-fit-*"],
+        "tutorial_softmax": ["default-r1-fit-*", "mirrored-r2-ctl-*"],
+        "tutorial_mlp_clusters": ["central_storage-r2-fit-*", "multi_worker_mirrored-w2x1-ctl-*"],
+        "tutorial_transfer": ["default-r1-fit-*"]}
+# Scenarios whose every run must train: the loss on the probe batch falls.
+LOSS_FALLS = ("tutorial_regression", "tutorial_softmax", "tutorial_mlp_clusters",
+              "tutorial_transfer", "parameter_server")
 OK: dict[str, list[str]] = {
     "batch_sweep": [
         "default-r1-fit-float32-gb16",
@@ -74,6 +86,9 @@ OK: dict[str, list[str]] = {
         "mirrored-r1-ctl-float32-gb64", "mirrored-r2-fit-float32-gb128", "mirrored-r2-ctl-float32-gb128",
         "central_storage-r1-fit-float32-gb64", "central_storage-r1-ctl-float32-gb64",
         "central_storage-r2-fit-float32-gb128", "central_storage-r2-ctl-float32-gb128"],
+    "parameter_server": [
+        "default-r1-tf_keras-ctl-float32-gb256",
+        "parameter_server-ps2w2-fixed-tf_keras-ctl-float32-gb256"],
     "multi_worker_ctl": [
         "default-r1-ctl-dsfn-float32-gb64",
         "multi_worker_mirrored-w2x1-ring-ctl-dsfn-float32-gb128",
@@ -93,6 +108,17 @@ OK: dict[str, list[str]] = {
         "one_device-r1-ctl-float32-gb64", "mirrored-r2-ctl-float32-gb128",
         "central_storage-r2-ctl-float32-gb128", "multi_worker_mirrored-w2x1-ctl-float32-gb128",
         "parameter_server-ps1w2-ctl-float32-gb64"],
+    # the tutorials' own builders (tutorials.py), each compiled with its own loss and optimizer
+    "tutorial_mlp_clusters": [
+        "central_storage-r2-fit-float32-gb128", "multi_worker_mirrored-w2x1-ctl-float32-gb128"],
+    "tutorial_regression": [
+        "default-r1-fit-float32-gb10",
+        "default-r1-ctl-float32-gb10", "central_storage-r2-ctl-float32-gb10",
+        "parameter_server-ps1w2-tf_keras-fit-float32-gb10"],
+    "tutorial_softmax": [
+        "default-r1-fit-float32-gb64", "mirrored-r2-ctl-float32-gb128"],
+    "tutorial_transfer": [
+        "default-r1-fit-float32-gb16"],
     "transformer": [
         "default-r1-fit-float32-gb32",
         "default-r1-ctl-float32-gb32", "mirrored-r2-fit-float32-gb64", "mirrored-r2-ctl-float32-gb64"],
@@ -137,7 +163,9 @@ def run_args(stem: str) -> list[str]:
 # module takes about half the time. fault_tolerance's run is the recovery tests' and clusters'
 # run the cluster tests' (session fixtures). Figures are not checked here, only that every path
 # runs and what it records.
-LONGEST_FIRST = ["resnet50", "seed_tutorials", "mixed_precision", "lstm",
+LONGEST_FIRST = ["resnet50", "tutorial_transfer", "seed_tutorials", "parameter_server",
+                 "mixed_precision", "tutorial_regression", "lstm", "tutorial_mlp_clusters",
+                 "tutorial_softmax",
                  "strategy_shootout", "mnist_mirrored", "batch_sweep", "multi_worker_ctl",
                  "transformer", "input_bound", "checkpoint_cost"]
 SHARED = {"fault_tolerance": "fault_tolerance_run", "clusters": "clusters_run"}
@@ -188,6 +216,16 @@ def test_shipped_scenario_runs_quick(scenario: Path, shipped_runs: dict[str, Fut
                        for t in ("head", "ft10"))
         assert head["total"] == tuned["total"]
         assert head["trainable"] < tuned["trainable"] < tuned["total"]
+    if scenario.stem in LOSS_FALLS:
+        for vid in ok:
+            loss = records[vid]["loss"]
+            assert loss["final"] < loss["initial"], (vid, loss)
+    if scenario.stem == "parameter_server":  # the fixed partitioner halves every table
+        tables = records["parameter_server-ps2w2-fixed-tf_keras-ctl-float32-gb256"]["variables"][
+            "tables"]
+        user = next(t for t in tables if t["name"].startswith("user_embedding"))
+        assert user["rows"] == 1_000_000 and user["bytes"] == 128_000_000
+        assert user["bytes_by_place"] == {"ps:0": 64_000_000, "ps:1": 64_000_000}
     if scenario.stem in SUMMARY_SHOWS:  # rendered wide here: a pipe's 80 columns wrap cells
         console = Console(width=300, record=True)
         render_summary(console, run.records)

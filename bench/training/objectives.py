@@ -226,6 +226,19 @@ class Objectives:
                 "metrics": [spec.name for spec in self.metric_specs]}
 
 
+def results(metrics: list[Any]) -> dict[str, Any]:
+    """Each metric's value after training, as numbers (a vector-valued metric as a list)."""
+    import numpy as np
+
+    def plain(value: Any) -> Any:
+        if isinstance(value, dict):
+            return {key: plain(v) for key, v in value.items()}
+        array = np.asarray(value, dtype=float)
+        return float(array) if array.ndim == 0 else array.tolist()
+
+    return {metric.name: plain(metric.result()) for metric in metrics}
+
+
 def average_loss(per_example: Any, global_batch: int) -> Any:
     """The per-example losses of one replica's share, summed over the global batch the way fit's
     mean is: each example's loss is the mean over its own elements first."""
