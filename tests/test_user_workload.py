@@ -250,7 +250,8 @@ WORKER_SIDE = {  # model -> the start of its variant's one-line reason
 def user_run(tmp_path_factory: pytest.TempPathFactory) -> BenchRun:
     """One `bench run` of a user's project, started from another folder: the compiled logistic
     model through fit and the custom loop under the default strategy and Mirrored x2 (with loss
-    parity), a builder without parameters, and builders that go wrong each their own way."""
+    parity; fit fed the dataset's examples as NumPy arrays too), a builder without parameters,
+    and builders that go wrong each their own way."""
     tmp = tmp_path_factory.mktemp("user_run")
     entries = "".join(f'[[strategies]]\nname = "default"\napi = "fit"\nmodel = {{ name = '
                       f'"user_workloads:{model}" }}\n' for model in [*WORKER_SIDE, "no_parameters"])
@@ -260,7 +261,8 @@ def user_run(tmp_path_factory: pytest.TempPathFactory) -> BenchRun:
                    'api = ["fit", "ctl"]\nloss = { name = "binary_crossentropy", from_logits = '
                    'true }\n[check]\nloss_parity = { steps = 5, batch = 16 }\n[[strategies]]\n'
                    'name = "default"\n[[strategies]]\nname = "mirrored"\nreplicas = 2\n'
-                   'api = "ctl"\n' + entries)
+                   'api = "ctl"\n[[strategies]]\nname = "mirrored"\nreplicas = 2\napi = "fit"\n'
+                   'feed = "numpy"\n' + entries)
     return bench_run(path, tmp / "results", "--no-control", cwd=tmp)
 
 
@@ -272,7 +274,7 @@ def test_a_users_compiled_model_trains_with_its_own_optimizer_and_metrics(
     assert "Traceback" not in out
     records = user_run.by_id()
     good = ["default-r1-fit-float32-gb8", "default-r1-ctl-float32-gb8",
-            "mirrored-r2-ctl-float32-gb16"]
+            "mirrored-r2-ctl-float32-gb16", "mirrored-r2-numpy-fit-float32-gb16"]
     for vid in good:
         rec = records[vid]
         assert rec["status"] == "ok", (vid, rec.get("reason"))
