@@ -48,8 +48,10 @@ def one_window() -> Any:
 
 def test_fit_returns_keras_own_iterator_and_restores_train_function(workload: dict) -> None:
     from bench.training import loops
+    from bench.training.objectives import CLASSIFIER, make_optimizer
     model = workload["model"]()
-    result = loops.run_fit(model, loops.make_optimizer("adam", 1e-3), loops.FitInput(workload["dataset"]),
+    result = loops.run_fit(model, make_optimizer("adam", {}, 1e-3),
+                           loops.FitInput(workload["dataset"]), objectives=CLASSIFIER, metrics=[],
                            schedule=one_window(), steps_per_execution=1, jit_compile=False,
                            progress=_no_progress)
     assert result.timer.steps == STEPS
@@ -62,12 +64,14 @@ def test_fit_returns_keras_own_iterator_and_restores_train_function(workload: di
 
 def test_custom_loop_returns_its_iterator(workload: dict) -> None:
     from bench.training import loops
+    from bench.training.objectives import CLASSIFIER, make_optimizer
     strategy = workload["strategy"]
     with strategy.scope():
         model = workload["model"]()
-        optimizer = loops.make_optimizer("adam", 1e-3)
+        optimizer = make_optimizer("adam", {}, 1e-3)
     dist = strategy.experimental_distribute_dataset(workload["dataset"])
-    result = loops.run_custom_loop(strategy, model, optimizer, dist, global_batch=BATCH,
+    result = loops.run_custom_loop(strategy, model, optimizer, dist, objectives=CLASSIFIER,
+                                   metrics=[], global_batch=BATCH,
                                    precision="float32", schedule=one_window(), steps_per_execution=1,
                                    jit_compile=False, progress=_no_progress)
     assert result.timer.steps == STEPS

@@ -85,7 +85,8 @@ def test_each_reason_is_recorded(fault_run: BenchRun) -> None:
     assert "no GPU" in gpu["reason"]
     assert "timed out after 25 s" in hang["reason"]
     assert hang["error"]["type"] == "Timeout"
-    assert boom["reason"] == "RuntimeError: builder exploded on purpose"
+    assert boom["reason"] == ("model 'tests.fixtures.faulty:by_strategy' raised RuntimeError: "
+                              "builder exploded on purpose")  # the user's function, named
     assert "Traceback" in boom["error"]["traceback"]
     assert "without a record" in killed["reason"]
     assert killed["error"]["returncode"] == -signal.SIGKILL

@@ -33,6 +33,7 @@ def main() -> None:
 
     from bench.training import loops
     from bench.training.gate import Gate
+    from bench.training.objectives import CLASSIFIER
     from bench.training.schedule import Schedule
     strategy, model, ds, global_batch = seed_mlp(replicas=2, per_replica=64)
     with strategy.scope():
@@ -42,9 +43,9 @@ def main() -> None:
     out: dict[str, list[float]] = {"hand": [], "bench_mean_rate": [], "bench_median": []}
     def bench_side() -> None:
         with strategy.scope():  # as bench.training.loops.train runs it for a fit variant
-            result = loops.run_fit(model, optimizer, ds, schedule=schedule,
-                                   steps_per_execution=1, jit_compile=False,
-                                   progress=lambda done, of: None)
+            result = loops.run_fit(model, optimizer, loops.FitInput(ds), objectives=CLASSIFIER,
+                                   metrics=[], schedule=schedule, steps_per_execution=1,
+                                   jit_compile=False, progress=lambda done, of: None)
         timed = result.timer.samples[args.warmup:]
         out["bench_mean_rate"].append(len(timed) * global_batch / sum(timed))
         out["bench_median"].append(global_batch / float(np.median(timed)))
