@@ -27,7 +27,7 @@ def changed(variant: dict[str, Any], axis: str) -> dict[str, Any]:
         return {**variant, "model": {**variant["model"], "name": "another"}}
     if axis in NESTED_AXES:
         section, field = NESTED_AXES[axis]
-        return {**variant, section: {**variant[section], field: 99}}
+        return {**variant, section: {**(variant[section] or {}), field: 99}}  # environment: None
     return {**variant, axis: "other"}
 
 

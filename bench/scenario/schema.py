@@ -20,6 +20,7 @@ from pydantic import (
 
 from bench.axes import variant_axes
 from bench.scenario.catalogue import validate_model_name
+from bench.scenario.environment import EnvironmentConfig, EnvironmentPoint
 from bench.scenario.fault import FaultConfig
 
 T = TypeVar("T")
@@ -80,7 +81,6 @@ def _not_empty(value: Any) -> Any:
 # A pipeline field that may also be a matrix axis: one value, or a list of values (the
 # variants each get one value, so the pipeline code only ever sees scalars).
 PipelineAxis = Annotated[T | list[T], BeforeValidator(_not_empty)]
-
 
 
 class _AxisFields:
@@ -334,6 +334,7 @@ class Scenario(_Strict):
     compare: CompareConfig = CompareConfig()
     check: CheckConfig = CheckConfig()
     fault: FaultConfig | None = None
+    environment: EnvironmentConfig | None = None  # which TensorFlow builds (a matrix axis)
     strategies: Annotated[list[StrategyConfig], Field(min_length=1)]
 
     @property
@@ -342,7 +343,7 @@ class Scenario(_Strict):
 
     def digest(self) -> str:
         """A short hash of the validated content: two runs with equal digests ran the same scenario."""
-        canonical = self.model_dump_json(by_alias=True)
+        canonical = self.model_dump_json(by_alias=True, exclude=None if self.environment else {"environment"})
         return hashlib.sha256(canonical.encode()).hexdigest()[:16]
 
 
@@ -383,6 +384,7 @@ class Variant(_Strict):
     # The run's controls: "baseline" is the variant the A/A twin copies, "twin" the copy, and
     # "yardstick" the fixed calibration workload the nightly gate measures variants against.
     control: Literal["baseline", "twin", "yardstick"] | None = None
+    environment: EnvironmentPoint | None = None  # its [environment] point (None: this interpreter)
 
     @property
     def is_cluster(self) -> bool:
