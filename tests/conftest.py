@@ -98,7 +98,9 @@ def write_scenario(directory: Path, body: str, name: str = "t", model: str = "ml
 
 @pytest.fixture(scope="session", autouse=True)
 def _private_peak_cache(tmp_path_factory: pytest.TempPathFactory) -> None:
-    """Workers cache the machine's matmul peak; tests measure it once into their own folder."""
+    """Workers cache the machine's matmul peak; tests measure it once into their own folder.
+    [environment] virtualenvs are built beside it (BENCH_CACHE_DIR/envs), once per session,
+    unless BENCH_ENV_CACHE names a cache to reuse across sessions (1.9 GB per environment)."""
     os.environ["BENCH_CACHE_DIR"] = str(tmp_path_factory.mktemp("bench-cache"))
 
 

@@ -34,7 +34,11 @@ FEWER_STEPS = ["--steps", "8", "--warmup", "2"]
 # too: its MLP default fit runs here (tests/test_run_checkpoints.py runs the Mirrored and
 # MultiWorkerMirrored paths).
 ONLY = {"resnet50": ["default-r1-fit-*"],
-        "checkpoint_cost": ["default-r1-fit-*"]}
+        "checkpoint_cost": ["default-r1-fit-*"],
+        # TensorFlow 2.20's environment only: built once per session (tests/test_environments.py
+        # runs it beside this interpreter's TensorFlow); Keras 3 forked from its own fork server,
+        # tf-keras 2.20 (installed without dependencies) in a fresh interpreter of it
+        "tf_upgrade": ["default-r1-*-tf2.20"]}
 OK: dict[str, list[str]] = {
     "batch_sweep": [
         "default-r1-fit-float32-gb16",
@@ -93,6 +97,8 @@ OK: dict[str, list[str]] = {
         "one_device-r1-ctl-float32-gb64", "mirrored-r2-ctl-float32-gb128",
         "central_storage-r2-ctl-float32-gb128", "multi_worker_mirrored-w2x1-ctl-float32-gb128",
         "parameter_server-ps1w2-ctl-float32-gb64"],
+    "tf_upgrade": [
+        "default-r1-fit-float32-gb64-tf2.20", "default-r1-tf_keras-fit-float32-gb64-tf2.20"],
     "transformer": [
         "default-r1-fit-float32-gb32",
         "default-r1-ctl-float32-gb32", "mirrored-r2-fit-float32-gb64", "mirrored-r2-ctl-float32-gb64"],

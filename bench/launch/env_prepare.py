@@ -138,11 +138,11 @@ def _say(console: Console, built: environments.Built) -> None:
     versions = ", ".join(f"{n} {v}" for n, v in (manifest.get("resolved") or {}).items())
     if built.reason is not None:
         console.print(f"[red]environment {escape(built.label)}: build failed: "
-                      f"{escape(built.reason)}[/] (log: {escape(str(built.log))})")
+                      f"{escape(built.reason)}[/] (log: {escape(str(built.log))})", soft_wrap=True)
     elif built.reused:
         console.print(f"environment {escape(built.label)}: reusing {escape(str(built.dir))} "
-                      f"({escape(versions)})")
+                      f"({escape(versions)})", soft_wrap=True)
     else:
         console.print(f"environment {escape(built.label)}: built in {built.seconds:.0f} s, "
                       f"{manifest.get('size_mb', 0) / 1024:.1f} GB ({escape(versions)}): "
-                      f"{escape(str(built.dir))}")
+                      f"{escape(str(built.dir))}", soft_wrap=True)

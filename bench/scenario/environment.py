@@ -113,7 +113,7 @@ class EnvironmentConfig(BaseModel):
                 raise ValueError(f"'{text}': give a version specifier (e.g. \"2.20.*\"), or "
                                  f"'{CURRENT}' for this interpreter's own TensorFlow")
             if text == CURRENT and (problem := too_old(installed_tensorflow())):
-                raise ValueError(f"'{CURRENT}': {problem}")
+                raise ValueError(f"'{CURRENT}' is this interpreter's {problem}")
         return values
 
     @field_validator("keras")
@@ -198,9 +198,12 @@ def candidate_point(fields: list[str]) -> EnvironmentPoint:
     try:
         points = EnvironmentConfig.model_validate(table).points()
     except ValidationError as exc:
-        error = exc.errors()[0]
+        error = sorted(exc.errors(), key=lambda e: e["type"] != "extra_forbidden")[0]
         where = ".".join(str(part) for part in error["loc"][:1]) or "tensorflow"
-        raise ValueError(f"{where}: {str(error['msg']).removeprefix('Value error, ')}") from None
+        why = ("unknown field (fields: " + ", ".join(EnvironmentConfig.model_fields) + ")"
+               if error["type"] == "extra_forbidden"
+               else str(error["msg"]).removeprefix("Value error, "))
+        raise ValueError(f"{where}: {why}") from None
     return points[0].model_copy(update={"candidate": True})
 
 
@@ -224,7 +227,7 @@ def too_old(version: str) -> str | None:
     from packaging.version import Version
 
     if Version(version) < Version(OLDEST_TENSORFLOW):
-        return (f"TensorFlow {version} is older than bench supports ({SUPPORTED_RANGE})")
+        return f"TensorFlow {version}, older than bench supports ({SUPPORTED_RANGE})"
     return None
 
 
