@@ -37,10 +37,9 @@ def environment_pairs(records: Sequence[Record]) -> list[tuple[Record, Record]]:
     """(reference environment's record, other environment's record) pairs of ok records that
     differ in nothing but their environment (the run's controls left out)."""
     variants = [r for r in records if counts_as_variant(r)]
-    if (reference := reference_environment(variants)) is None and len(
-            {axis_value(r.get("variant") or {}, "environment") for r in variants}) < 2:
+    if len({axis_value(r.get("variant") or {}, "environment") for r in variants}) < 2:
         return []
-    return axis_pairs(variants, "environment", reference)
+    return axis_pairs(variants, "environment", reference_environment(variants))
 
 
 def _versions(record: Record) -> dict[str, str]:
