@@ -77,9 +77,12 @@ def index_versions(dist: str) -> list[Version]:
                 continue
         return sorted(versions, reverse=True)
     if any(word in text for word in _UNREACHABLE) or "No matching distribution" not in text:
-        lines = [ln for ln in text.splitlines() if ln.strip() and "experimental" not in ln]
-        raise IndexUnreachable(f"pip index versions {dist}: "
-                               f"{lines[-1].strip() if lines else f'exit code {out.returncode}'}")
+        lines = [ln.strip() for ln in text.splitlines() if ln.strip() and "experimental" not in ln]
+        telling = [ln for ln in lines if any(word in ln for word in _UNREACHABLE)] or lines
+        why = re.search(r"Failed to establish a new connection: (.*?)\)?\"?\)'?:", telling[0]) \
+            if telling else None
+        raise IndexUnreachable(f"pip index versions {dist}: " + (
+            why[1] if why else telling[0][:300] if telling else f"exit code {out.returncode}"))
     return []
 
 

@@ -90,7 +90,7 @@ def env_name(request: Request) -> str:
     tf = request.tensorflow.replace("[and-cuda]", "-cuda")
     for op in ("===", "==", "~=", ">=", "<=", "!=", ">", "<", ",", "*"):
         tf = tf.replace(op, "-")
-    return f"{'-'.join(part for part in tf.split('-') if part)}-{key(request)}"
+    return f"{'-'.join(p.strip('.') for p in tf.split('-') if p.strip('.'))}-{key(request)}"
 
 
 def python_of(env_dir: Path) -> Path:
