@@ -245,3 +245,16 @@ NEEDS_NETNS = pytest.mark.skipif(NETNS_PROBLEM is not None and not IN_CI,
 def netns_required() -> None:
     """In CI missing network namespaces must fail the cluster tests, not quietly skip them."""
     require_netns()
+
+
+def index_or_skip() -> None:
+    """[environment] tests ask the package index for releases: skip where it cannot be asked,
+    except with CI=true, where that fails instead."""
+    from bench.launch.env_index import IndexUnreachable, index_versions
+
+    try:
+        index_versions("tensorflow-cpu")
+    except IndexUnreachable as exc:
+        if IN_CI:
+            pytest.fail(f"CI=true but the package index cannot be asked: {exc}", pytrace=False)
+        pytest.skip(f"the package index cannot be asked here: {exc}")

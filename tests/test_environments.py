@@ -20,17 +20,25 @@ from typing import Any
 import pytest
 
 from bench import entrypoints
+from bench.errors import ScenarioError
 from bench.fingerprint import installed_distributions, packages_digest
 from bench.launch import environments
 from bench.launch.cluster import supervisor_command
-from bench.launch.env_index import IndexUnreachable, index_versions
+from bench.launch.env_index import resolve
 from bench.launch.local import worker_command
 from bench.launch.slurm import SlurmOptions, batch_script, cluster_worker_args
 from bench.scenario.environment import candidate_point, installed_tensorflow, specifier
 from bench.scenario.loading import load_variants, parse_scenario
 from bench.scenario.matrix import expand, with_candidate
-from tests.browser import IN_CI
-from tests.conftest import REPO, BenchRun, bench, bench_run, leftover_processes, write_scenario
+from tests.conftest import (
+    REPO,
+    BenchRun,
+    bench,
+    bench_run,
+    index_or_skip,
+    leftover_processes,
+    write_scenario,
+)
 
 BASE = {"scenario": {"name": "e"}, "batch": {"per_replica": 16}, "train": {"api": "fit"},
         "strategies": [{"name": "default"}, {"name": "multi_worker_mirrored", "workers": 2,
@@ -164,33 +172,26 @@ def test_prune_removes_what_it_is_asked_and_keeps_what_a_run_holds(tmp_path: Pat
 # The package index (pip index versions): bad input before anything is written
 
 
-def index_or_skip() -> None:
-    try:
-        index_versions("tensorflow-cpu")
-    except IndexUnreachable as exc:
-        if IN_CI:
-            pytest.fail(f"CI=true but the package index cannot be asked: {exc}", pytrace=False)
-        pytest.skip(f"the package index cannot be asked here: {exc}")
-
-
-@pytest.mark.parametrize("table, line", [
-    ('tensorflow = ["2.20.*", "2.99.*"]', "environment.tensorflow: no release of tensorflow-cpu "
-                                          "matches '2.99.*' (available: 2.16.1, "),
-    ('tensorflow = "2.15.*"', "environment.tensorflow: '2.15.*' resolves to TensorFlow 2.15.1, "
-                              "older than bench supports (2.16 to 2.21"),
-    ('tensorflow = "2.20.*"\ntf_keras = "2.21.*"', "environment.tf_keras: tf-keras 2.21.0 goes "
-                                                   "with TensorFlow 2.21 only"),
-])
-def test_versions_the_index_cannot_give_are_refused_in_one_line(tmp_path: Path, table: str,
-                                                                line: str) -> None:
+def test_versions_the_index_cannot_give_are_refused_in_one_line(tmp_path: Path) -> None:
     index_or_skip()
-    path = write_scenario(tmp_path, f"{STRATEGY}[environment]\n{table}\n")
+    path = write_scenario(tmp_path, f'{STRATEGY}[environment]\ntensorflow = ["2.20.*", "2.99.*"]\n')
     proc = bench("run", str(path), "--results-dir", str(tmp_path / "results"),
                  "--env-cache", str(tmp_path / "envs"))
     assert proc.returncode == 2
-    assert proc.stderr.startswith(f"error: {path}: {line}"), proc.stderr
-    assert len(proc.stderr.strip().splitlines()) == 1
+    assert proc.stderr.startswith(
+        f"error: {path}: environment.tensorflow: no release of tensorflow-cpu matches '2.99.*' "
+        "(available: 2.16.1, "), proc.stderr
+    assert "2.20.0, 2.21.0" in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
     assert not (tmp_path / "results").exists() and not (tmp_path / "envs").exists()
+    for table, line in (
+            ({"tensorflow": "2.15.*"}, "environment.tensorflow: '2.15.*' resolves to TensorFlow "
+                                       "2.15.1, older than bench supports (2.16 to 2.21"),
+            ({"tensorflow": "2.20.*", "tf_keras": "2.21.*"},
+             "environment.tf_keras: tf-keras 2.21.0 goes with TensorFlow 2.21 only")):
+        points = [v.environment for v in env_variants(table)][:1]
+        with pytest.raises(ScenarioError) as refused:
+            resolve(points, "x.toml", gpus=False)
+        assert str(refused.value).startswith(f"x.toml: {line}")
 
 
 # --------------------------------------------------------------------------------------------
