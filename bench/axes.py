@@ -20,18 +20,22 @@ TRAIN_AXES = ("keras", "steps_per_execution", "jit_compile")
 OBJECT_AXES = ("loss", "optimizer")
 # Where the other nested axes live in a variant record, by axis name: (section, field).
 NESTED_AXES = {"feed": ("data", "feed"), "trainable": ("model", "trainable"),
+           "environment": ("environment", "label"),
            **{axis: ("train", axis) for axis in (*TRAIN_AXES, *OBJECT_AXES)},
            **{axis: ("data", axis) for axis in DATA_AXES}}
 
 # Every axis, in display order, with the value a record from before that axis existed means
 # (None: the axis was always recorded). "model" is the model's name; DATA_AXES come last. The Keras
-# flavour is an axis, so Keras 3 and tf-keras records are never compared or scaled as one.
+# flavour is an axis, so Keras 3 and tf-keras records are never compared or scaled as one; so is
+# the [environment] point (its label; None: the interpreter that ran bench), so two TensorFlows
+# are only ever compared on purpose (bench.compare.environments).
 VARIANT_AXES: dict[str, Any] = {
     "strategy": None, "replicas": None, "workers": 1, "ps": 0, "devices_per_worker": 1,
     "cross_device_ops": None, "collective": "auto", "api": None, "distribute_dataset": None,
     "precision": None, "batch_rule": None, "per_replica_batch": None, "global_batch": None,
     "model": None, "trainable": "all", "keras": "keras3", "steps_per_execution": 1,
     "jit_compile": False, "feed": "dataset", "loss": None, "optimizer": None,
+    "environment": None,
     **{axis: "autotune" for axis in DATA_AXES},
 }
 

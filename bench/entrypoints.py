@@ -20,6 +20,7 @@ CLI = "bench.cli"  # the `bench` command itself (a Slurm job's tasks run `bench 
 ALL = (WORKER, TRACE_ANALYSIS, FORK_SERVER, CLUSTER_SUPERVISOR, PS_SERVER, DEVICE_PROBE, CLI)
 
 
-def command(module: str, *args: str) -> list[str]:
-    """The command line that runs `module` with this interpreter."""
-    return [sys.executable, "-m", module, *args]
+def command(module: str, *args: str, python: str | None = None) -> list[str]:
+    """The command line that runs `module` with `python`: a variant's [environment]
+    interpreter (bench.scenario.environment.interpreter), else this one."""
+    return [python or sys.executable, "-m", module, *args]

@@ -6,12 +6,14 @@ live TensorFlow can tell (devices, the versions it really imported) to its own r
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import platform
 import re
 import socket
 import subprocess
+import sys
 from datetime import UTC, datetime
 from importlib import metadata
 from pathlib import Path
@@ -163,6 +165,50 @@ def package_versions() -> dict[str, str]:
         except metadata.PackageNotFoundError:
             continue
     return versions
+
+
+# What a record names of the packages it ran with; the digest covers every installed one.
+KEY_PACKAGES = ("tensorflow", "tensorflow-cpu", "tf-nightly", "tf-nightly-cpu", "keras", "tf-keras",
+                "numpy", "protobuf", "ml-dtypes")
+
+
+def canonical_name(name: str) -> str:
+    """A distribution's name as pip compares names (PEP 503): "Google_Pasta" -> "google-pasta"."""
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def installed_distributions() -> dict[str, str]:
+    """Every distribution this interpreter has, by canonical name (bench itself left out: its
+    code is the checkout's, the same in every environment)."""
+    found = {canonical_name(d.metadata["Name"] or ""): d.version for d in metadata.distributions()}
+    found.pop("bench", None)
+    found.pop("", None)
+    return dict(sorted(found.items()))
+
+
+def packages_digest(packages: dict[str, str]) -> str:
+    """A short hash of a resolved package set ("name==version" lines, canonical names): two
+    environments with equal digests installed the same releases (what `pip freeze` lists)."""
+    lines = "".join(sorted(f"{canonical_name(n)}=={v}\n" for n, v in packages.items()
+                           if canonical_name(n) != "bench"))
+    return hashlib.sha256(lines.encode()).hexdigest()[:16]
+
+
+def installed_environment(gpu: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The environment a worker really ran in: its interpreter, the versions of the packages that
+    matter, CUDA/cuDNN when its TensorFlow is a CUDA build (`gpu`: the worker's gpu facts), and the
+    digest of everything installed."""
+    every = installed_distributions()
+    found = {
+        "python": sys.executable,
+        "python_version": platform.python_version(),
+        "packages": {name: every[name] for name in KEY_PACKAGES if name in every},
+        "digest": packages_digest(every),
+        "distributions": len(every),
+    }
+    if gpu and gpu.get("built_with_cuda"):
+        found["cuda"] = gpu.get("cuda_build")
+    return found
 
 
 def git_commit(path: Path) -> str | None:

@@ -9,6 +9,12 @@ same variant twice; a real slowdown always does). The store then keeps the
 new run, so tomorrow's gate has one more run of history. The HTML site
 of the whole store (with the trend and its detected steps) is rendered at the end, and each
 comparison is written beside it as Markdown and JSON for CI artefacts.
+
+With `--candidate-env` (e.g. `tensorflow=2.22.*`) every variant also runs, in the same
+interleaved rounds, in that upgrade candidate's environment: the store gate leaves the candidate
+out (adding or dropping one never trips it), and the upgrade gate (bench.compare.environments)
+judges each candidate variant against its pinned twin of the same run. Its verdict is printed and
+written beside the night's comparison; the exit code stays the pinned gate's.
 """
 
 from __future__ import annotations
@@ -37,6 +43,7 @@ NIGHTLY_SCENARIOS = (Path("scenarios/mnist_mirrored.toml"),)
 @dataclass
 class NightlyOutcome:
     regressed: list[str] = field(default_factory=list)  # run names that regressed
+    upgrade_regressed: list[str] = field(default_factory=list)  # their candidate did (no exit 1)
     interrupted: bool = False
     report: Path | None = None
 
@@ -58,7 +65,10 @@ def gate(run_dir: Path, store: Path, out_dir: Path, console: Console,
     suspect must regress in every re-run (`bench.compare.detector.confirm`).
     """
     records, scenario = candidate(run_dir)
+    records = pinned(records)
     baseline = load_store(store, scenario, exclude=run_dir)
+    if baseline is not None:
+        baseline.history = [pinned(run) for run in baseline.history]
     if baseline is None:
         console.print(f"[yellow]{scenario}: no earlier run in {store}; this run starts the "
                       "baseline store[/]")
@@ -85,7 +95,7 @@ def gate(run_dir: Path, store: Path, out_dir: Path, console: Console,
     if suspects and confirming:
         console.print(f"[yellow]suspected: {', '.join(suspects)}; re-running them "
                       f"{confirm_runs} time(s) to confirm[/]")
-        reruns = [results.read_records(rerun(suspects)) for _ in range(confirm_runs)]
+        reruns = [pinned(results.read_records(rerun(suspects))) for _ in range(confirm_runs)]
     if by_runs:
         result = runlevel.decide(result, baseline.history, [records, *reruns])
     elif reruns:
@@ -95,6 +105,37 @@ def gate(run_dir: Path, store: Path, out_dir: Path, console: Console,
                   out_dir / f"compare-{run_dir.name}.json")
     render_comparison(console, result, baseline.label, run_dir.name, DEFAULT_ALPHA)
     return result.regressed
+
+
+def pinned(records: list[dict]) -> list[dict]:
+    """The records the store gate judges: all but an upgrade candidate's (--candidate-env)."""
+    return [r for r in records if not ((r.get("variant") or {}).get("environment") or {}).get(
+        "candidate")]
+
+
+def upgrade_gate(run_dir: Path, out_dir: Path, console: Console) -> bool | None:
+    """The upgrade candidate's variants against their pinned twins of the same run; True on a
+    regression, None when the run has no candidate variant."""
+    from bench.compare.environments import NO_ENVIRONMENT
+    from bench.compare.environments import gate as environment_gate
+    from bench.compare.stores import Store
+
+    records = results.read_records(run_dir)
+    kept = pinned(records)
+    labels = sorted({r["variant"]["environment"]["label"] for r in records if r not in kept})
+    if not labels:
+        return None
+    regressed = False
+    for label in labels:
+        result = environment_gate([records], records, NO_ENVIRONMENT, label,
+                                  (str(run_dir), str(run_dir)), same_run=True)
+        write_reports(result, Store([run_dir], [records]), run_dir,
+                      out_dir / f"compare-{run_dir.name}-{label}.md",
+                      out_dir / f"compare-{run_dir.name}-{label}.json")
+        render_comparison(console, result, f"{run_dir.name} (pinned)",
+                          f"{run_dir.name} ({label}, upgrade candidate)", DEFAULT_ALPHA)
+        regressed = regressed or result.regressed
+    return regressed
 
 
 def nightly(scenarios: list[Path], store: Path, reports_dir: Path, opts: RunOptions,
@@ -118,7 +159,12 @@ def nightly(scenarios: list[Path], store: Path, reports_dir: Path, opts: RunOpti
 
         if gate(ran.run_dir, store, reports_dir, console, rerun, confirm_runs):
             outcome.regressed.append(ran.run_dir.name)
+        if upgrade_gate(ran.run_dir, reports_dir, console):
+            outcome.upgrade_regressed.append(ran.run_dir.name)
     outcome.report = render_report(store, reports_dir, console)
+    if outcome.upgrade_regressed:
+        console.print(f"[yellow]nightly: the upgrade candidate regressed in "
+                      f"{', '.join(outcome.upgrade_regressed)} (reported, not gating)[/]")
     if outcome.regressed:
         console.print(f"[red]nightly: REGRESSION in {', '.join(outcome.regressed)}[/]")
     elif not outcome.interrupted:

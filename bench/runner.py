@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import fnmatch
 import shutil
+import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -20,8 +21,8 @@ from bench import fingerprint, results
 from bench.checks.verdicts import ParityJudge
 from bench.errors import BenchError
 from bench.interrupts import terminate_as_interrupt
-from bench.launch import launcher_for, rounds
-from bench.launch.forkserver import ForkServer
+from bench.launch import env_prepare, launcher_for, rounds
+from bench.launch.forkserver import ForkServer, ForkServers
 from bench.launch.local import data_cache_dir, worker_env
 from bench.launch.slurm import SlurmOptions, slurm_problem
 from bench.perf import overhead
@@ -29,8 +30,9 @@ from bench.placement import needs_fresh_interpreter
 from bench.protocol import ProgressFn
 from bench.report.terminal import render_outcome_line, render_summary
 from bench.scaling import add_scaling_efficiency
+from bench.scenario.environment import candidate_point, interpreter
 from bench.scenario.loading import load_scenario
-from bench.scenario.matrix import block_steps, expand
+from bench.scenario.matrix import block_steps, expand, with_candidate
 from bench.scenario.schema import (
     BASELINE_STRATEGIES,
     CheckConfig,
@@ -68,6 +70,9 @@ class RunOptions:
     # Submit every variant as a Slurm job (bench.launch.slurm) instead of running it here;
     # jobs run one after another (a job cannot wait at an interleaving gate).
     slurm: SlurmOptions | None = None
+    env_cache: Path | None = None  # where [environment] virtualenvs are cached (None: default)
+    # `--candidate-env FIELD=VALUE...`: every variant again in this upgrade candidate's environment
+    candidate_env: list[str] = field(default_factory=list)
 
 
 @dataclass
@@ -117,7 +122,16 @@ def select(variants: list[Variant], patterns: list[str], source: str) -> list[Va
 
 def prepare(path: Path, opts: RunOptions) -> tuple[Scenario, list[Variant]]:
     scenario = apply_overrides(load_scenario(path), opts)
-    variants = select(expand(scenario, str(path)), opts.only, str(path))
+    variants = expand(scenario, str(path))
+    if opts.candidate_env:
+        if scenario.environment is not None:
+            raise BenchError(f"--candidate-env: {path} has an [environment] table of its own; "
+                             "add the candidate to its lists instead")
+        try:
+            variants = with_candidate(variants, candidate_point(opts.candidate_env))
+        except ValueError as exc:
+            raise BenchError(f"--candidate-env: {exc}") from None
+    variants = select(variants, opts.only, str(path))
     if scenario.check.loss_parity:  # baselines first: every other variant is judged against one
         variants.sort(key=lambda v: v.strategy not in BASELINE_STRATEGIES)
     if opts.control if opts.control is not None else scenario.measure.control:
@@ -171,38 +185,42 @@ def _progress_display(console: Console) -> Progress:
 
 
 def run(path: Path, opts: RunOptions, console: Console) -> RunOutcome:
-    started = time.perf_counter()
     scenario, variants = prepare(path, opts)
     if opts.slurm is not None and (problem := slurm_problem(opts.slurm)):
         raise BenchError(problem)
     if opts.slurm is not None and scenario.fault is not None:
         raise BenchError(f"{path}: [fault] is injected by bench's local cluster supervisor; "
                          "run it without --launcher slurm")
+    envs = env_prepare.prepare(variants, str(path), console, opts.env_cache)
+    started = time.perf_counter()  # the run's own time: building environments is not in it
+    variants = envs.variants
     run_dir = results.create_run_dir(opts.results_dir, scenario.name)
     results.init_run(run_dir, path, [v.model_dump(mode="json", by_alias=True) for v in variants],
-                     fingerprint.environment(scenario.digest()))
+                     {**fingerprint.environment(scenario.digest()),
+                      **({"environments": envs.environments} if envs.environments else {})})
     console.print(f"[bold]{scenario.name}[/]: {len(variants)} variant(s) → {run_dir}")
     outcome = RunOutcome(run_dir, [])
-    forkserver = _start_forkserver(opts, variants, run_dir)
+    runnable = envs.runnable()
+    forkservers = _start_forkservers(opts, runnable, run_dir)
     interleave = opts.interleave if opts.interleave is not None else scenario.measure.interleave
     if scenario.fault is not None:
         interleave = False  # the recovery is what is measured, on a cluster left to itself
     try:
         with terminate_as_interrupt():
-            _run_variants(variants, run_dir, outcome, forkserver, console,
+            _run_variants(runnable, run_dir, outcome, forkservers, console,
                           interleave and opts.slurm is None, scenario.measure.max_live,
-                          opts.slurm)
+                          opts.slurm, envs.failed_records())
     except KeyboardInterrupt:
         outcome.interrupted = True
         console.print(f"[yellow]interrupted: kept {len(outcome.records)} finished record(s) in "
                       f"{run_dir}[/]")
     finally:
-        if forkserver is not None:
-            forkserver.close()
+        forkservers.close()
+        envs.release()
         shutil.rmtree(data_cache_dir(run_dir), ignore_errors=True)
     conclude(run_dir, outcome.records, opts, console, started, {
-        "forkserver_ready_s": forkserver.ready_s if forkserver else None,
-        "start_method": opts.start_method})
+        "forkserver_ready_s": forkservers.ready_s, "start_method": opts.start_method,
+        "environments_s": envs.seconds if envs.environments else None})
     return outcome
 
 
@@ -224,24 +242,35 @@ def conclude(run_dir: Path, records: list[dict[str, Any]], opts: RunOptions, con
     return breakdown
 
 
-def _start_forkserver(opts: RunOptions, variants: list[Variant], run_dir: Path
-                      ) -> ForkServer | None:
-    """Start importing TensorFlow at once, while the run is set up; None if nothing will fork."""
-    if (opts.start_method != "forkserver" or opts.slurm is not None
-            or all(v.is_cluster or needs_fresh_interpreter(v) for v in variants)):
-        return None
-    return ForkServer(worker_env(), run_dir / "logs" / "forkserver.log", str(run_dir)).start()
+def _start_forkservers(opts: RunOptions, variants: list[Variant], run_dir: Path) -> ForkServers:
+    """One fork server per environment whose variants fork (its own TensorFlow imported once),
+    each starting at once, while the run is set up; none for a run where nothing forks."""
+    servers = ForkServers()
+    if opts.start_method != "forkserver" or opts.slurm is not None:
+        return servers
+    for v in variants:
+        python = interpreter(v.environment)
+        if v.is_cluster or needs_fresh_interpreter(v) or servers.get(python) is not None:
+            continue
+        log = (f"forkserver.{v.environment.label}.log" if python != sys.executable
+               and v.environment else "forkserver.log")
+        servers.add(ForkServer(worker_env(), run_dir / "logs" / log, str(run_dir),
+                               python=python).start())
+    return servers
 
 
 def _run_variants(variants: list[Variant], run_dir: Path, outcome: RunOutcome,
-                  forkserver: ForkServer | None, console: Console, interleave: bool,
-                  max_live: int | str, slurm: SlurmOptions | None = None) -> None:
+                  forkservers: ForkServers, console: Console, interleave: bool,
+                  max_live: int | str, slurm: SlurmOptions | None = None,
+                  unbuilt: list[dict[str, Any]] | None = None) -> None:
     """Variants in interleaved rounds (batches of at most `max_live` alive at once; a cluster
     variant is one participant), or one after another. Each record is analysed, judged,
-    appended and printed as it arrives."""
+    appended and printed as it arrives; `unbuilt` (variants whose environment did not build)
+    first."""
     parity = ParityJudge()
+    pythons = {v.id: interpreter(v.environment) for v in variants}
     with _progress_display(console) as progress:
-        overall = progress.add_task("variants", total=len(variants))
+        overall = progress.add_task("variants", total=len(variants) + len(unbuilt or []))
 
         def progress_for(variant: Variant) -> ProgressFn:
             steps = progress.add_task(f"  {variant.id}: starting", total=None)
@@ -256,7 +285,9 @@ def _run_variants(variants: list[Variant], run_dir: Path, outcome: RunOutcome,
         def take(record: dict[str, Any], started: float) -> None:
             analysis_started = time.perf_counter()
             if (record.get("trace") or {}).get("status") == "captured":
-                record = attach_trace_analysis(record, run_dir / "logs", forkserver)
+                python = pythons.get(record["variant_id"], sys.executable)
+                record = attach_trace_analysis(record, run_dir / "logs",
+                                               forkservers.get(python), python)
             record = parity.judge(record)
             analysis_s = time.perf_counter() - analysis_started
             # interleaved: its own running time (the batch's wall time is every variant's)
@@ -271,20 +302,22 @@ def _run_variants(variants: list[Variant], run_dir: Path, outcome: RunOutcome,
             progress.advance(overall)
             console.print(render_outcome_line(record))
 
+        for record in unbuilt or []:
+            take(record, time.perf_counter())
         if interleave:
             live = rounds.max_live_for(len(variants)) if max_live == "auto" else int(max_live)
             for batch in rounds.batches(variants, live):
                 started = time.perf_counter()
                 progress.update(overall, description=f"{len(batch)} variants, interleaved")
-                for record in rounds.play(batch, run_dir, forkserver, progress_for):
+                for record in rounds.play(batch, run_dir, forkservers, progress_for):
                     take(record, started)
             return
         for variant in variants:
             progress.update(overall, description=f"variant {len(outcome.records) + 1}/"
                                                  f"{len(variants)}")
             started = time.perf_counter()
-            record = launcher_for(variant, forkserver, slurm).run(variant, run_dir,
-                                                                  progress_for(variant))
+            record = launcher_for(variant, forkservers, slurm).run(variant, run_dir,
+                                                                   progress_for(variant))
             take(record, started)
 
 

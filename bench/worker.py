@@ -16,7 +16,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from bench import protocol, results
+from bench import fingerprint, protocol, results
 from bench.checks import suite as checks_suite
 from bench.data import sources as data_mod
 from bench.errors import DataUnavailable, VariantSkipped, WorkloadError
@@ -217,6 +217,7 @@ def measure(variant: Variant, spawn_time: float, progress: ProgressFn) -> dict[s
 
     def describe_setup() -> dict[str, Any]:
         """The record's fields about what ran and where, for throughput and recovery alike."""
+        gpu = devices.gpu_facts()
         return {
             "task": _task_identity(),
             "effective": effective,
@@ -224,7 +225,8 @@ def measure(variant: Variant, spawn_time: float, progress: ProgressFn) -> dict[s
             "data_fallback_reason": loaded.fallback_reason,
             "devices": {**layout.to_dict(), **devices.describe(),
                         **devices.cluster_device_kind()},
-            "gpu": devices.gpu_facts(),
+            "gpu": gpu,
+            "environment": fingerprint.installed_environment(gpu),
             "strategy_info": strategies.describe_strategy(strategy),
             "precision_policy": policy,
             "start_state": started,

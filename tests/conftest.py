@@ -99,7 +99,9 @@ def write_scenario(directory: Path, body: str, name: str = "t", model: str = "ml
 
 @pytest.fixture(scope="session", autouse=True)
 def _private_peak_cache(tmp_path_factory: pytest.TempPathFactory) -> None:
-    """Workers cache the machine's matmul peak; tests measure it once into their own folder."""
+    """Workers cache the machine's matmul peak; tests measure it once into their own folder.
+    [environment] virtualenvs are built beside it (BENCH_CACHE_DIR/envs), once per session,
+    unless BENCH_ENV_CACHE names a cache to reuse across sessions (1.9 GB per environment)."""
     os.environ["BENCH_CACHE_DIR"] = str(tmp_path_factory.mktemp("bench-cache"))
 
 
@@ -246,3 +248,16 @@ NEEDS_NETNS = pytest.mark.skipif(NETNS_PROBLEM is not None and not IN_CI,
 def netns_required() -> None:
     """In CI missing network namespaces must fail the cluster tests, not quietly skip them."""
     require_netns()
+
+
+def index_or_skip() -> None:
+    """[environment] tests ask the package index for releases: skip where it cannot be asked,
+    except with CI=true, where that fails instead."""
+    from bench.launch.env_index import IndexUnreachable, index_versions
+
+    try:
+        index_versions("tensorflow-cpu")
+    except IndexUnreachable as exc:
+        if IN_CI:
+            pytest.fail(f"CI=true but the package index cannot be asked: {exc}", pytrace=False)
+        pytest.skip(f"the package index cannot be asked here: {exc}")

@@ -27,7 +27,7 @@ def changed(variant: dict[str, Any], axis: str) -> dict[str, Any]:
         return {**variant, "model": {**variant["model"], "name": "another"}}
     if axis in NESTED_AXES:
         section, field = NESTED_AXES[axis]
-        return {**variant, section: {**variant[section], field: 99}}
+        return {**variant, section: {**(variant[section] or {}), field: 99}}  # environment: None
     return {**variant, axis: "other"}
 
 
@@ -64,3 +64,12 @@ def test_old_records_read_with_the_defaults_and_unknown_axes_are_refused() -> No
     assert variant_key(old)[-2:] == ("autotune", "autotune")
     with pytest.raises(KeyError, match="not a variant axis: replica"):
         variant_axes(old, without=("replica",))
+
+
+def test_the_runs_twin_and_yardstick_are_never_paired() -> None:
+    v = a_variant()  # default-r1-fit-float32-gb64: the yardstick's very axes
+    base = {"status": "ok", "variant": {**v, "control": "baseline"}}
+    stick = {"status": "ok", "variant": {**v, "control": "yardstick"}}
+    twin = {"status": "ok", "variant": {**v, "control": "twin"}}
+    bf16 = {"status": "ok", "variant": {**v, "precision": "mixed_bfloat16"}}
+    assert precision_pairs([base, twin, stick, bf16]) == [(base, bf16)]

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import REPO, bench, write_scenario
+from tests.conftest import REPO, bench, index_or_skip, write_scenario
 
 pytestmark = pytest.mark.slow
 
@@ -36,8 +36,9 @@ name = "default"
 """
 
 
-def nightly(scenario: Path, store: Path, reports: Path) -> tuple[int, str]:
-    proc = bench("nightly", str(scenario), "--store", str(store), "--reports-dir", str(reports))
+def nightly(scenario: Path, store: Path, reports: Path, *args: str) -> tuple[int, str]:
+    proc = bench("nightly", str(scenario), "--store", str(store), "--reports-dir", str(reports),
+                 *args)
     assert "Traceback" not in proc.stdout + proc.stderr
     return proc.returncode, proc.stdout
 
@@ -51,14 +52,24 @@ def test_first_night_starts_the_store_then_gates(tmp_path: Path) -> None:
     assert len(list(store.iterdir())) == 1
     assert (reports / "index.html").exists()
 
-    code, out = nightly(scenario, store, reports)  # same code again: A/A
+    # same code again (A/A), with an upgrade candidate beside it: TensorFlow 2.20's environment
+    # (tests/test_environments.py builds it once per session)
+    index_or_skip()
+    code, out = nightly(scenario, store, reports, "--candidate-env", "tensorflow=2.20.*")
     assert code == 0, out
-    assert "nightly: no regression" in out
+    assert "nightly: no regression" in out and "(tf2.20, upgrade candidate)" in out
     assert len(list(store.iterdir())) == 2
-    (verdict,) = [json.loads(p.read_text()) for p in reports.glob("compare-*.json")]
-    assert verdict["regressed"] is False and verdict["verdicts"][0]["status"] == "unchanged"
+    (verdict,) = [json.loads(p.read_text()) for p in reports.glob("compare-*Z.json")]
+    assert [(v["key"], v["status"]) for v in verdict["verdicts"]] == [
+        ("default-r1-fit-float32-gb16", "unchanged")]  # the store gate leaves the candidate out
+    (upgrade,) = [json.loads(p.read_text()) for p in reports.glob("compare-*-tf2.20.json")]
+    assert (upgrade["baseline_env"], upgrade["candidate_env"], upgrade["same_run"]) == (
+        "none", "tf2.20", True)
+    assert [v["key"] for v in upgrade["verdicts"]] == ["default-r1-fit-float32-gb16-tf2.20"]
 
-    code, out = nightly(scenario, store, reports)  # a third run: now judged by whole runs
+    # a third run, without the candidate (dropping it is no "missing" variant): now judged by
+    # whole runs
+    code, out = nightly(scenario, store, reports)
     assert code == 0, out
     assert len(list(store.iterdir())) == 3
 

@@ -43,7 +43,11 @@ ONLY = {"resnet50": ["default-r1-fit-*"],
         "tutorial_regression": ["default-r1-*", "central_storage-r2-ctl-*",
                                 "parameter_server-ps1w2-tf_keras-fit-*"],
         "tutorial_softmax": ["default-r1-fit-*", "mirrored-r2-ctl-*"],
-        "tutorial_mlp_clusters": ["central_storage-r2-fit-*", "multi_worker_mirrored-w2x1-ctl-*"]}
+        "tutorial_mlp_clusters": ["central_storage-r2-fit-*", "multi_worker_mirrored-w2x1-ctl-*"],
+        # TensorFlow 2.20's environment only: built once per session (tests/test_environments.py
+        # runs it beside this interpreter's TensorFlow); Keras 3 forked from its own fork server,
+        # tf-keras 2.20 (installed without dependencies) in a fresh interpreter of it
+        "tf_upgrade": ["default-r1-*-tf2.20"]}
 # Expanded and validated here, not run: a step of ResNet50 at 224 x 224 takes seconds on 2 cores,
 # and a run minutes. Its parts run in CI elsewhere: a compiled user model with a sigmoid head and
 # binary labels (tests/test_user_workload.py), a frozen ResNet50 base (seed_tutorials).
@@ -124,6 +128,8 @@ OK: dict[str, list[str]] = {
     "tutorial_transfer": [
         "default-r1-fit-float32-gb16", "default-r1-ctl-float32-gb16",
         "mirrored-r2-fit-float32-gb32", "mirrored-r2-ctl-float32-gb32"],
+    "tf_upgrade": [
+        "default-r1-fit-float32-gb64-tf2.20", "default-r1-tf_keras-fit-float32-gb64-tf2.20"],
     "transformer": [
         "default-r1-fit-float32-gb32",
         "default-r1-ctl-float32-gb32", "mirrored-r2-fit-float32-gb64", "mirrored-r2-ctl-float32-gb64"],

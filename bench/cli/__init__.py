@@ -19,7 +19,7 @@ from typing import Any
 import typer
 from rich.markup import escape
 
-from bench.cli import clusters, data, inspecting, planning, results, running, traces
+from bench.cli import clusters, data, environments, inspecting, planning, results, running, traces
 from bench.cli.common import err_console
 from bench.errors import BenchError
 
@@ -51,7 +51,6 @@ def _add(group: typer.Typer, command: Callable[..., Any], name: str | None = Non
 _add(app, running.run)
 _add(app, inspecting.validate)
 _add(app, inspecting.list_, "list")
-_add(app, inspecting.env)
 _add(app, planning.plan)
 _add(app, clusters.worker)
 _add(app, traces.trace)
@@ -67,6 +66,16 @@ cluster_app = typer.Typer(help="Run scenarios on real clusters through their own
 _add(cluster_app, clusters.manifest)
 _add(cluster_app, clusters.sbatch)
 app.add_typer(cluster_app, name="cluster")
+
+# `bench env` alone prints the fingerprint, as it always did; its subcommands manage the cache of
+# [environment] virtualenvs.
+env_app = typer.Typer(help="The environment fingerprint, and the cached virtualenvs of scenarios' "
+                           "environment tables.")
+env_app.callback(invoke_without_command=True)(one_line_errors(environments.env))
+_add(env_app, environments.list_, "list")
+_add(env_app, environments.prune)
+_add(env_app, environments.build)
+app.add_typer(env_app, name="env")
 
 data_app = typer.Typer(help="Prepare data sets for scenarios.", no_args_is_help=True)
 _add(data_app, data.write_tfrecord, "write-tfrecord")

@@ -10,7 +10,7 @@ from typing import Annotated, Any, Optional
 
 import typer
 
-from bench.cli.common import ScenarioArg, console
+from bench.cli.common import EnvCacheOption, ScenarioArg, console, err_console
 from bench.errors import BenchError
 
 
@@ -91,6 +91,10 @@ def manifest(
         raise BenchError(f"--results-dir: {results_dir!r} must be an absolute path: it is where "
                          "--pvc is mounted")
     wanted = cluster_variants(scenario, variant)
+    if any(v.environment is not None for v in wanted):
+        raise BenchError(f"{scenario}: environment: a TFJob's container image decides its "
+                         "TensorFlow, and bench builds environments on this host only; build one "
+                         "image per environment and give each its own scenario without the table")
     docs = [tfjob(v, image=image, scenario_path=scenario_path or str(scenario),
                   results_dir=results_dir, namespace=namespace, pvc=pvc, gpus=gpus)
             for v in wanted]
@@ -121,15 +125,24 @@ def sbatch(
     out: Annotated[Optional[Path], typer.Option("--out", "-o", help="Write the script(s) into "
                                                 "this directory (one per variant) instead of "
                                                 "stdout.")] = None,
+    env_cache: EnvCacheOption = None,
 ) -> None:
     """Write the Slurm batch script of each cluster variant, to submit yourself with sbatch.
 
     It is the script `bench run --launcher slurm` submits, except that the chief writes a run
     directory under --results-dir instead of handing its record to a waiting `bench run`.
     """
+    from bench.launch import env_prepare
     from bench.launch.slurm import SlurmOptions, batch_script, cluster_worker_args
 
     wanted = cluster_variants(scenario, variant)
+    # the scripts name each environment's interpreter: it must be on storage the nodes share
+    prepared = env_prepare.prepare(wanted, str(scenario), err_console, env_cache)
+    prepared.release()
+    if prepared.failures:
+        label, reason = next(iter(prepared.failures.items()))
+        raise BenchError(f"environment {label} did not build: {reason}")
+    wanted = prepared.variants
     options = SlurmOptions(partition, tuple(sbatch_arg or ()))
     scripts = {v.id: batch_script(v, cluster_worker_args(scenario.resolve(), v,
                                                          results_dir=results_dir),

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Optional
 
 import typer
 from rich.console import Console
@@ -17,3 +17,6 @@ console = Console(width=None if sys.stdout.isatty() else 160)
 err_console = Console(stderr=True, width=None if sys.stderr.isatty() else 200)
 
 ScenarioArg = Annotated[Path, typer.Argument(help="Scenario TOML file.", show_default=False)]
+EnvCacheOption = Annotated[Optional[Path], typer.Option(
+    help="Where the virtualenvs of scenarios' environment tables are cached (default: "
+         "$BENCH_ENV_CACHE, else $BENCH_CACHE_DIR/envs, else ~/.cache/bench/envs).")]

@@ -83,6 +83,12 @@ def compare(
     html: Annotated[Optional[Path], typer.Option(help="Write an HTML page here (default: beside "
                                                       "--markdown or --json, same name, .html)."
                                                  )] = None,
+    baseline_env: Annotated[Optional[str], typer.Option(
+        help="The upgrade gate: judge the variants of --candidate-env in CANDIDATE against the "
+             "same variants of this environment (its label, e.g. tf2.20; 'none': variants "
+             "without one) in BASELINE, which may be the same run.")] = None,
+    candidate_env: Annotated[Optional[str], typer.Option(
+        help="The environment under test, with --baseline-env.")] = None,
 ) -> None:
     """Flag statistically real slowdowns of CANDIDATE against BASELINE.
 
@@ -90,27 +96,43 @@ def compare(
     median step-time ratio lies above 1, and the slowdown exceeds the minimum effect. Exit code:
     1 on regression (or a variant that vanished or now fails), 0 otherwise, 2 on unusable input.
     --markdown, --json and --html write the verdicts as files; the HTML page (one offline file)
-    goes beside the Markdown or JSON unless --html names it.
+    goes beside the Markdown or JSON unless --html names it. With --baseline-env and
+    --candidate-env it is the upgrade gate between two environments (e.g. TF 2.20 and 2.21),
+    in one interleaved run or across runs.
     """
     from bench.compare.detector import compare_records
+    from bench.compare.stores import Store, load_store, write_reports
     from bench.compare.stores import candidate as candidate_run
-    from bench.compare.stores import load_store, write_reports
     from bench.report.compare_page import html_path_beside, write_compare_html
     from bench.report.terminal import render_comparison
 
+    if (baseline_env is None) != (candidate_env is None):
+        raise BenchError("--baseline-env and --candidate-env go together (the upgrade gate)")
+    same_run = baseline_env is not None and baseline.resolve() == candidate.resolve()
     try:
         cand_records, scenario = candidate_run(candidate)
-        store = load_store(baseline, scenario, exclude=candidate)
+        store = (Store([candidate], [cand_records]) if same_run
+                 else load_store(baseline, scenario, exclude=candidate))
     except (FileNotFoundError, ValueError) as exc:  # unreadable runs are bad input too
         raise BenchError(str(exc)) from None
     if store is None:
         raise BenchError(f"{baseline}: no run of scenario '{scenario}' to compare against")
-    result = compare_records(store.history[-1], cand_records, min_effect=min_effect,
-                             alpha=alpha, force=force, history=store.history)
+    if baseline_env is not None and candidate_env is not None:
+        from bench.compare.environments import gate
+
+        result = gate(store.history, cand_records, baseline_env, candidate_env,
+                      (str(baseline), str(candidate)), same_run, min_effect=min_effect,
+                      alpha=alpha, force=force)
+    else:
+        result = compare_records(store.history[-1], cand_records, min_effect=min_effect,
+                                 alpha=alpha, force=force, history=store.history)
     write_reports(result, store, candidate, markdown, json_out)
+    base_label, cand_label = store.label, candidate.name
+    if baseline_env is not None:  # the environments are what is compared
+        base_label, cand_label = f"{base_label} ({baseline_env})", f"{cand_label} ({candidate_env})"
     if (page := html or html_path_beside(markdown, json_out)) is not None:
-        write_compare_html(page, result, store.label, str(candidate), alpha)
+        write_compare_html(page, result, base_label, str(candidate), alpha)
     if result.refused:
         raise BenchError(result.refused)
-    render_comparison(console, result, store.label, candidate.name, alpha)
+    render_comparison(console, result, base_label, cand_label, alpha)
     raise typer.Exit(code=1 if result.regressed else 0)

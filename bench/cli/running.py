@@ -9,7 +9,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from bench.cli.common import ScenarioArg, console
+from bench.cli.common import EnvCacheOption, ScenarioArg, console
 
 # Nightly runs take 4x the scenario's rounds: a variant's run figure moved 4-9% between runs of
 # unchanged code with 6 windows here (bench.compare.runlevel), and 4x the windows halves that,
@@ -64,6 +64,7 @@ def run(
     sbatch_arg: Annotated[Optional[list[str]], typer.Option(
         help="Another #SBATCH option for --launcher slurm, e.g. --sbatch-arg=--gres=gpu:8 "
              "(repeatable).")] = None,
+    env_cache: EnvCacheOption = None,
 ) -> None:
     """Run every variant of SCENARIO, each in its own process, and write a run directory.
 
@@ -84,7 +85,7 @@ def run(
     opts = RunOptions(results_dir=results_dir, quick=quick, warmup_steps=warmup, steps=steps,
                       repeats=repeats, timeout_s=timeout, only=only or [], report=report,
                       reports_dir=reports_dir, start_method=start_method.value,
-                      interleave=interleave, control=control, slurm=slurm)
+                      interleave=interleave, control=control, slurm=slurm, env_cache=env_cache)
     outcome = run_scenario(scenario, opts, console)
     raise typer.Exit(code=outcome.exit_code)
 
@@ -108,6 +109,12 @@ def nightly(
                                                          "(repeats): the gate judges whole runs, "
                                                          "each as steady as its windows are many.")
                              ] = NIGHTLY_ROUNDS_FACTOR,
+    candidate_env: Annotated[Optional[list[str]], typer.Option(
+        help="Also run every variant, in the same rounds, in an upgrade candidate's environment, "
+             "given as fields of an environment table (repeatable, e.g. --candidate-env "
+             "tensorflow=2.22.*), and judge it against the pinned one (reported, not gating)."
+    )] = None,
+    env_cache: EnvCacheOption = None,
 ) -> None:
     """Run SCENARIOS into the store, gate each new run against the store, render the report.
 
@@ -121,7 +128,8 @@ def nightly(
     from bench.runner import RunOptions
 
     outcome = run_nightly(scenarios or list(NIGHTLY_SCENARIOS), store, reports_dir,
-                          RunOptions(quick=quick, only=only or [], rounds_factor=rounds_factor),
+                          RunOptions(quick=quick, only=only or [], rounds_factor=rounds_factor,
+                                     candidate_env=candidate_env or [], env_cache=env_cache),
                           console,
                           confirm_runs=confirm)
     raise typer.Exit(code=outcome.exit_code)

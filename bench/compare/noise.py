@@ -53,10 +53,18 @@ def noise_floor(records: list[dict[str, Any]], seed: int = 0) -> dict[str, Any] 
     if pair is None:
         return None
     base, twin = pair
-    difference = 100.0 * (headline(twin) / headline(base) - 1.0)
-    base_rates = np.asarray(base["throughput"]["per_repeat"], dtype=float)
-    twin_rates = np.asarray(twin["throughput"]["per_repeat"], dtype=float)
-    rounds = min(len(base_rates), len(twin_rates))
+    return {"baseline": base["variant_id"], "twin": twin["variant_id"],
+            **paired_difference(base, twin, seed)}
+
+
+def paired_difference(base: dict[str, Any], other: dict[str, Any], seed: int = 0
+                      ) -> dict[str, Any]:
+    """How far `other`'s headline examples/s is from `base`'s, in percent, with a block-bootstrap
+    interval over the rounds both ran (window k of each in round k, when interleaved)."""
+    difference = 100.0 * (headline(other) / headline(base) - 1.0)
+    base_rates = np.asarray(base["throughput"].get("per_repeat") or [], dtype=float)
+    other_rates = np.asarray(other["throughput"].get("per_repeat") or [], dtype=float)
+    rounds = min(len(base_rates), len(other_rates))
     interval = None
     if rounds >= 2:
         rng = np.random.default_rng(seed)
@@ -64,11 +72,10 @@ def noise_floor(records: list[dict[str, Any]], seed: int = 0) -> dict[str, Any] 
         # Equal examples per window: the headline is the harmonic mean of the window rates.
         def rate(rates: np.ndarray) -> np.ndarray:
             return 1.0 / np.mean(1.0 / rates[:rounds][picks], axis=1)
-        ratios = 100.0 * (rate(twin_rates) / rate(base_rates) - 1.0)
+        ratios = 100.0 * (rate(other_rates) / rate(base_rates) - 1.0)
         tail = 100.0 * (1.0 - CONFIDENCE) / 2.0
         interval = [float(np.percentile(ratios, tail)), float(np.percentile(ratios, 100.0 - tail))]
-    return {"baseline": base["variant_id"], "twin": twin["variant_id"],
-            "difference_pct": difference, "interval_pct": interval, "rounds": rounds,
+    return {"difference_pct": difference, "interval_pct": interval, "rounds": rounds,
             "confidence": CONFIDENCE if interval else None}
 
 

@@ -12,7 +12,7 @@ from bench.protocol import ProgressFn
 from bench.scenario.schema import Variant
 
 if TYPE_CHECKING:
-    from bench.launch.forkserver import ForkServer
+    from bench.launch.forkserver import ForkServers
     from bench.launch.slurm import SlurmOptions
 
 
@@ -21,11 +21,11 @@ class Launcher(Protocol):
             ) -> dict[str, Any]: ...
 
 
-def launcher_for(variant: Variant, forkserver: ForkServer | None = None,
+def launcher_for(variant: Variant, forkservers: ForkServers | None = None,
                  slurm: SlurmOptions | None = None) -> Launcher:
     """With `slurm`, every variant is a Slurm job. Otherwise single-process strategies run
-    locally (forked from `forkserver` when given) and multi-process ones get a local cluster
-    launcher, whose tasks are always new interpreters."""
+    locally (forked from the fork server of their environment, when there is one) and
+    multi-process ones get a local cluster launcher, whose tasks are always new interpreters."""
     from bench.launch.cluster import ClusterLauncher
     from bench.launch.local import LocalLauncher
     from bench.launch.slurm import SlurmLauncher
@@ -33,4 +33,4 @@ def launcher_for(variant: Variant, forkserver: ForkServer | None = None,
     if slurm is not None:
         return SlurmLauncher(slurm)
 
-    return ClusterLauncher() if variant.is_cluster else LocalLauncher(forkserver)
+    return ClusterLauncher() if variant.is_cluster else LocalLauncher(forkservers)

@@ -17,6 +17,7 @@ from bench.launch.local import record_path_of, run_worker_command
 from bench.protocol import ProgressFn
 from bench.records import base_record, finish
 from bench.results import VARIANTS_FILE
+from bench.scenario.environment import interpreter
 from bench.scenario.schema import Variant
 
 SUPERVISOR_MARGIN_S = 20.0  # teardown of a TF cluster takes a few seconds
@@ -38,7 +39,8 @@ def supervisor_command(variant: Variant, run_dir: Path) -> list[str]:
     cmd = entrypoints.command(entrypoints.CLUSTER_SUPERVISOR,
                               "--variants", str(run_dir / VARIANTS_FILE), "--id", variant.id,
                               "--record", str(record_path_of(run_dir, variant)),
-                              "--network", variant.network)
+                              "--network", variant.network,
+                              python=interpreter(variant.environment))
     return netns.isolated_command(cmd) if variant.network == "isolated" else cmd
 
 

@@ -19,6 +19,7 @@ import os
 import signal
 import socket
 import subprocess
+import sys
 import threading
 import time
 from pathlib import Path
@@ -70,10 +71,13 @@ class ForkServer:
     the run, and nothing is measured until the first variant asks for a child.
     """
 
-    def __init__(self, env: dict[str, str], log_path: Path, label: str = "") -> None:
+    def __init__(self, env: dict[str, str], log_path: Path, label: str = "",
+                 python: str | None = None) -> None:
         # `label` goes on the server's command line, which its forked children share: it is how
         # `ps`/`pgrep` tell this run's processes from others'.
         self._label = label
+        # the interpreter it runs (an [environment]'s): only commands of that one fork from it
+        self.python = python or sys.executable
         self._env = env
         self._log_path = log_path
         self._sock: socket.socket | None = None
@@ -93,7 +97,8 @@ class ForkServer:
         self._log_path.parent.mkdir(parents=True, exist_ok=True)
         with open(self._log_path, "ab") as log:
             self._proc = subprocess.Popen(
-                entrypoints.command(entrypoints.FORK_SERVER, str(theirs.fileno()), self._label),
+                entrypoints.command(entrypoints.FORK_SERVER, str(theirs.fileno()), self._label,
+                                    python=self.python),
                 pass_fds=[theirs.fileno()], env=self._env, stdin=subprocess.DEVNULL,
                 stdout=log, stderr=log, start_new_session=True)
         theirs.close()
@@ -192,3 +197,28 @@ class ForkServer:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
+
+
+class ForkServers:
+    """A run's fork servers, one per interpreter (each [environment]'s, and this one's): a
+    variant is only ever forked from the server of its own environment."""
+
+    def __init__(self) -> None:
+        self._by_python: dict[str, ForkServer] = {}
+
+    def add(self, server: ForkServer) -> ForkServer:
+        self._by_python[server.python] = server
+        return server
+
+    def get(self, python: str) -> ForkServer | None:
+        return self._by_python.get(python)
+
+    @property
+    def ready_s(self) -> float | None:
+        """The slowest server's start → ready (each imports its own TensorFlow)."""
+        times = [s.ready_s for s in self._by_python.values() if s.ready_s is not None]
+        return max(times) if times else None
+
+    def close(self) -> None:
+        for server in self._by_python.values():
+            server.close()

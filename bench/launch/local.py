@@ -14,7 +14,7 @@ from typing import Any
 
 from bench import entrypoints
 from bench.fingerprint import HOST_GPUS_ENV
-from bench.launch.forkserver import ForkServer
+from bench.launch.forkserver import ForkServer, ForkServers
 from bench.launch.process import Outcome, WorkerProcess, last_error_line
 from bench.placement import (
     detected_inventory,
@@ -25,6 +25,7 @@ from bench.placement import (
 from bench.protocol import CHECKPOINT_DIR_ENV, ProgressFn
 from bench.records import failed
 from bench.results import VARIANTS_FILE, read_json
+from bench.scenario.environment import interpreter
 from bench.scenario.schema import Variant
 
 
@@ -88,20 +89,22 @@ def collect_record(variant: Variant, record_path: Path, log_path: Path, outcome:
 
 
 def worker_command(run_dir: Path, variant: Variant, record_path: Path) -> list[str]:
+    """The worker of one variant (or cluster task), with its environment's interpreter."""
     return entrypoints.command(entrypoints.WORKER, "--variants", str(run_dir / VARIANTS_FILE),
-                               "--id", variant.id, "--record", str(record_path))
+                               "--id", variant.id, "--record", str(record_path),
+                               python=interpreter(variant.environment))
 
 
 class LocalLauncher:
     """Runs a variant in one fresh process under a wall-clock budget.
 
-    With a fork server the process is forked from a server that has already imported
-    TensorFlow (see bench.launch.forkserver); without one, or when it is unavailable, it is a new
-    interpreter.
+    With a fork server of the variant's environment the process is forked from it (it has
+    already imported TensorFlow: see bench.launch.forkserver); without one, or when it is
+    unavailable, it is a new interpreter.
     """
 
-    def __init__(self, forkserver: ForkServer | None = None) -> None:
-        self.forkserver = forkserver
+    def __init__(self, forkservers: ForkServers | None = None) -> None:
+        self.forkservers = forkservers
 
     def run(self, variant: Variant, run_dir: Path, progress: ProgressFn | None = None
             ) -> dict[str, Any]:
@@ -109,13 +112,15 @@ class LocalLauncher:
         return run_worker_command(variant, run_dir, worker_command(run_dir, variant, record_path),
                                   record_path, variant.measure.timeout_s, progress,
                                   variant_env(run_dir, variant),
-                                  forkserver_for(variant, self.forkserver))
+                                  forkserver_for(variant, self.forkservers))
 
 
-def forkserver_for(variant: Variant, forkserver: ForkServer | None) -> ForkServer | None:
-    """The fork server, unless the variant needs a fresh interpreter (tf_keras: see
-    bench.placement.needs_fresh_interpreter)."""
-    return None if needs_fresh_interpreter(variant) else forkserver
+def forkserver_for(variant: Variant, forkservers: ForkServers | None) -> ForkServer | None:
+    """The fork server of the variant's environment, unless it needs a fresh interpreter
+    (tf_keras: see bench.placement.needs_fresh_interpreter)."""
+    if forkservers is None or needs_fresh_interpreter(variant):
+        return None
+    return forkservers.get(interpreter(variant.environment))
 
 
 def record_path_of(run_dir: Path, variant: Variant) -> Path:

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import os
 import subprocess
-import sys
 import threading
 import time
 from collections.abc import Callable
@@ -68,8 +67,8 @@ class WorkerProcess:
         """A child forked from the pre-imported server, or None (then a fresh interpreter)."""
         from bench.launch.forkserver import ForkServerError
 
-        if cmd[:2] != [sys.executable, "-m"]:
-            self.fork_problem = f"not a python -m command: {cmd[0]}"
+        if cmd[:2] != [forkserver.python, "-m"]:  # another environment's, or no python at all
+            self.fork_problem = f"not a `{forkserver.python} -m` command: {cmd[0]}"
             return None
         read_end, write_end = os.pipe()
         reader = os.fdopen(read_end, "rb")

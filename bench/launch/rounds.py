@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.launch import cluster
-from bench.launch.forkserver import ForkServer
+from bench.launch.forkserver import ForkServers
 from bench.launch.local import (
     collect_record,
     forkserver_for,
@@ -141,7 +141,7 @@ class LiveVariant:
         self.fifo.unlink(missing_ok=True)
 
 
-def start(variant: Variant, run_dir: Path, forkserver: ForkServer | None,
+def start(variant: Variant, run_dir: Path, forkservers: ForkServers | None,
           progress: ProgressFn | None, gate_timeout_s: float) -> LiveVariant:
     """Start a variant's worker with a gate: it builds, warms up and stops at its first window.
     A cluster variant's supervisor relays the gate to its training tasks (bench.launch.gate_relay)
@@ -154,12 +154,12 @@ def start(variant: Variant, run_dir: Path, forkserver: ForkServer | None,
     gate = {GATE_ENV: str(fifo), GATE_TIMEOUT_ENV: repr(gate_timeout_s)}
     if variant.is_cluster:
         cmd, env = cluster.supervisor_command(variant, run_dir), gate
-        forkserver = None
+        forkservers = None
     else:
         cmd = worker_command(run_dir, variant, record_path_of(run_dir, variant))
         env = {**variant_env(run_dir, variant), **gate}
     proc = WorkerProcess(cmd, worker_env(env), run_dir / "logs" / f"{variant.id}.log", progress,
-                         forkserver=forkserver_for(variant, forkserver),
+                         forkserver=forkserver_for(variant, forkservers),
                          on_gate=lambda segment, index: announced.put(
                              (segment, index, time.monotonic())))
     return LiveVariant(variant, run_dir, proc, fifo, announced, _writer=writer)
@@ -192,7 +192,7 @@ def gate_timeout(variants: list[Variant]) -> float:
                for v in variants) + EXIT_GRACE_S
 
 
-def play(variants: list[Variant], run_dir: Path, forkserver: ForkServer | None,
+def play(variants: list[Variant], run_dir: Path, forkservers: ForkServers | None,
          progress_for: Callable[[Variant], ProgressFn | None],
          rng: random.Random | None = None) -> Iterator[dict[str, Any]]:
     """Run one batch of variants with interleaved windows; yield each record as it is taken (in
@@ -207,7 +207,7 @@ def play(variants: list[Variant], run_dir: Path, forkserver: ForkServer | None,
     try:
         for group in _groups_per_core(runnable):  # builds run side by side: nothing is timed yet
             since = time.monotonic()
-            started = [start(v, run_dir, forkserver, progress_for(v), timeout_s) for v in group]
+            started = [start(v, run_dir, forkservers, progress_for(v), timeout_s) for v in group]
             live += started
             for one in started:
                 one.run_to_gate(since)

@@ -29,6 +29,7 @@ from bench.placement import flavour_env, gpus_per_process
 from bench.protocol import ProgressFn
 from bench.records import failed
 from bench.results import VARIANTS_FILE, read_json
+from bench.scenario.environment import interpreter
 from bench.scenario.schema import Variant
 
 SLURM_MARGIN_S = 60.0  # beyond the variant's budget in the job's --time (Slurm counts minutes)
@@ -119,7 +120,8 @@ def cluster_worker_args(variants_or_scenario: Path, variant: Variant, *,
                         record: Path | None = None, results_dir: str | None = None) -> list[str]:
     """`bench worker` for every task of a cluster variant, resolving the cluster from Slurm."""
     args = entrypoints.command(entrypoints.CLI, "worker", str(variants_or_scenario),
-                               "--variant", variant.id, "--resolver", "slurm")
+                               "--variant", variant.id, "--resolver", "slurm",
+                               python=interpreter(variant.environment))
     if record is not None:
         args += ["--record", str(record)]
     if results_dir is not None:

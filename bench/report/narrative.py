@@ -12,7 +12,7 @@ from bench.checks.verdicts import ACCURACY, LOSS_PARITY, CheckKind
 from bench.compare.noise import describe as describe_noise_floor
 from bench.compare.noise import within_noise
 from bench.records import OBSERVER_FLAG_RATIO, counts_as_variant, headline
-from bench.report import checkpoints
+from bench.report import checkpoints, environments
 from bench.report.records import (
     TRACE_INFLATION_LIMIT,
     keras_pairs,
@@ -215,6 +215,7 @@ def summarize_run(run: RunView) -> list[str]:
         return ["This run has no records yet."]
     lines = [describe_noise_floor(run.noise_floor), fastest(run), best_scaling(run),
              input_bound(run), precision_speedups(run), keras_flavours(run),
+             environments.summary_line(run.records, run.noise_floor),
              utilization(run), stragglers(run), measurement_cost(run),
              checkpoints.describe(checkpoints.checkpoint_rows(run.ok)), loss_parity(run),
              accuracy(run),

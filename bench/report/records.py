@@ -41,11 +41,12 @@ def iqr_whiskers(rec: dict[str, Any]) -> tuple[float, float]:
 def axis_pairs(records: Sequence[dict[str, Any]], axis: str, reference: Any
                ) -> list[tuple[dict[str, Any], dict[str, Any]]]:
     """(record with `axis` = reference, record with another value) pairs of ok records that
-    differ in nothing but that axis."""
+    differ in nothing but that axis. The run's twin and yardstick are left out: the yardstick
+    (the seed MLP, fit, batch 64) can have the very axes of a scenario's baseline."""
     def key(rec: dict[str, Any]) -> tuple[Any, ...]:
         return variant_key(rec["variant"], without=(axis,))
 
-    ok = [r for r in records if r.get("status") == "ok"]
+    ok = [r for r in records if r.get("status") == "ok" and counts_as_variant(r)]
     refs = {key(r): r for r in ok if axis_value(r["variant"], axis) == reference}
     return [(refs[key(r)], r) for r in ok
             if axis_value(r["variant"], axis) != reference and key(r) in refs]

@@ -8,10 +8,12 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from bench.axes import axis_value
 from bench.checks.verdicts import KINDS
 from bench.compare.noise import describe as describe_noise_floor
 from bench.compare.noise import noise_floor, within_noise
 from bench.records import control_role, headline, scenario_data_sources
+from bench.report import environments
 from bench.report.checkpoints import COLUMNS as CHECKPOINT_COLUMNS
 from bench.report.checkpoints import checkpoint_rows, format_size
 from bench.report.records import api_label, keras_pairs, model_label, step_breakdown
@@ -131,6 +133,26 @@ def render_keras_pairs(console: Console, records: list[dict[str, Any]]) -> None:
     console.print(table)
 
 
+def render_environment_pairs(console: Console, records: list[dict[str, Any]],
+                             floor: dict[str, Any] | None) -> None:
+    """Each variant against itself in the run's first environment (bench.report.environments)."""
+    pairs = environments.environment_pairs(records)
+    if not pairs:
+        return
+    table = Table(title="Environments (examples/s of the same variant; ± the 95% interval over "
+                        "the rounds both ran; ~ within the noise floor)")
+    for column in ("variant", "what changed", "before", "after", "after / before"):
+        table.add_column(column, justify="left" if column in ("variant", "what changed")
+                         else "right")
+    for ref, other in pairs:
+        c = environments.change(ref, other, floor)
+        ratio = f"{'~' if c['within_noise'] else ''}×{c['ratio']:.2f}" + (
+            f" ±{c['plus_minus_pct']:.0f}%" if c["plus_minus_pct"] is not None else "")
+        table.add_row(escape(ref["variant_id"]), escape(c["what"]), format_throughput(ref),
+                      format_throughput(other), ratio)
+    console.print(table)
+
+
 def render_checkpoint_costs(console: Console, records: list[dict[str, Any]]) -> None:
     """The checkpoint-cost table (measure.checkpoint), where variants saved checkpoints."""
     rows = checkpoint_rows(records)
@@ -159,7 +181,10 @@ def render_summary(console: Console, records: list[dict[str, Any]]) -> None:
                         "robust CV of step time; typical step: global batch ÷ median step)")
     models = [model_label(rec["variant"]) for rec in records]
     several_models = len(set(models)) > 1  # a column only where it tells variants apart
+    envs = [str(axis_value(rec["variant"], "environment") or "-") for rec in records]
+    several_envs = len(set(envs)) > 1
     for column, justify in (("strategy", "left"), *((("model", "left"),) if several_models else ()),
+                            *((("environment", "left"),) if several_envs else ()),
                             ("replicas", "right"), ("API", "left"),
                             ("precision", "left"), ("global batch", "right"),
                             ("examples/s", "right"), ("typical step", "right"),
@@ -168,7 +193,7 @@ def render_summary(console: Console, records: list[dict[str, Any]]) -> None:
         table.add_column(column, justify=justify)  # type: ignore[arg-type]
     floor = noise_floor(records)
     baselines = find_baselines(records)
-    for rec, model in zip(records, models, strict=True):
+    for rec, model, env in zip(records, models, envs, strict=True):
         v = rec["variant"]
         api = api_label(v)
         strategy = v["strategy"] + ("" if v["cross_device_ops"] == "auto"
@@ -178,6 +203,7 @@ def render_summary(console: Console, records: list[dict[str, Any]]) -> None:
         style = _STATUS_STYLE.get(rec["status"], "white")
         effective = rec.get("effective") or v  # what really ran, when the worker said so
         table.add_row(escape(strategy), *((escape(model),) if several_models else ()),
+                      *((escape(env),) if several_envs else ()),
                       _replicas_cell(v, effective), api, v["precision"],
                       str(effective["global_batch"]), format_throughput(rec),
                       format_typical_step(rec),
@@ -186,6 +212,7 @@ def render_summary(console: Console, records: list[dict[str, Any]]) -> None:
                       f"[{style}]{rec['status']}[/]")
     console.print(table)
     render_keras_pairs(console, records)
+    render_environment_pairs(console, records, floor)
     render_checkpoint_costs(console, records)
     console.print(describe_noise_floor(floor))
     if floor is not None:

@@ -14,6 +14,7 @@ from typing import Any
 from pydantic import BaseModel, ValidationError
 
 from bench.errors import ScenarioError
+from bench.scenario.environment import EnvironmentConfig
 from bench.scenario.fault import FaultConfig, FaultKill
 from bench.scenario.matrix import expand
 from bench.scenario.rules import (
@@ -58,6 +59,7 @@ _MODELS_BY_SECTION: dict[str, type[BaseModel]] = {
     "batch": BatchConfig, "train": TrainConfig, "measure": MeasureConfig,
     "cluster": ClusterConfig, "compare": CompareConfig, "strategies": StrategyConfig,
     "check": CheckConfig, "checkpoint": CheckpointConfig, "fault": FaultConfig, "kill": FaultKill,
+    "environment": EnvironmentConfig,
 }
 
 
@@ -90,7 +92,8 @@ def parse_scenario(data: dict[str, Any], source: str = "<scenario>") -> Scenario
     try:
         scenario = Scenario.model_validate(data)
     except ValidationError as exc:
-        errors = exc.errors()
+        # a misspelt key first: it is also why a required one is missing
+        errors = sorted(exc.errors(), key=lambda e: e["type"] != "extra_forbidden")
         field, message = _describe(errors[0])
         if len(errors) > 1:
             message += f" (and {len(errors) - 1} more problem{'s' if len(errors) > 2 else ''})"

@@ -13,6 +13,7 @@ from typing import Any
 
 from bench.axes import DATA_AXES, OBJECT_AXES, TRAIN_AXES
 from bench.errors import ScenarioError
+from bench.scenario.environment import EnvironmentPoint, with_environment
 from bench.scenario.schema import (
     BatchConfig,
     DataConfig,
@@ -134,6 +135,8 @@ def expand(scenario: Scenario, source: str = "<scenario>") -> list[Variant]:
     train = scenario.train
     variants: list[Variant] = []
     seen: set[str] = set()
+    # innermost, so a variant's environments sit side by side (its id says which)
+    environments = scenario.environment.points() if scenario.environment else [None]
     for s_index, strat in enumerate(scenario.strategies):
         batch_values = batch.per_replica if batch.rule == "weak" else batch.global_batch
         assert batch_values is not None  # guaranteed by BatchConfig validation
@@ -157,12 +160,14 @@ def expand(scenario: Scenario, source: str = "<scenario>") -> list[Variant]:
                 per_replica, global_batch = batch_value // replicas, batch_value
                 reference = batch.lr_reference_batch or batch_value
             dd_values: list[str | None] = list(train.distribute_dataset) if api == "ctl" else [None]
-            for dd, (data, data_label) in itertools.product(dd_values, _data_points(data_cfg)):
+            for dd, (data, data_label), environment in itertools.product(
+                    dd_values, _data_points(data_cfg), environments):
                 options = (shape["cross_device_ops"], shape["collective"], strat.partitioner)
                 training = (*model_label, *(["numpy"] if data.feed == "numpy" else []),
                             *train_label)
-                vid = _variant_id(strat.name, shape["label"], strat.devices, options, api, dd,
-                                  precision, global_batch, training) + data_label
+                vid = with_environment(_variant_id(strat.name, shape["label"], strat.devices,
+                                                   options, api, dd, precision, global_batch,
+                                                   training) + data_label, environment)
                 base_lr, lr_given = _base_lr(batch, train_cfg)
                 factor = _lr_factor(batch, global_batch, reference)
                 if vid in seen:
@@ -186,7 +191,7 @@ def expand(scenario: Scenario, source: str = "<scenario>") -> list[Variant]:
                     learning_rate_given=lr_given, scenario_dir=scenario_dir,
                     lr_scaling=batch.lr_scaling, model=model, data=data,
                     train=train_cfg, measure=scenario.measure, check=scenario.check,
-                    fault=scenario.fault,
+                    fault=scenario.fault, environment=environment,
                 ))
     parity = scenario.check.loss_parity
     for v in variants:
@@ -211,3 +216,13 @@ def expand(scenario: Scenario, source: str = "<scenario>") -> list[Variant]:
                                     f"{value} is not a multiple of train.steps_per_execution "
                                     f"(every value of it: {k})")
     return variants
+
+
+def with_candidate(variants: list[Variant], point: EnvironmentPoint) -> list[Variant]:
+    """Each variant, then its copy in the upgrade candidate's environment (`bench nightly
+    --candidate-env`): side by side, so the two share a batch of interleaved rounds."""
+    out: list[Variant] = []
+    for v in variants:
+        out += [v, v.model_copy(update={"id": with_environment(v.id, point),
+                                        "environment": point})]
+    return [v.model_copy(update={"index": i}) for i, v in enumerate(out)]

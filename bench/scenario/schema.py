@@ -24,6 +24,7 @@ from bench.scenario.data_config import (
     DataConfig,
     FeatureConfig,
 )
+from bench.scenario.environment import EnvironmentConfig, EnvironmentPoint
 from bench.scenario.fault import FaultConfig
 from bench.scenario.fields import (
     BASELINE_STRATEGIES,
@@ -210,6 +211,7 @@ class Scenario(Strict):
     compare: CompareConfig = CompareConfig()
     check: CheckConfig = CheckConfig()
     fault: FaultConfig | None = None
+    environment: EnvironmentConfig | None = None  # which TensorFlow builds (a matrix axis)
     strategies: Annotated[list[StrategyConfig], Field(min_length=1)]
 
     @property
@@ -218,7 +220,7 @@ class Scenario(Strict):
 
     def digest(self) -> str:
         """A short hash of the validated content: two runs with equal digests ran the same scenario."""
-        canonical = self.model_dump_json(by_alias=True)
+        canonical = self.model_dump_json(by_alias=True, exclude=None if self.environment else {"environment"})
         return hashlib.sha256(canonical.encode()).hexdigest()[:16]
 
 
@@ -265,6 +267,7 @@ class Variant(Strict):
     # The run's controls: "baseline" is the variant the A/A twin copies, "twin" the copy, and
     # "yardstick" the fixed calibration workload the nightly gate measures variants against.
     control: Literal["baseline", "twin", "yardstick"] | None = None
+    environment: EnvironmentPoint | None = None  # its [environment] point (None: this interpreter)
 
     @property
     def is_cluster(self) -> bool:

@@ -23,12 +23,15 @@ ANALYSIS_TIMEOUT_S = 180.0
 
 def analyze_in_subprocess(logdir: Path, bench_median_step_s: float | None, logs_dir: Path,
                           name: str, timeout_s: float = ANALYSIS_TIMEOUT_S,
-                          forkserver: ForkServer | None = None) -> dict[str, Any]:
+                          forkserver: ForkServer | None = None,
+                          python: str | None = None) -> dict[str, Any]:
     """The analysis JSON of `logdir`, or an error dict; its output and log go to `logs_dir`
-    as `<name>.analysis.json` / `.log`."""
+    as `<name>.analysis.json` / `.log`. `python`: the variant's environment's interpreter (the
+    xprof that reads the trace is the one installed beside the TensorFlow that wrote it)."""
     out, log = logs_dir / f"{name}.analysis.json", logs_dir / f"{name}.analysis.log"
     out.unlink(missing_ok=True)
-    cmd = entrypoints.command(entrypoints.TRACE_ANALYSIS, "analyze", str(logdir), "--out", str(out))
+    cmd = entrypoints.command(entrypoints.TRACE_ANALYSIS, "analyze", str(logdir), "--out", str(out),
+                              python=python)
     if bench_median_step_s:
         cmd += ["--bench-median-step-s", repr(bench_median_step_s)]
     with WorkerProcess(cmd, worker_env({"TF_CPP_MIN_LOG_LEVEL": "3"}), log,
@@ -52,9 +55,11 @@ def analyze_in_subprocess(logdir: Path, bench_median_step_s: float | None, logs_
 
 
 def attach_trace_analysis(record: dict[str, Any], logs_dir: Path,
-                          forkserver: ForkServer | None = None) -> dict[str, Any]:
+                          forkserver: ForkServer | None = None,
+                          python: str | None = None) -> dict[str, Any]:
     """Add `analysis` to the record's trace and to each cluster task that traced; a failed
-    analysis leaves its log in `logs_dir`."""
+    analysis leaves its log in `logs_dir`. `forkserver` and `python` are the variant's
+    environment's."""
     trace = record.get("trace")
     if record.get("status") != "ok" or not trace or trace.get("status") != "captured":
         return record
@@ -67,7 +72,8 @@ def attach_trace_analysis(record: dict[str, Any], logs_dir: Path,
 
     variant = record.get("variant_id", "variant")
     trace["analysis"] = analyze_in_subprocess(Path(trace["dir"]), trace_step_median(record),
-                                              logs_dir, variant, forkserver=forkserver)
+                                              logs_dir, variant, forkserver=forkserver,
+                                              python=python)
     cluster = record.get("cluster") or {}
     chief_dir = Path(trace["dir"])
     for task in cluster.get("tasks", []):
@@ -79,5 +85,5 @@ def attach_trace_analysis(record: dict[str, Any], logs_dir: Path,
         else:
             task["trace_analysis"] = analyze_in_subprocess(
                 task_dir, trace_step_median(task), logs_dir, f"{variant}.{task['task']}",
-                forkserver=forkserver)
+                forkserver=forkserver, python=python)
     return record
