@@ -134,7 +134,9 @@ def prepare(path: Path, opts: RunOptions) -> tuple[Scenario, list[Variant]]:
     variants = select(variants, opts.only, str(path))
     if scenario.check.loss_parity:  # baselines first: every other variant is judged against one
         variants.sort(key=lambda v: v.strategy not in BASELINE_STRATEGIES)
-    if opts.control if opts.control is not None else scenario.measure.control:
+    # a [fault] variant's recovery is what it measures, one at a time: no twin to pair it with
+    control = opts.control if opts.control is not None else scenario.measure.control
+    if control and scenario.fault is None:
         variants = with_control_twin(variants)
         if (opts.interleave if opts.interleave is not None else scenario.measure.interleave) and \
                 any(not v.is_cluster for v in variants):
@@ -165,11 +167,12 @@ def yardstick(template: Variant, index: int = 0) -> Variant:
 
 
 def with_control_twin(variants: list[Variant]) -> list[Variant]:
-    """The run's baseline (its first single-process default/one_device variant) and a twin of
-    it, marked as the A/A control, first; the rest after them. Unchanged without a baseline."""
-    baseline = next((v for v in variants if v.strategy in BASELINE_STRATEGIES), None)
-    if baseline is None:
+    """The run's baseline (its first default/one_device variant, else its first variant of any
+    strategy, a cluster's too) and a twin of it, marked as the A/A control, first; the rest
+    after them. Every run so states its own noise floor."""
+    if not variants:
         return variants
+    baseline = next((v for v in variants if v.strategy in BASELINE_STRATEGIES), variants[0])
     base = baseline.model_copy(update={"control": "baseline"})
     twin = baseline.model_copy(update={"id": f"{baseline.id}-control", "control": "twin"})
     rest = [v for v in variants if v is not baseline]

@@ -86,12 +86,19 @@ def test_every_interleaved_run_carries_the_yardstick_beside_its_controls() -> No
     assert [v.control for v in plain[:3]] == ["baseline", "twin", None]
 
 
-def test_a_run_without_a_baseline_still_gets_its_yardstick(tmp_path: Path) -> None:
+def test_a_run_without_a_default_strategy_twins_its_first_variant(tmp_path: Path) -> None:
+    """Every run states its own noise floor: without a default/one_device variant the control
+    twin doubles the scenario's first variant, and the yardstick still runs beside them."""
     from tests.conftest import write_scenario
 
     path = write_scenario(tmp_path, '[[strategies]]\nname = "mirrored"\nreplicas = 2\n')
     _, variants = prepare(path, RunOptions())
-    assert [v.control for v in variants] == ["yardstick", None, None]
+    assert [v.control for v in variants] == ["baseline", "twin", "yardstick", None]
+    assert variants[1].id == f"{variants[0].id}-control" and variants[0].strategy == "mirrored"
+    clusters = write_scenario(tmp_path, '[[strategies]]\nname = "multi_worker_mirrored"\n'
+                              'workers = 2\napi = "ctl"\n', name="clusters")
+    _, variants = prepare(clusters, RunOptions())
+    assert [(v.control, v.is_cluster) for v in variants] == [("baseline", True), ("twin", True)]
 
 
 def test_the_yardstick_saves_no_checkpoints_where_the_variants_do() -> None:
