@@ -6,9 +6,10 @@ process, from the TF_CONFIG that the cluster launcher (or a cluster manager) set
 
 from __future__ import annotations
 
-import importlib
-import inspect
+import importlib.metadata
+import importlib.util
 import socket
+from pathlib import Path
 from typing import Any
 
 from bench.errors import VariantSkipped
@@ -21,24 +22,36 @@ _KERAS_MWMS_BUG = 'strategy.reduce("MEAN", v, axis=0)'
 
 
 def _keras_source_has(module: str, name: str, marker: str) -> bool:
-    """Whether the installed Keras still contains a known-broken line (a probe, not a version
-    pin: a fixed Keras simply runs the cell). False when the source cannot be read: then the
-    variant is tried and its result speaks."""
-    try:
-        return marker in inspect.getsource(getattr(importlib.import_module(module), name))
-    except (ImportError, OSError, AttributeError, TypeError):
+    """Whether the installed Keras still contains a known-broken line in `module`'s source (a
+    probe, not a version pin: a fixed Keras simply runs the cell). Read from the file, without
+    importing Keras (and so TensorFlow): a cluster's supervisor asks before it starts any task.
+    False when the source cannot be read: then the variant is tried and its result speaks."""
+    top, _, rest = module.partition(".")
+    spec = importlib.util.find_spec(top)  # a top-level package is found, not imported
+    if spec is None or not spec.submodule_search_locations:
         return False
+    path = Path(list(spec.submodule_search_locations)[0], *rest.split(".")).with_suffix(".py")
+    try:
+        source = path.read_text(encoding="utf-8")
+    except OSError:
+        return False
+    return (f"def {name}" in source or f"class {name}" in source) and marker in source
+
+
+def _keras_major() -> int | None:
+    try:
+        return int(importlib.metadata.version("keras").split(".")[0])
+    except (importlib.metadata.PackageNotFoundError, ValueError):
+        return None
 
 
 def keras_fit_problem(strategy: str, flavour: str = "keras3") -> str | None:
     """Why Keras `fit` cannot run this strategy with the installed Keras, or None (tf-keras runs
-    both cluster strategies)."""
+    both cluster strategies). Imports neither Keras nor TensorFlow."""
     if flavour == "tf_keras":
         return None
     if strategy == "parameter_server":
-        import keras
-
-        if int(keras.__version__.split(".")[0]) >= 3:
+        if (_keras_major() or 0) >= 3:
             return ("Keras 3 fit() has no ParameterServerStrategy support (it raises 'To use this "
                     "dataset, you need to pass this dataset to ClusterCoordinator."
                     "create_per_worker_dataset'); use api = \"ctl\", or train.keras = "
@@ -53,6 +66,17 @@ def keras_fit_problem(strategy: str, flavour: str = "keras3") -> str | None:
                     "use api = \"ctl\", or train.keras = \"tf_keras\"")
     return None
 
+
+
+def known_skip(variant: Any) -> str | None:
+    """Why the installed Keras cannot run this variant's API or sharding, known without starting
+    anything (a cluster's supervisor asks before it starts its tasks), or None."""
+    if variant.api == "fit" and (problem := keras_fit_problem(variant.strategy,
+                                                              variant.train.keras)):
+        return problem
+    if variant.strategy == "parameter_server":
+        return partitioner_problem(variant.partitioner, variant.train.keras)
+    return None
 
 
 def check_supported(strategy: str, cross_device_ops: str, layout: DeviceLayout,
