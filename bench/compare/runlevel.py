@@ -131,6 +131,16 @@ def run_level(first: Comparison, history: Sequence[Run | RunFigures],
     return result
 
 
+def decided(history: Sequence[RunFigures], candidate: RunFigures) -> set[str]:
+    """The candidate's variants that `run_level` decides by whole runs against `history`:
+    their step-sample verdicts are replaced, so a caller need not compute them."""
+    stored = history[-STORE_RUNS:]
+    relative = all(run.relative for run in [*stored, candidate])
+    return {v.variant_id for v in candidate.variants.values()
+            if run_test(_figures(stored, v.variant_id, relative),
+                        _figures([candidate], v.variant_id, relative)) is not None}
+
+
 def _figures_of(run: Run | RunFigures) -> RunFigures:
     return run if isinstance(run, RunFigures) else run_figures(run)
 

@@ -11,6 +11,7 @@ template once (`assets/plotly-template.js`) and draws them.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -42,7 +43,25 @@ class Chart:
 
     @property
     def figure_json(self) -> str:
-        return html_safe_json(to_json_plotly(self.figure))
+        return html_safe_json(to_json_plotly(rounded(self.figure)))
+
+
+SIGNIFICANT = 4  # digits a chart is read at: its data is written with no more
+
+
+def rounded(value: Any) -> Any:
+    """`value` with every float at `SIGNIFICANT` significant digits (most of a page's bytes are
+    chart numbers: 16 digits where 4 are read made a run page 2.5 times as large)."""
+    if isinstance(value, float):
+        if not math.isfinite(value):
+            return value
+        short = float(f"{value:.{SIGNIFICANT}g}")
+        return int(short) if short.is_integer() and abs(short) < 1e15 else short
+    if isinstance(value, dict):
+        return {k: rounded(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [rounded(v) for v in value]
+    return value
 
 
 def html_safe_json(text: str) -> str:

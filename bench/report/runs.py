@@ -126,13 +126,20 @@ def find_baselines(records: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
     return out
 
 
-def load_run(run_dir: Path) -> RunView:
+def read_head(run_dir: Path) -> tuple[dict[str, Any], list[dict[str, Any]], str, str]:
+    """The run's environment, variants, scenario name and description: its small files only."""
     variants_path = run_dir / results.VARIANTS_FILE
     env_path = run_dir / results.ENVIRONMENT_FILE
     variants = results.read_json(variants_path) if variants_path.exists() else []
     environment = results.read_json(env_path) if env_path.exists() else {}
-    records = add_scaling_efficiency(results.read_records(run_dir))
     name, description = _scenario_meta(run_dir, variants)
+    return environment, variants, name, description
+
+
+def load_run(run_dir: Path, records: list[dict[str, Any]] | None = None) -> RunView:
+    """The run directory as a view; `records`, when given, are its records read already."""
+    environment, variants, name, description = read_head(run_dir)
+    records = add_scaling_efficiency(results.read_records(run_dir) if records is None else records)
     view = RunView(path=run_dir, records=records, environment=environment, variants=variants,
                    scenario_name=name, description=description)
     view.baselines = find_baselines(records)

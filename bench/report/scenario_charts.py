@@ -8,11 +8,11 @@ from typing import Any
 
 from bench.report.chart import Chart, layout
 from bench.report.history import Step
-from bench.report.records import iqr_whiskers, ok_with_throughput
 from bench.report.runs import RunView
+from bench.report.summaries import RunSummary, summarize
 
 
-def trend_chart(runs: Sequence[RunView], steps: Sequence[Step] = ()) -> Chart:
+def trend_chart(runs: Sequence[RunSummary | RunView], steps: Sequence[Step] = ()) -> Chart:
     """Throughput per variant across runs of one scenario, oldest to newest, steps marked."""
     chart = Chart("trend", "Throughput over runs",
                   "Median examples/s of each variant in each run of this scenario, oldest on the "
@@ -22,12 +22,12 @@ def trend_chart(runs: Sequence[RunView], steps: Sequence[Step] = ()) -> Chart:
     if len(runs) < 2:
         chart.note = "Only one run of this scenario so far; the trend appears from the second."
         return chart
-    xs = {r.name: f"{r.started_at[:16].replace('T', ' ')}<br>{r.commit}" for r in runs}
+    summaries = [r if isinstance(r, RunSummary) else summarize(r) for r in runs]
+    xs = {r.name: f"{r.started_at[:16].replace('T', ' ')}<br>{r.commit}" for r in summaries}
     series: dict[str, list[tuple[str, float, tuple[float, float]]]] = {}
-    for run in runs:
-        for rec in ok_with_throughput(run):
-            series.setdefault(rec["variant_id"], []).append(
-                (xs[run.name], rec["throughput"]["median"], iqr_whiskers(rec)))
+    for run in summaries:
+        for vid, (median, below, above) in run.points.items():
+            series.setdefault(vid, []).append((xs[run.name], median, (below, above)))
     data: list[dict[str, Any]] = [
         {"type": "scatter", "mode": "lines+markers", "name": vid, "legendgroup": vid,
          "x": [p[0] for p in points], "y": [p[1] for p in points],

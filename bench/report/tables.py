@@ -6,6 +6,7 @@ Cells carry a display text and a sort key, so the page's sortable table orders 9
 
 from __future__ import annotations
 
+import math
 import os
 import shlex
 from dataclasses import dataclass
@@ -34,6 +35,16 @@ class Cell:
     text: str
     sort: str | float = ""
     numeric: bool = False
+
+    @property
+    def sort_attr(self) -> str | None:
+        """The cell's data-sort attribute: None where the text itself sorts right (the page's
+        script then sorts by the text), numbers at 6 significant digits."""
+        key = self.sort
+        if isinstance(key, float) and math.isfinite(key):
+            key = repr(float(f"{key:.6g}"))
+        key = str(key)
+        return None if key == self.text else key
 
 
 def _num(value: Any, fmt: str, scale: float = 1.0) -> Cell:
