@@ -22,7 +22,7 @@ from rich.console import Console
 from bench import results
 from bench.compare import runlevel
 from bench.compare.detector import DEFAULT_ALPHA, Comparison, compare_records, confirm
-from bench.compare.stores import candidate, load_store, write_reports
+from bench.compare.stores import candidate, load_store, prune_traces, write_reports
 from bench.errors import BenchError
 from bench.report.site import prepare_out_dir
 from bench.report.terminal import render_comparison
@@ -98,7 +98,11 @@ def gate(run_dir: Path, store: Path, out_dir: Path, console: Console,
 
 
 def nightly(scenarios: list[Path], store: Path, reports_dir: Path, opts: RunOptions,
-            console: Console, confirm_runs: int = 2) -> NightlyOutcome:
+            console: Console, confirm_runs: int = 2, keep_traces: int | None = None
+            ) -> NightlyOutcome:
+    """Run, gate and render (see the module's docstring); with `keep_traces`, the store keeps
+    the traces of its newest runs only, and every run's records. The render is incremental
+    (bench.report.manifest): tonight's page, its scenario's page and the index."""
     outcome = NightlyOutcome()
     run_opts = RunOptions(**{**vars(opts), "results_dir": store, "report": False})
     for path in scenarios:  # every file valid before anything runs
@@ -118,6 +122,10 @@ def nightly(scenarios: list[Path], store: Path, reports_dir: Path, opts: RunOpti
 
         if gate(ran.run_dir, store, reports_dir, console, rerun, confirm_runs):
             outcome.regressed.append(ran.run_dir.name)
+    if keep_traces is not None and store.is_dir():
+        pruned = prune_traces(store, keep_traces)
+        console.print(f"store: dropped the traces of {len(pruned)} older run(s), keeping the "
+                      f"newest {keep_traces} runs' traces and every run's records")
     outcome.report = render_report(store, reports_dir, console)
     if outcome.regressed:
         console.print(f"[red]nightly: REGRESSION in {', '.join(outcome.regressed)}[/]")

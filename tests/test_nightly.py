@@ -36,8 +36,9 @@ name = "default"
 """
 
 
-def nightly(scenario: Path, store: Path, reports: Path) -> tuple[int, str]:
-    proc = bench("nightly", str(scenario), "--store", str(store), "--reports-dir", str(reports))
+def nightly(scenario: Path, store: Path, reports: Path, *extra: str) -> tuple[int, str]:
+    proc = bench("nightly", str(scenario), "--store", str(store), "--reports-dir", str(reports),
+                 *extra)
     assert "Traceback" not in proc.stdout + proc.stderr
     return proc.returncode, proc.stdout
 
@@ -51,16 +52,21 @@ def test_first_night_starts_the_store_then_gates(tmp_path: Path) -> None:
     assert len(list(store.iterdir())) == 1
     assert (reports / "index.html").exists()
 
+    first_page = {p: p.stat().st_mtime_ns for p in reports.glob("run-*.html")}
     code, out = nightly(scenario, store, reports)  # same code again: A/A
     assert code == 0, out
+    # the render is incremental: the first night's page is not written again
+    assert {p: p.stat().st_mtime_ns for p in first_page} == first_page
     assert "nightly: no regression" in out
     assert len(list(store.iterdir())) == 2
     (verdict,) = [json.loads(p.read_text()) for p in reports.glob("compare-*.json")]
     assert verdict["regressed"] is False and verdict["verdicts"][0]["status"] == "unchanged"
 
-    code, out = nightly(scenario, store, reports)  # a third run: now judged by whole runs
+    code, out = nightly(scenario, store, reports, "--keep-traces", "1")  # a third: by whole runs
     assert code == 0, out
     assert len(list(store.iterdir())) == 3
+    assert "store: dropped the traces of" in out  # every record stays
+    assert all(len((run / "records.jsonl").read_text().splitlines()) >= 2 for run in store.iterdir())
 
     slow_store = tmp_path / "slow_store"  # a copy: the slow night must not join the store
     shutil.copytree(store, slow_store)

@@ -108,6 +108,10 @@ def nightly(
                                                          "(repeats): the gate judges whole runs, "
                                                          "each as steady as its windows are many.")
                              ] = NIGHTLY_ROUNDS_FACTOR,
+    keep_traces: Annotated[Optional[int], typer.Option(
+        min=0, help="After gating, drop the profiler traces of all but the newest N runs of "
+                    "each scenario in the store (records are kept; see `bench prune`). "
+                    "Default: keep every trace.")] = None,
 ) -> None:
     """Run SCENARIOS into the store, gate each new run against the store, render the report.
 
@@ -123,7 +127,7 @@ def nightly(
     outcome = run_nightly(scenarios or list(NIGHTLY_SCENARIOS), store, reports_dir,
                           RunOptions(quick=quick, only=only or [], rounds_factor=rounds_factor),
                           console,
-                          confirm_runs=confirm)
+                          confirm_runs=confirm, keep_traces=keep_traces)
     raise typer.Exit(code=outcome.exit_code)
 
 

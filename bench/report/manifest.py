@@ -62,6 +62,7 @@ def run_stamp(run_dir: Path) -> list[Any]:
             stamp.append([name, st.st_size, st.st_mtime_ns])
         except OSError:
             stamp.append([name, None, None])
+    stamp.append(["traces", (run_dir / "traces").is_dir()])  # `bench prune` changes the page
     return stamp
 
 

@@ -142,11 +142,13 @@ def trace_rows(run: RunView, page_dir: Path) -> list[TraceRow]:
             continue
         vid = rec["variant_id"]
         analysis = trace.get("analysis") or {}
+        kept = (run.path / "traces").is_dir()
         rows.append(TraceRow(
-            variant_id=vid, link=relative_link(run.path / "traces" / vid, page_dir),
+            variant_id=vid, link=relative_link(run.path / "traces" / vid, page_dir) if kept else "",
             command=f"bench trace {shlex.quote(str(run.path))} {shlex.quote(vid)}",
             status=f"{trace.get('steps', '?')} steps traced; analysis "
-                   f"{analysis.get('status', 'not run')}"))
+                   f"{analysis.get('status', 'not run')}"
+                   + ("" if kept else "; the files were dropped by `bench prune`")))
     return rows
 
 
