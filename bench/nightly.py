@@ -22,8 +22,10 @@ from rich.console import Console
 from bench import results
 from bench.compare import runlevel
 from bench.compare.detector import DEFAULT_ALPHA, Comparison, compare_records, confirm
-from bench.compare.stores import candidate, load_store, prune_traces, write_reports
+from bench.compare.figures import RunFigures, run_figures
+from bench.compare.stores import Store, candidate, load_store, prune_traces, write_reports
 from bench.errors import BenchError
+from bench.report.manifest import Manifest, run_stamp
 from bench.report.site import prepare_out_dir
 from bench.report.terminal import render_comparison
 from bench.runner import RunOptions, prepare, render_report
@@ -47,6 +49,17 @@ class NightlyOutcome:
         return 1 if self.regressed else 0
 
 
+def stored_figures(store: Store, site: Path) -> list[RunFigures]:
+    """Each stored run's figures: from the nightly site's manifest where the run is unchanged
+    since the last render (bench.report.manifest), else from its records, read once."""
+    kept = Manifest.load(site)
+    out = []
+    for run_dir in store.dirs:
+        summary = kept.summary(run_dir, run_stamp(run_dir))
+        out.append(summary.figures if summary else run_figures(results.read_records(run_dir)))
+    return out
+
+
 def gate(run_dir: Path, store: Path, out_dir: Path, console: Console,
          rerun: Callable[[list[str]], Path] | None = None, confirm_runs: int = 2
          ) -> bool | None:
@@ -65,12 +78,13 @@ def gate(run_dir: Path, store: Path, out_dir: Path, console: Console,
         return None
     confirming = rerun is not None and confirm_runs > 0
     by_runs = runlevel.usable(baseline.history)
+    figures = stored_figures(baseline, out_dir)
 
     def judge(candidate_records: list[dict]) -> Comparison:
         # Re-runs stand in for the run-to-run interval, whose t-quantile for a few stored runs
         # would hide all but huge slowdowns (bench.compare.simulation.nightly_rates).
         result = compare_records(baseline.history[-1], candidate_records,
-                                 history=baseline.history,
+                                 history=baseline.history, history_figures=figures,
                                  run_to_run=not confirming and not by_runs)
         if result.refused:
             raise BenchError(f"{run_dir}: {result.refused}")
@@ -78,7 +92,7 @@ def gate(run_dir: Path, store: Path, out_dir: Path, console: Console,
 
     result = judge(records)
     if by_runs:
-        suspects = runlevel.suspects(result, baseline.history, records)
+        suspects = runlevel.suspects(result, figures, records)
     else:
         suspects = [v.key for v in result.verdicts if v.status == "regression"]
     reruns: list[list[dict]] = []
@@ -87,7 +101,7 @@ def gate(run_dir: Path, store: Path, out_dir: Path, console: Console,
                       f"{confirm_runs} time(s) to confirm[/]")
         reruns = [results.read_records(rerun(suspects)) for _ in range(confirm_runs)]
     if by_runs:
-        result = runlevel.decide(result, baseline.history, [records, *reruns])
+        result = runlevel.decide(result, figures, [records, *reruns])
     elif reruns:
         result = confirm(result, [judge(again) for again in reruns])
     out_dir.mkdir(parents=True, exist_ok=True)

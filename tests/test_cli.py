@@ -69,7 +69,7 @@ def test_every_command_goes_through_the_one_error_path() -> None:
 
     groups = [app] + [group.typer_instance for group in app.registered_groups]
     commands = [command for group in groups for command in group.registered_commands]
-    assert len(commands) == 16  # bench tensorboard is the 16th
+    assert len(commands) == 17  # bench prune is the 17th
     wrapper_code = one_line_errors(lambda: None).__code__  # every wrapper runs this code
     for command in commands:
         assert command.callback.__code__ is wrapper_code, command.callback.__name__

@@ -32,10 +32,19 @@ def timed_windows(record: dict[str, Any], rounds: Sequence[float] | None = None
     """The record's non-empty timed windows; divided by the yardstick's median step of each
     round when `rounds` are given (bench.compare.yardstick)."""
     windows = (record.get("samples") or {}).get("timed") or []
+    if windows and len({len(w) for w in windows}) == 1 and len(windows[0]):  # one array
+        steps = np.asarray(windows, dtype=float)
+        if rounds is not None:
+            steps = steps / np.asarray(rounds, dtype=float)[:, None]
+        return list(steps)
     if rounds is None:
         return [np.asarray(w, dtype=float) for w in windows if len(w)]
     return [np.asarray(w, dtype=float) / median
             for w, median in zip(windows, rounds, strict=True) if len(w)]
+
+
+def _has_timed(record: dict[str, Any]) -> bool:
+    return any(len(w) for w in (record.get("samples") or {}).get("timed") or [])
 
 
 def mann_whitney_p(a: np.ndarray, b: np.ndarray) -> float:
@@ -242,6 +251,7 @@ def typical_baseline(base: list[dict[str, Any]], history: Sequence[list[dict[str
     """
     figures = figures if figures is not None else [run_figures(run) for run in history]
     recent = range(max(0, len(history) - last), len(history))
+    rounds_of: dict[int, Rounds] = {}  # each chosen run's rounds, computed once
     chosen: list[tuple[dict[str, Any], Rounds]] = []
     for rec in base:
         key = identity(rec)
@@ -251,9 +261,12 @@ def typical_baseline(base: list[dict[str, Any]], history: Sequence[list[dict[str
             chosen.append((rec, base_rounds))
             continue
         candidates.sort(key=lambda pair: pair[0])
-        run = history[candidates[len(candidates) // 2][1]]
+        j = candidates[len(candidates) // 2][1]
+        run = history[j]
         typical = next(r for r in run if counts_as_variant(r) and identity(r) == key)
-        chosen.append((typical, round_medians(run) if relative else None))
+        if relative and j not in rounds_of:
+            rounds_of[j] = round_medians(run)
+        chosen.append((typical, rounds_of.get(j)))
     return chosen
 
 
@@ -318,13 +331,13 @@ def compare_records(base: list[dict[str, Any]], cand: list[dict[str, Any]], *,
         elif b["status"] != "ok":
             comparison.verdicts.append(Verdict(name, "skipped", note=f"{c.get('reason')}"))
         else:
-            bw, cw = timed_windows(b, rounds), timed_windows(c, cand_rounds)
-            if not bw or not cw:
+            if not _has_timed(b) or not _has_timed(c):
                 comparison.verdicts.append(Verdict(name, "skipped", note="no timed samples"))
                 continue
             if name in decided_elsewhere:
                 comparison.verdicts.append(Verdict(name, "unchanged", min_effect=effect))
                 continue
+            bw, cw = timed_windows(b, rounds), timed_windows(c, cand_rounds)
             verdict = compare_samples(bw, cw, key=name, min_effect=effect, alpha=alpha, seed=seed,
                                       always_ci=always_ci)
             comparison.verdicts.append(run_to_run_check(verdict, history_medians.get(key, []))

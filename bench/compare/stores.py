@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import json
 import shutil
+from collections import OrderedDict
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -16,13 +18,48 @@ from bench import results
 from bench.compare.detector import Comparison, to_markdown
 from bench.errors import BenchError
 
+Run = list[dict[str, Any]]
+
+
+class RecordsCache:
+    """Run directories' records, read on demand; the few most recently used are kept."""
+
+    def __init__(self, keep: int = 8) -> None:
+        self.keep = keep
+        self._runs: OrderedDict[Path, Run] = OrderedDict()
+
+    def __call__(self, run_dir: Path) -> Run:
+        if run_dir in self._runs:
+            self._runs.move_to_end(run_dir)
+            return self._runs[run_dir]
+        records = results.read_records(run_dir)
+        self._runs[run_dir] = records
+        while len(self._runs) > self.keep:
+            self._runs.popitem(last=False)
+        return records
+
+
+class StoredRuns(Sequence[Run]):
+    """The records of earlier runs, read only when a comparison looks at one of them."""
+
+    def __init__(self, dirs: Sequence[Path], read: Callable[[Path], Run]) -> None:
+        self.dirs, self.read = dirs, read
+
+    def __len__(self) -> int:
+        return len(self.dirs)
+
+    def __getitem__(self, index: Any) -> Any:
+        if isinstance(index, slice):
+            return [self.read(d) for d in self.dirs[index]]
+        return self.read(self.dirs[index])
+
 
 @dataclass
 class Store:
     """The runs of one scenario in a baseline store (a run directory or a folder of them)."""
 
     dirs: list[Path]  # oldest first
-    history: list[list[dict[str, Any]]]  # their records
+    history: Sequence[list[dict[str, Any]]]  # their records, read when looked at (StoredRuns)
 
     @property
     def newest(self) -> Path:
@@ -47,9 +84,10 @@ def candidate(run_dir: Path) -> tuple[list[dict[str, Any]], str]:
 
 
 def load_store(store: Path, scenario: str, exclude: Path) -> Store | None:
-    """The store's runs of `scenario` other than `exclude`; None when there are none."""
+    """The store's runs of `scenario` other than `exclude`; None when there are none. Their
+    records are read as a comparison looks at them, and only the last few are kept in memory."""
     dirs = results.runs_of_scenario(store, scenario, exclude=exclude)
-    return Store(dirs, [results.read_records(d) for d in dirs]) if dirs else None
+    return Store(dirs, StoredRuns(dirs, RecordsCache())) if dirs else None
 
 
 def write_reports(result: Comparison, store: Store, run_dir: Path, markdown: Path | None,

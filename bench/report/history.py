@@ -12,13 +12,10 @@ O(runs) per variant, and one more run costs one more judgement.
 
 from __future__ import annotations
 
-from collections import OrderedDict
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass
-from pathlib import Path
 from typing import Any
 
-from bench import results
 from bench.compare import runlevel
 from bench.compare.detector import Verdict, compare_records
 from bench.compare.figures import RunFigures
@@ -49,39 +46,6 @@ class Step:
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> Step:
         return cls(data["run"], data["variant_id"], Verdict(**data["verdict"]))
-
-
-class RecordsCache:
-    """Run directories' records, read on demand; the few most recently used are kept."""
-
-    def __init__(self, keep: int = 8) -> None:
-        self.keep = keep
-        self._runs: OrderedDict[Path, Run] = OrderedDict()
-
-    def __call__(self, run_dir: Path) -> Run:
-        if run_dir in self._runs:
-            self._runs.move_to_end(run_dir)
-            return self._runs[run_dir]
-        records = results.read_records(run_dir)
-        self._runs[run_dir] = records
-        while len(self._runs) > self.keep:
-            self._runs.popitem(last=False)
-        return records
-
-
-class StoredRuns(Sequence[Run]):
-    """The records of earlier runs, read only when a comparison looks at one of them."""
-
-    def __init__(self, dirs: Sequence[Path], read: Callable[[Path], Run]) -> None:
-        self.dirs, self.read = dirs, read
-
-    def __len__(self) -> int:
-        return len(self.dirs)
-
-    def __getitem__(self, index: Any) -> Any:
-        if isinstance(index, slice):
-            return [self.read(d) for d in self.dirs[index]]
-        return self.read(self.dirs[index])
 
 
 def judge_run(name: str, records: Run, figures: RunFigures, earlier: Sequence[RunFigures],

@@ -114,13 +114,14 @@ def find_baselines(records: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
     batch (falling back to the same API and precision)."""
     bases = [r for r in records if r.get("status") == "ok" and counts_as_variant(r)
              and r["variant"].get("strategy") in BASELINE_STRATEGIES]
+    keyed = [(baseline_key(b["variant"]), _loose_key(b["variant"]), b) for b in bases]
     out: dict[str, dict[str, Any]] = {}
     for rec in records:
         if rec.get("status") != "ok":
             continue
-        v = rec["variant"]
-        exact = [b for b in bases if baseline_key(b["variant"]) == baseline_key(v)]
-        loose = [b for b in bases if _loose_key(b["variant"]) == _loose_key(v)]
+        key, loose_key = baseline_key(rec["variant"]), _loose_key(rec["variant"])
+        exact = [b for k, _, b in keyed if k == key]
+        loose = [b for _, k, b in keyed if k == loose_key]
         if exact or loose:
             out[rec["variant_id"]] = (exact or loose)[0]
     return out

@@ -27,11 +27,12 @@ from typing import Any
 import jinja2
 
 import bench
+from bench.compare.stores import RecordsCache, StoredRuns
 from bench.errors import BenchError
 from bench.report import narrative, tables
 from bench.report.chart import Chart, template_script
 from bench.report.checkpoints import COLUMNS as CHECKPOINT_COLUMNS
-from bench.report.history import RecordsCache, Step, StoredRuns, judge_run
+from bench.report.history import Step, judge_run
 from bench.report.manifest import Manifest, digest, run_stamp
 from bench.report.run_charts import run_charts
 from bench.report.runs import RunView, load_run, read_head
