@@ -159,3 +159,26 @@ def test_compare_starts_without_importing_scipy() -> None:
             "print('scipy' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
+
+
+def test_a_long_trend_draws_bands_writes_its_labels_once_and_is_valid_plotly(tmp_path: Path) -> None:
+    import dataclasses
+
+    import plotly.graph_objects as go
+
+    from bench.report.runs import load_run
+    from bench.report.scenario_charts import LONG, trend_chart
+    from bench.report.summaries import summarize
+
+    one = summarize(load_run(add_night(tmp_path / "store", 0)))
+    runs = [dataclasses.replace(one, name=f"run-{i}", started_at=f"2026-12-{1 + i // 24:02d}T"
+                                f"{i % 24:02d}:00:00", commit=f"{i:010d}") for i in range(LONG)]
+    chart = trend_chart(runs)
+    go.Figure(chart.figure)  # raises ValueError naming any invalid property
+    bands = [t for t in chart.figure["data"] if t.get("fill") == "tonexty"]
+    assert len(bands) == len(SPECS) and not any("error_y" in t for t in chart.figure["data"])
+    written = json.loads(chart.figure_json)
+    assert written["shared"]["runs"][5] == f"2026-12-01 05:00<br>{5:010d}"
+    assert chart.figure_json.count("2026-12-01 05:00") == 1  # once, not once per variant
+    assert all(t["x"] == "@runs" for t in written["data"])
+    assert written["layout"]["xaxis"]["categoryarray"] == "@runs"

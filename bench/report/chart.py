@@ -37,6 +37,9 @@ class Chart:
     how_to_read: str
     figure: Figure | None = None
     note: str = ""  # what is missing or partial, in words
+    # Arrays that several traces (or the layout) hold alike, written once in the page: a trace
+    # or axis whose array equals shared[name] carries "@name" instead (report.js puts it back).
+    shared: dict[str, list[Any]] | None = None
 
     @property
     def rendered(self) -> bool:
@@ -44,7 +47,21 @@ class Chart:
 
     @property
     def figure_json(self) -> str:
-        return html_safe_json(to_json_plotly(rounded(self.figure)))
+        figure = rounded(self.figure)
+        if self.shared:
+            shared = {name: rounded(values) for name, values in self.shared.items()}
+            targets = [*figure["data"], *(v for k, v in figure["layout"].items()
+                                          if k.startswith(("xaxis", "yaxis")))]
+            for target in targets:
+                for key in SHARED_KEYS:
+                    for name, values in shared.items():
+                        if target.get(key) == values:
+                            target[key] = f"@{name}"
+            figure["shared"] = shared
+        return html_safe_json(to_json_plotly(figure))
+
+
+SHARED_KEYS = ("x", "y", "customdata", "text", "categoryarray", "tickvals", "ticktext")
 
 
 SIGNIFICANT = 4  # digits a chart is read at: its data is written with no more

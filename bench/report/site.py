@@ -41,6 +41,7 @@ from bench.report.summaries import RunSummary, summarize
 from bench.results import find_run_dirs, slug, write_text_atomic
 
 MARKER = ".bench-report"
+RECENT_RUNS = 50  # rows of a scenario page's run table (the index and the trend hold them all)
 ASSETS = "assets"
 _STATIC = ("report.css", "report.js")
 
@@ -150,10 +151,12 @@ def copy_assets(out_dir: Path) -> None:
 
 
 def template_environment() -> jinja2.Environment:
-    return jinja2.Environment(
+    env = jinja2.Environment(
         loader=jinja2.PackageLoader("bench.report", "templates"),
         autoescape=True,  # every {{ }} is escaped unless a value is explicitly marked safe
         undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True)
+    env.filters["cells"] = tables.cells_html
+    return env
 
 
 def _entries(paths: list[Path], manifest: Manifest) -> list[RunEntry]:
@@ -241,7 +244,7 @@ def _render_group(group: ScenarioGroup, entries: list[RunEntry], writer: _Writer
         group.trend = trend_chart(summaries, group.steps)
         writer.write(group.page, "scenario.html.j2", scenario=group,
                      view=build_run_page(latest, out_dir), has_charts=True,
-                     run_count=writer.run_count)
+                     run_count=writer.run_count, recent_runs=RECENT_RUNS)
 
 
 def render_site(paths: list[Path], out_dir: Path) -> Path:

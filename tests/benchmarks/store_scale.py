@@ -167,7 +167,7 @@ def run_page_kb(site: Path) -> float:
 def measure_size(source: Path, work: Path, nights: int, timeout: float,
                  nightly: bool) -> dict[str, Any]:
     store, site = work / f"store{nights}", work / f"site{nights}"
-    for path in (store, site, work / f"nightly{nights}"):
+    for path in (store, site):
         shutil.rmtree(path, ignore_errors=True)
     rng = random.Random(nights)
     build_store(source, store, nights, seed=nights)
@@ -182,8 +182,7 @@ def measure_size(source: Path, work: Path, nights: int, timeout: float,
                site_mb=site_mb(site), run_page_kb=run_page_kb(site))
     if nightly and again["seconds"] is not None:
         # Tonight's run joins the store; yesterday's site is the nightly reports folder.
-        reports = work / f"nightly{nights}"
-        shutil.copytree(site, reports)
+        reports = site
         night = write_night(source, store, nights + 1, rng)
         spare = work / "spare-night"
         shutil.rmtree(spare, ignore_errors=True)
