@@ -127,7 +127,10 @@ def find_baselines(records: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
     return out
 
 
-def read_head(run_dir: Path) -> tuple[dict[str, Any], list[dict[str, Any]], str, str]:
+Head = tuple[dict[str, Any], list[dict[str, Any]], str, str]  # environment, variants, name, text
+
+
+def read_head(run_dir: Path) -> Head:
     """The run's environment, variants, scenario name and description: its small files only."""
     variants_path = run_dir / results.VARIANTS_FILE
     env_path = run_dir / results.ENVIRONMENT_FILE
@@ -137,14 +140,20 @@ def read_head(run_dir: Path) -> tuple[dict[str, Any], list[dict[str, Any]], str,
     return environment, variants, name, description
 
 
-def load_run(run_dir: Path, records: list[dict[str, Any]] | None = None) -> RunView:
-    """The run directory as a view; `records`, when given, are its records read already."""
-    environment, variants, name, description = read_head(run_dir)
-    records = add_scaling_efficiency(results.read_records(run_dir) if records is None else records)
+def load_run(run_dir: Path, records: list[dict[str, Any]] | None = None,
+             page: bool = True, head: Head | None = None) -> RunView:
+    """The run directory as a view; `records`, when given, are its records read already. With
+    `page` false, without what only its page shows (scaling efficiency, baselines, the noise
+    floor's bootstrap): enough for its line in the index and its points on the trend. `head`:
+    its small files (`read_head`), when read already."""
+    environment, variants, name, description = head or read_head(run_dir)
+    records = results.read_records(run_dir) if records is None else records
     view = RunView(path=run_dir, records=records, environment=environment, variants=variants,
                    scenario_name=name, description=description)
-    view.baselines = find_baselines(records)
-    view.noise_floor = noise_floor(records)
+    if page:
+        view.records = records = add_scaling_efficiency(records)
+        view.baselines = find_baselines(records)
+        view.noise_floor = noise_floor(records)
     return view
 
 

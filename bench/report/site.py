@@ -20,6 +20,7 @@ from __future__ import annotations
 import shutil
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from functools import cache
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -185,11 +186,10 @@ class _Writer:
 
     def __init__(self, out_dir: Path, old: Manifest, new: Manifest, run_count: int) -> None:
         self.out_dir, self.old, self.new = out_dir, old, new
-        self.env = template_environment()
+        self.env = _templates()
         self.common = {"generated_at": datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"),
                        "bench_version": bench.__version__}
         self.run_count = run_count
-        self.written: list[str] = []
 
     def needed(self, page: str, inputs: str) -> bool:
         self.new.pages[page] = inputs
@@ -198,7 +198,17 @@ class _Writer:
     def write(self, page: str, template: str, **context: object) -> None:
         html = self.env.get_template(template).render(**self.common, **context)
         write_text_atomic(self.out_dir / page, html)
-        self.written.append(page)
+
+
+@cache
+def _templates() -> jinja2.Environment:
+    """One template environment per process: compiling the templates is the costly part."""
+    return template_environment()
+
+
+def _run_inputs(writer: _Writer, entry: RunEntry) -> str:
+    return digest(writer.new.version, entry.stamp, str(entry.path.resolve()), entry.page,
+                  entry.scenario_page, str(writer.out_dir.resolve()))
 
 
 def _render_group(group: ScenarioGroup, entries: list[RunEntry], writer: _Writer,
@@ -208,27 +218,23 @@ def _render_group(group: ScenarioGroup, entries: list[RunEntry], writer: _Writer
     out_dir = writer.out_dir
     chain = ""
     summaries: list[RunSummary] = []
-    views: dict[Path, RunView] = {}
-
-    def view_of(entry: RunEntry) -> RunView:
-        if entry.path not in views:
-            views.clear()  # one run's view at a time
-            views[entry.path] = load_run(entry.path, read(entry.path))
-        return views[entry.path]
-
+    inputs = [_run_inputs(writer, entry) for entry in entries]
+    due = [writer.needed(entry.page, page_inputs) for entry, page_inputs in zip(
+        entries, inputs, strict=True)]
     for i, entry in enumerate(entries):
         chain = digest(chain, str(entry.path), entry.stamp)
-        summary = entry.summary or summarize(view_of(entry))
+        summary = entry.summary
+        head = read_head(entry.path) if summary is None or due[i] else None
+        if summary is None:
+            summary = summarize(load_run(entry.path, read(entry.path), page=False, head=head))
         summary.page, summary.scenario_page = entry.page, entry.scenario_page
         if summary.steps_key != chain:
             summary.steps = judge_run(summary.name, read(entry.path), summary.figures,
                                       [s.figures for s in summaries],
                                       StoredRuns([e.path for e in entries[:i]], read))
             summary.steps_key = chain
-        inputs = digest(writer.new.version, entry.stamp, str(entry.path.resolve()), entry.page,
-                        entry.scenario_page, str(out_dir.resolve()))
-        if writer.needed(entry.page, inputs):
-            run = view_of(entry)
+        if due[i]:
+            run = load_run(entry.path, read(entry.path), head=head)
             run.page, run.scenario_page = entry.page, entry.scenario_page
             writer.write(entry.page, "run.html.j2", view=build_run_page(run, out_dir),
                          has_charts=True, run_count=None)
@@ -236,10 +242,10 @@ def _render_group(group: ScenarioGroup, entries: list[RunEntry], writer: _Writer
         summaries.append(summary)
     group.runs = summaries
     group.steps = [step for summary in summaries for step in summary.steps]
-    inputs = digest(writer.new.version, chain, group.page, group.description,
-                    [(s.page, s.scenario_page) for s in summaries], str(out_dir.resolve()))
-    if writer.needed(group.page, inputs):
-        latest = view_of(entries[-1])
+    page_inputs = digest(writer.new.version, chain, group.page, group.description,
+                         [(s.page, s.scenario_page) for s in summaries], str(out_dir.resolve()))
+    if writer.needed(group.page, page_inputs):
+        latest = load_run(entries[-1].path, read(entries[-1].path))
         latest.page, latest.scenario_page = entries[-1].page, entries[-1].scenario_page
         group.trend = trend_chart(summaries, group.steps)
         writer.write(group.page, "scenario.html.j2", scenario=group,

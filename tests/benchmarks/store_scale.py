@@ -25,6 +25,7 @@ import argparse
 import json
 import os
 import random
+import resource
 import shutil
 import subprocess
 import sys
@@ -128,7 +129,7 @@ def build_store(source: Path, store: Path, nights: int, seed: int = 0) -> list[P
 
 def timed(code: str, *args: str, timeout: float) -> dict[str, Any]:
     """Run `code` in a fresh interpreter: wall seconds, peak MB, its stdout; None on timeout."""
-    start = time.perf_counter()
+    start, used = time.perf_counter(), _children_cpu()
     with subprocess.Popen([sys.executable, "-c", code, *args], stdout=subprocess.PIPE,
                           stderr=subprocess.PIPE, text=True, cwd=REPO) as proc:
         try:
@@ -142,7 +143,15 @@ def timed(code: str, *args: str, timeout: float) -> dict[str, Any]:
     if proc.returncode not in (0, 1):
         raise RuntimeError(f"failed ({proc.returncode}): {stderr[-2000:]}")
     peak = [int(line.split()[1]) for line in stderr.splitlines() if line.startswith("PEAK_KB")]
-    return {"seconds": seconds, "peak_mb": peak[-1] / 1024 if peak else None, "stdout": stdout}
+    return {"seconds": seconds, "cpu_s": _children_cpu() - used,
+            "peak_mb": peak[-1] / 1024 if peak else None, "stdout": stdout}
+
+
+def _children_cpu() -> float:
+    """User + system seconds of the finished child processes: the work itself, which a machine
+    shared with other jobs stretches less than the wall clock."""
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
 
 
 def _peak_of(pid: int) -> float | None:
@@ -172,13 +181,15 @@ def measure_size(source: Path, work: Path, nights: int, timeout: float,
     rng = random.Random(nights)
     build_store(source, store, nights, seed=nights)
     cold = timed(_BENCH_CLI, "report", str(store), "--out", str(site), timeout=timeout)
-    row: dict[str, Any] = {"runs": nights, "cold_s": cold["seconds"], "cold_peak_mb": cold["peak_mb"]}
+    row: dict[str, Any] = {"runs": nights, "cold_s": cold["seconds"], "cold_cpu_s": cold.get("cpu_s"),
+                           "cold_peak_mb": cold["peak_mb"]}
     if cold["seconds"] is None:
         row["stopped_after_s"] = timeout
         return row
     write_night(source, store, nights, rng)
     again = timed(_BENCH_CLI, "report", str(store), "--out", str(site), timeout=timeout)
-    row.update(plus_one_s=again["seconds"], plus_one_peak_mb=again["peak_mb"],
+    row.update(plus_one_s=again["seconds"], plus_one_cpu_s=again.get("cpu_s"),
+               plus_one_peak_mb=again["peak_mb"],
                site_mb=site_mb(site), run_page_kb=run_page_kb(site))
     if nightly and again["seconds"] is not None:
         # Tonight's run joins the store; yesterday's site is the nightly reports folder.
@@ -191,7 +202,7 @@ def measure_size(source: Path, work: Path, nights: int, timeout: float,
                        timeout=timeout)
         figures = json.loads(result["stdout"].splitlines()[-1]) if result["stdout"] else {}
         row.update(nightly_gate_s=figures.get("gate_s"), nightly_render_s=figures.get("render_s"),
-                   nightly_peak_mb=result["peak_mb"])
+                   nightly_cpu_s=result.get("cpu_s"), nightly_peak_mb=result["peak_mb"])
     return row
 
 
@@ -227,14 +238,17 @@ def _cell(value: Any, fmt: str) -> str:
 
 
 def table(rows: list[dict[str, Any]]) -> str:
-    lines = ["| runs | `bench report` cold | after one more run | peak memory | site on disk "
-             "| newest run page | nightly gate + render |", "|---|---|---|---|---|---|---|"]
+    lines = ["| runs | `bench report` cold (CPU) | after one more run (CPU) | peak memory "
+             "| site on disk | newest run page | nightly gate + render |",
+             "|---|---|---|---|---|---|---|"]
     for r in rows:
         peak = max((v for k, v in r.items() if k.endswith("peak_mb") and v), default=None)
         nightly = ("-" if "nightly_gate_s" not in r else
                    f"{_cell(r['nightly_gate_s'], '.1f')} s + {_cell(r['nightly_render_s'], '.1f')} s")
         lines.append(f"| {r['runs']} | {_cell(r['cold_s'], '.1f')} s "
-                     f"| {_cell(r.get('plus_one_s'), '.1f')} s | {_cell(peak, '.0f')} MB "
+                     f"({_cell(r.get('cold_cpu_s'), '.1f')} s) "
+                     f"| {_cell(r.get('plus_one_s'), '.1f')} s ({_cell(r.get('plus_one_cpu_s'), '.1f')} s) "
+                     f"| {_cell(peak, '.0f')} MB "
                      f"| {_cell(r.get('site_mb'), '.0f')} MB | {_cell(r.get('run_page_kb'), '.0f')} KB "
                      f"| {nightly} |")
     return "\n".join(lines)
