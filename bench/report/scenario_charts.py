@@ -78,7 +78,8 @@ def trend_chart(runs: Sequence[RunSummary | RunView], steps: Sequence[Step] = ()
     labels = list(xs.values())
     chart.figure = {"data": data, "layout": layout(
         440, yaxis={"title": {"text": "examples/s"}, "rangemode": "tozero"},
-        xaxis={"type": "category", "categoryorder": "array", "categoryarray": labels},
+        xaxis={"type": "category", "categoryorder": "array", "categoryarray": labels,
+               **({"nticks": 12} if long else {})},
         legend={"font": {"size": 10}})}
     chart.shared = {"runs": labels}
     return chart
