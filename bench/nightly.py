@@ -28,8 +28,10 @@ from rich.console import Console
 from bench import results
 from bench.compare import runlevel
 from bench.compare.detector import DEFAULT_ALPHA, Comparison, compare_records, confirm
-from bench.compare.stores import candidate, load_store, write_reports
+from bench.compare.figures import RunFigures, run_figures
+from bench.compare.stores import Store, candidate, load_store, prune_traces, write_reports
 from bench.errors import BenchError
+from bench.report.manifest import Manifest, run_stamp
 from bench.report.site import prepare_out_dir
 from bench.report.terminal import render_comparison
 from bench.runner import RunOptions, prepare, render_report
@@ -54,6 +56,17 @@ class NightlyOutcome:
         return 1 if self.regressed else 0
 
 
+def stored_figures(store: Store, site: Path) -> list[RunFigures]:
+    """Each stored run's figures: from the nightly site's manifest where the run is unchanged
+    since the last render (bench.report.manifest), else from its records, read once."""
+    kept = Manifest.load(site)
+    out = []
+    for run_dir in store.dirs:
+        summary = kept.summary(run_dir, run_stamp(run_dir))
+        out.append(summary.figures if summary else run_figures(results.read_records(run_dir)))
+    return out
+
+
 def gate(run_dir: Path, store: Path, out_dir: Path, console: Console,
          rerun: Callable[[list[str]], Path] | None = None, confirm_runs: int = 2
          ) -> bool | None:
@@ -75,12 +88,13 @@ def gate(run_dir: Path, store: Path, out_dir: Path, console: Console,
         return None
     confirming = rerun is not None and confirm_runs > 0
     by_runs = runlevel.usable(baseline.history)
+    figures = stored_figures(baseline, out_dir)
 
     def judge(candidate_records: list[dict]) -> Comparison:
         # Re-runs stand in for the run-to-run interval, whose t-quantile for a few stored runs
         # would hide all but huge slowdowns (bench.compare.simulation.nightly_rates).
         result = compare_records(baseline.history[-1], candidate_records,
-                                 history=baseline.history,
+                                 history=baseline.history, history_figures=figures,
                                  run_to_run=not confirming and not by_runs)
         if result.refused:
             raise BenchError(f"{run_dir}: {result.refused}")
@@ -88,7 +102,7 @@ def gate(run_dir: Path, store: Path, out_dir: Path, console: Console,
 
     result = judge(records)
     if by_runs:
-        suspects = runlevel.suspects(result, baseline.history, records)
+        suspects = runlevel.suspects(result, figures, records)
     else:
         suspects = [v.key for v in result.verdicts if v.status == "regression"]
     reruns: list[list[dict]] = []
@@ -97,7 +111,7 @@ def gate(run_dir: Path, store: Path, out_dir: Path, console: Console,
                       f"{confirm_runs} time(s) to confirm[/]")
         reruns = [pinned(results.read_records(rerun(suspects))) for _ in range(confirm_runs)]
     if by_runs:
-        result = runlevel.decide(result, baseline.history, [records, *reruns])
+        result = runlevel.decide(result, figures, [records, *reruns])
     elif reruns:
         result = confirm(result, [judge(again) for again in reruns])
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -139,7 +153,11 @@ def upgrade_gate(run_dir: Path, out_dir: Path, console: Console) -> bool | None:
 
 
 def nightly(scenarios: list[Path], store: Path, reports_dir: Path, opts: RunOptions,
-            console: Console, confirm_runs: int = 2) -> NightlyOutcome:
+            console: Console, confirm_runs: int = 2, keep_traces: int | None = None
+            ) -> NightlyOutcome:
+    """Run, gate and render (see the module's docstring); with `keep_traces`, the store keeps
+    the traces of its newest runs only, and every run's records. The render is incremental
+    (bench.report.manifest): tonight's page, its scenario's page and the index."""
     outcome = NightlyOutcome()
     run_opts = RunOptions(**{**vars(opts), "results_dir": store, "report": False})
     for path in scenarios:  # every file valid before anything runs
@@ -161,6 +179,10 @@ def nightly(scenarios: list[Path], store: Path, reports_dir: Path, opts: RunOpti
             outcome.regressed.append(ran.run_dir.name)
         if upgrade_gate(ran.run_dir, reports_dir, console):
             outcome.upgrade_regressed.append(ran.run_dir.name)
+    if keep_traces is not None and store.is_dir():
+        pruned = prune_traces(store, keep_traces)
+        console.print(f"store: dropped the traces of {len(pruned)} older run(s), keeping the "
+                      f"newest {keep_traces} runs' traces and every run's records")
     outcome.report = render_report(store, reports_dir, console)
     if outcome.upgrade_regressed:
         console.print(f"[yellow]nightly: the upgrade candidate regressed in "

@@ -95,6 +95,7 @@ class PageReport:
     text: str  # document.body.innerText
     dialogs: list[str]  # alert()/confirm()/prompt() messages, recorded instead of shown
     screenshot: Path | None  # the full-page PNG written, if one was asked for
+    load_s: float | None = None  # navigation start to loaded with every chart drawn (None: not all drawn)
 
 
 IN_CI = os.environ.get("CI") == "true"
@@ -198,7 +199,9 @@ def open_url(
         driver.execute_cdp_cmd("Page.addScriptToEvaluateOnNewDocument", {"source": _DIALOG_RECORDER})
         driver.set_page_load_timeout(max(wait_s, 1.0))
         run = _DialogSafe(dialogs)
-        deadline = time.monotonic() + wait_s  # one budget for loading and rendering together
+        started = time.monotonic()
+        deadline = started + wait_s  # one budget for loading and rendering together
+        load_s = None
         try:
             run(driver.get, url, retry=False)  # retrying a navigation would re-run the page's scripts
         except TimeoutException:
@@ -213,9 +216,12 @@ def open_url(
             if done and wait_for_text:
                 deep = run(driver.execute_script, _DEEP_TEXT) or ""
                 done = all(t in deep for t in wait_for_text)
-            if done or time.monotonic() >= deadline:
+            if done:
+                load_s = time.monotonic() - started
                 break
-            time.sleep(0.1)
+            if time.monotonic() >= deadline:
+                break
+            time.sleep(0.05)
         if state["ready"] != "complete":
             # Every further WebDriver command would time out the same way, so there is no report to give.
             raise TimeoutError(f"{url} did not finish loading within {wait_s:g} s")
@@ -241,6 +247,7 @@ def open_url(
             text=text,
             dialogs=dialogs,
             screenshot=screenshot,
+            load_s=load_s,
         )
     finally:
         try:

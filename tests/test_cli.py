@@ -69,7 +69,7 @@ def test_every_command_goes_through_the_one_error_path() -> None:
 
     groups = [app] + [group.typer_instance for group in app.registered_groups]
     commands = [command for group in groups for command in group.registered_commands]
-    assert len(commands) == 18  # bench env list, prune and build are the 16th to 18th
+    assert len(commands) == 19  # bench env list, prune and build, and bench prune
     callbacks = [group.registered_callback for group in groups if group.registered_callback]
     assert len(callbacks) == 1  # `bench env` alone: the fingerprint
     wrapper_code = one_line_errors(lambda: None).__code__  # every wrapper runs this code

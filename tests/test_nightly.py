@@ -55,8 +55,11 @@ def test_first_night_starts_the_store_then_gates(tmp_path: Path) -> None:
     # same code again (A/A), with an upgrade candidate beside it: TensorFlow 2.20's environment
     # (tests/test_environments.py builds it once per session)
     index_or_skip()
+    first_page = {p: p.stat().st_mtime_ns for p in reports.glob("run-*.html")}
     code, out = nightly(scenario, store, reports, "--candidate-env", "tensorflow=2.20.*")
     assert code == 0, out
+    # the render is incremental: the first night's page is not written again
+    assert {p: p.stat().st_mtime_ns for p in first_page} == first_page
     assert "nightly: no regression" in out and "(tf2.20, upgrade candidate)" in out
     assert len(list(store.iterdir())) == 2
     (verdict,) = [json.loads(p.read_text()) for p in reports.glob("compare-*Z.json")]
@@ -69,9 +72,11 @@ def test_first_night_starts_the_store_then_gates(tmp_path: Path) -> None:
 
     # a third run, without the candidate (dropping it is no "missing" variant): now judged by
     # whole runs
-    code, out = nightly(scenario, store, reports)
+    code, out = nightly(scenario, store, reports, "--keep-traces", "1")
     assert code == 0, out
     assert len(list(store.iterdir())) == 3
+    assert "store: dropped the traces of" in out  # every record stays
+    assert all(len((run / "records.jsonl").read_text().splitlines()) >= 2 for run in store.iterdir())
 
     slow_store = tmp_path / "slow_store"  # a copy: the slow night must not join the store
     shutil.copytree(store, slow_store)

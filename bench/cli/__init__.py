@@ -59,6 +59,7 @@ _add(app, results.report)
 _add(app, running.nightly)
 _add(app, results.export)
 _add(app, results.compare)
+_add(app, results.prune)
 _add(app, running.perf)
 
 cluster_app = typer.Typer(help="Run scenarios on real clusters through their own managers.",

@@ -136,3 +136,26 @@ def compare(
         raise BenchError(result.refused)
     render_comparison(console, result, base_label, cand_label, alpha)
     raise typer.Exit(code=1 if result.regressed else 0)
+
+
+def prune(
+    store: Annotated[Path, typer.Argument(help="A store of runs (e.g. results/nightly), or one "
+                                               "run directory.", show_default=False)],
+    keep_traces: Annotated[int, typer.Option(min=0, help="Keep the profiler traces of the newest "
+                                                         "N runs of each scenario.")],
+) -> None:
+    """Drop old runs' profiler traces from a store, keeping every run's records.
+
+    The gate, `bench compare` and the report's trend read only the records, so they see the
+    whole history still; `bench trace` works on the runs that kept their traces. Exit code 0,
+    or 2 on bad input.
+    """
+    from bench.compare.stores import prune_traces
+
+    try:
+        pruned = prune_traces(store, keep_traces)
+    except FileNotFoundError as exc:
+        raise BenchError(str(exc)) from None
+    console.print(f"pruned the traces of {len(pruned)} run(s) in {escape(str(store))}; the "
+                  f"newest {keep_traces} of each scenario keep theirs", soft_wrap=True,
+                  highlight=False)

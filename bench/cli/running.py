@@ -115,6 +115,10 @@ def nightly(
              "tensorflow=2.22.*), and judge it against the pinned one (reported, not gating)."
     )] = None,
     env_cache: EnvCacheOption = None,
+    keep_traces: Annotated[Optional[int], typer.Option(
+        min=0, help="After gating, drop the profiler traces of all but the newest N runs of "
+                    "each scenario in the store (records are kept; see `bench prune`). "
+                    "Default: keep every trace.")] = None,
 ) -> None:
     """Run SCENARIOS into the store, gate each new run against the store, render the report.
 
@@ -131,7 +135,7 @@ def nightly(
                           RunOptions(quick=quick, only=only or [], rounds_factor=rounds_factor,
                                      candidate_env=candidate_env or [], env_cache=env_cache),
                           console,
-                          confirm_runs=confirm)
+                          confirm_runs=confirm, keep_traces=keep_traces)
     raise typer.Exit(code=outcome.exit_code)
 
 

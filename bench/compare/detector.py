@@ -11,14 +11,15 @@ certainty, and a fixed threshold alone flags noise.
 from __future__ import annotations
 
 import math
+from collections.abc import Collection, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
 import numpy as np
 
-from bench.axes import variant_key
+from bench.compare.figures import RunFigures, identity, run_figures
 from bench.compare.tdist import t_quantile
-from bench.compare.yardstick import relative_to_yardstick
+from bench.compare.yardstick import round_medians
 from bench.records import counts_as_variant
 
 DEFAULT_MIN_EFFECT = 0.05
@@ -26,22 +27,24 @@ DEFAULT_ALPHA = 0.01
 BOOTSTRAP_ROUNDS = 2000
 
 
-def identity(record: dict[str, Any]) -> tuple[Any, ...]:
-    """What makes two records the same variant: its axes and model (device kind and data source
-    are checked run-wide: comparing across them is refused)."""
-    v = record.get("variant") or {}
-    return (v.get("scenario_name"), *variant_key(v))
-
-
-def timed_windows(record: dict[str, Any]) -> list[np.ndarray]:
+def timed_windows(record: dict[str, Any], rounds: Sequence[float] | None = None
+                  ) -> list[np.ndarray]:
+    """The record's non-empty timed windows; divided by the yardstick's median step of each
+    round when `rounds` are given (bench.compare.yardstick)."""
     windows = (record.get("samples") or {}).get("timed") or []
-    return [np.asarray(w, dtype=float) for w in windows if len(w)]
+    if windows and len({len(w) for w in windows}) == 1 and len(windows[0]):  # one array
+        steps = np.asarray(windows, dtype=float)
+        if rounds is not None:
+            steps = steps / np.asarray(rounds, dtype=float)[:, None]
+        return list(steps)
+    if rounds is None:
+        return [np.asarray(w, dtype=float) for w in windows if len(w)]
+    return [np.asarray(w, dtype=float) / median
+            for w, median in zip(windows, rounds, strict=True) if len(w)]
 
 
-def median_step_s(record: dict[str, Any]) -> float | None:
-    """Median of all timed steps of an ok record; None when it has none."""
-    windows = timed_windows(record) if record.get("status") == "ok" else []
-    return float(np.median(np.concatenate(windows))) if windows else None
+def _has_timed(record: dict[str, Any]) -> bool:
+    return any(len(w) for w in (record.get("samples") or {}).get("timed") or [])
 
 
 def mann_whitney_p(a: np.ndarray, b: np.ndarray) -> float:
@@ -221,40 +224,60 @@ def _environment_mismatch(base: list[dict[str, Any]], cand: list[dict[str, Any]]
     return None
 
 
-def _history_medians(history: list[list[dict[str, Any]]]) -> dict[tuple[Any, ...], list[float]]:
+def _history_medians(figures: Sequence[RunFigures], relative: bool
+                     ) -> dict[tuple[Any, ...], list[float]]:
     medians: dict[tuple[Any, ...], list[float]] = {}
-    for run in history:
-        for rec in run:
-            if (median := median_step_s(rec)) is not None:
-                medians.setdefault(identity(rec), []).append(median)
+    for run in figures:
+        for key, variant in run.variants.items():
+            if (median := variant.median_in(relative)) is not None:
+                medians.setdefault(key, []).append(median)
     return medians
 
 
-def typical_baseline(base: list[dict[str, Any]], history: list[list[dict[str, Any]]],
-                     last: int = 5) -> list[dict[str, Any]]:
+Rounds = list[float] | None  # the yardstick's median step per round of a record's run
+
+
+def typical_baseline(base: list[dict[str, Any]], history: Sequence[list[dict[str, Any]]],
+                     last: int = 5, figures: Sequence[RunFigures] | None = None,
+                     relative: bool = False, base_rounds: Rounds = None
+                     ) -> list[tuple[dict[str, Any], Rounds]]:
     """Per variant, the record of the store's last `last` runs with the median step time (the
     upper median: the slower of two), instead of the newest run's: a burst of interference or a
     lucky fast process in one stored run then does not become the bar every candidate is held to.
+
+    `figures` (one per run of `history`, computed once per run) choose the run; only the chosen
+    runs' records are read. Each record comes with its run's yardstick rounds when `relative`
+    (the base's are `base_rounds`).
     """
-    chosen = []
+    figures = figures if figures is not None else [run_figures(run) for run in history]
+    recent = range(max(0, len(history) - last), len(history))
+    rounds_of: dict[int, Rounds] = {}  # each chosen run's rounds, computed once
+    chosen: list[tuple[dict[str, Any], Rounds]] = []
     for rec in base:
         key = identity(rec)
-        candidates = [(median, r) for run in history[-last:] for r in run
-                      if identity(r) == key and (median := median_step_s(r)) is not None]
+        candidates = [(median, j) for j in recent if (v := figures[j].variants.get(key))
+                      and (median := v.median_in(relative)) is not None]
         if len(candidates) < 2:
-            chosen.append(rec)
+            chosen.append((rec, base_rounds))
             continue
         candidates.sort(key=lambda pair: pair[0])
-        chosen.append(candidates[len(candidates) // 2][1])
+        j = candidates[len(candidates) // 2][1]
+        run = history[j]
+        typical = next(r for r in run if counts_as_variant(r) and identity(r) == key)
+        if relative and j not in rounds_of:
+            rounds_of[j] = round_medians(run)
+        chosen.append((typical, rounds_of.get(j)))
     return chosen
 
 
 def compare_records(base: list[dict[str, Any]], cand: list[dict[str, Any]], *,
                     min_effect: float | None = None, alpha: float = DEFAULT_ALPHA,
                     force: bool = False, seed: int = 0,
-                    history: list[list[dict[str, Any]]] | None = None,
+                    history: Sequence[list[dict[str, Any]]] | None = None,
                     always_ci: bool = True, run_to_run: bool = True,
-                    use_yardstick: bool = True) -> Comparison:
+                    use_yardstick: bool = True,
+                    history_figures: Sequence[RunFigures] | None = None,
+                    decided_elsewhere: Collection[str] = ()) -> Comparison:
     """Match records by identity and judge each pair; report vanished and newly failing ones.
 
     `history`: the records of several baseline runs (a baseline store); with two or more, each
@@ -262,25 +285,37 @@ def compare_records(base: list[dict[str, Any]], cand: list[dict[str, Any]], *,
     `run_to_run`, a within-run verdict must also stand out from run-to-run variation (`bench
     nightly` turns that off and re-runs suspects instead: see `confirm`). When every run has a
     yardstick measured in its own rounds, step times are judged relative to it
-    (`bench.compare.yardstick`), so a machine-wide slow spell cancels.
+    (`bench.compare.yardstick`), so a machine-wide slow spell cancels. `history_figures`, when
+    given, are the stored runs' figures computed before (bench.compare.figures): then only the
+    typical runs' records are read from `history`. Variants named in `decided_elsewhere` (which
+    a later test decides, such as the run-level one) get a placeholder "unchanged" verdict
+    instead of the step-sample test.
     """
-    relative = False
-    if use_yardstick:
-        base, cand, history, relative = relative_to_yardstick(base, cand, history)
+    history = history if history is not None else []
+    figures = (history_figures if history_figures is not None
+               else [run_figures(run) for run in history])
+    base_rounds, cand_rounds = round_medians(base), round_medians(cand)
+    relative = (use_yardstick and base_rounds is not None and cand_rounds is not None
+                and all(run.relative for run in figures))
+    if not relative:
+        base_rounds = cand_rounds = None
     base = [r for r in base if counts_as_variant(r)]  # controls measure the machine
     cand = [r for r in cand if counts_as_variant(r)]
-    history = [[r for r in run if counts_as_variant(r)] for run in history] if history else history
-    history_medians = _history_medians(history or [])
     mismatch = _environment_mismatch(base, cand)
     if mismatch and not force:
         return Comparison(refused=f"{mismatch}; refusing to compare (use --force to override)")
-    if history and len(history) >= 2:
-        base = typical_baseline(base, history)
-    base_by_key = {identity(r): r for r in base}
+    if len(history) >= 2:
+        typical = typical_baseline(base, history, figures=figures, relative=relative,
+                                   base_rounds=base_rounds)
+    else:
+        typical = [(r, base_rounds) for r in base]
+    history_medians = _history_medians(figures, relative) if run_to_run else {}
+    base_by_key = {identity(r): (r, rounds) for r, rounds in typical}
     cand_by_key = {identity(r): r for r in cand}
-    comparison = Comparison(baseline_runs=max(1, len(history or [])), relative=relative)
+    comparison = Comparison(baseline_runs=max(1, len(history)), relative=relative)
     for key in list(base_by_key) + [k for k in cand_by_key if k not in base_by_key]:
-        b, c = base_by_key.get(key), cand_by_key.get(key)
+        b, rounds = base_by_key.get(key, (None, None))
+        c = cand_by_key.get(key)
         name = (c or b or {}).get("variant_id", str(key))
         effect = min_effect if min_effect is not None else (
             ((c or b or {}).get("variant") or {}).get("min_effect") or DEFAULT_MIN_EFFECT)
@@ -296,10 +331,13 @@ def compare_records(base: list[dict[str, Any]], cand: list[dict[str, Any]], *,
         elif b["status"] != "ok":
             comparison.verdicts.append(Verdict(name, "skipped", note=f"{c.get('reason')}"))
         else:
-            bw, cw = timed_windows(b), timed_windows(c)
-            if not bw or not cw:
+            if not _has_timed(b) or not _has_timed(c):
                 comparison.verdicts.append(Verdict(name, "skipped", note="no timed samples"))
                 continue
+            if name in decided_elsewhere:
+                comparison.verdicts.append(Verdict(name, "unchanged", min_effect=effect))
+                continue
+            bw, cw = timed_windows(b, rounds), timed_windows(c, cand_rounds)
             verdict = compare_samples(bw, cw, key=name, min_effect=effect, alpha=alpha, seed=seed,
                                       always_ci=always_ci)
             comparison.verdicts.append(run_to_run_check(verdict, history_medians.get(key, []))

@@ -18,38 +18,24 @@ from __future__ import annotations
 
 import copy
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from bench.compare.detector import Comparison
+from bench.compare.figures import RunFigures, run_figure, run_figures  # noqa: F401 (the gate's figure)
 from bench.compare.tdist import t_quantile
-from bench.compare.yardstick import relative_runs
-from bench.records import counts_as_variant
 
 Run = list[dict[str, Any]]
 
 STORE_RUNS = 10  # the store's most recent runs that make the baseline sample
 MIN_STORE_RUNS = 3  # fewer stored runs give no usable spread; the gate falls back
-TRIM = 0.2  # share of windows dropped at each end: robust to a burst, nearly a mean's efficiency
 SD_FLOOR = 0.01  # a lucky quiet store must not make 1% look significant
 
 SUSPECT = (0.90, 0.5)  # (one-sided level, share of the minimum effect) that earns a re-run
 DECIDE = (0.99, 1.0)  # what a regression must clear with every candidate run counted
-
-
-def run_figure(record: dict[str, Any]) -> float | None:
-    """Log of the variant's typical window in this run: the trimmed mean of its windows' log
-    median step; None for a record without timed samples."""
-    if record.get("status") != "ok":
-        return None
-    windows = [w for w in (record.get("samples") or {}).get("timed") or [] if len(w)]
-    if not windows:
-        return None
-    logs = np.sort(np.log([float(np.median(w)) for w in windows]))
-    cut = int(len(logs) * TRIM)
-    return float(logs[cut:len(logs) - cut].mean())
 
 
 @dataclass
@@ -98,33 +84,31 @@ def run_test(stored: list[float], candidate: list[float]) -> RunTest | None:
     return RunTest(float(np.mean(candidate) - np.mean(stored)), sd, df, k, n)
 
 
-def _by_name(run: Run) -> dict[str, dict[str, Any]]:
-    return {r["variant_id"]: r for r in run if counts_as_variant(r)}
+def _figures(runs: Sequence[RunFigures], name: str, relative: bool) -> list[float]:
+    found = (run.named(name) for run in runs)
+    return [f for v in found if v is not None and (f := v.figure_in(relative)) is not None]
 
 
-def _figures(runs: list[Run], name: str) -> list[float]:
-    found = (_by_name(run).get(name) for run in runs)
-    return [f for rec in found if rec is not None and (f := run_figure(rec)) is not None]
-
-
-def usable(history: list[Run]) -> bool:
+def usable(history: Sequence[Run | RunFigures]) -> bool:
     return len(history) >= MIN_STORE_RUNS
 
 
-def run_level(first: Comparison, history: list[Run], candidate_runs: list[Run],
-              bar: tuple[float, float] = DECIDE) -> Comparison:
+def run_level(first: Comparison, history: Sequence[Run | RunFigures],
+              candidate_runs: Sequence[Run | RunFigures], bar: tuple[float, float] = DECIDE
+              ) -> Comparison:
     """A copy of `first` (the nightly run's comparison with the store) with its ok-vs-ok
     verdicts decided by `run_test` at `bar`; variants with too few stored runs keep theirs. Step
-    figures become run figures (in yardstick steps when every run has the yardstick)."""
-    stored = history[-STORE_RUNS:]
-    runs, relative = relative_runs([*stored, *candidate_runs])
-    stored, candidate_runs = runs[:len(stored)], runs[len(stored):]
+    figures become run figures (in yardstick steps when every run has the yardstick). Runs may
+    be given as records or as their figures (bench.compare.figures), computed once per run."""
+    stored = [_figures_of(run) for run in history[-STORE_RUNS:]]
+    candidates = [_figures_of(run) for run in candidate_runs]
+    relative = all(run.relative for run in [*stored, *candidates])
     result = copy.deepcopy(first)
     for verdict in result.verdicts:
         if verdict.status not in ("regression", "improvement", "unchanged"):
             continue
-        stored_figures = _figures(stored, verdict.key)
-        candidate_figures = _figures(candidate_runs, verdict.key)
+        stored_figures = _figures(stored, verdict.key, relative)
+        candidate_figures = _figures(candidates, verdict.key, relative)
         test = run_test(stored_figures, candidate_figures)
         if test is None:
             continue
@@ -145,6 +129,20 @@ def run_level(first: Comparison, history: list[Run], candidate_runs: list[Run],
                         f"each candidate run {each}")
     result.relative = relative
     return result
+
+
+def decided(history: Sequence[RunFigures], candidate: RunFigures) -> set[str]:
+    """The candidate's variants that `run_level` decides by whole runs against `history`:
+    their step-sample verdicts are replaced, so a caller need not compute them."""
+    stored = history[-STORE_RUNS:]
+    relative = all(run.relative for run in [*stored, candidate])
+    return {v.variant_id for v in candidate.variants.values()
+            if run_test(_figures(stored, v.variant_id, relative),
+                        _figures([candidate], v.variant_id, relative)) is not None}
+
+
+def _figures_of(run: Run | RunFigures) -> RunFigures:
+    return run if isinstance(run, RunFigures) else run_figures(run)
 
 
 def suspects(first: Comparison, history: list[Run], run: Run) -> list[str]:

@@ -7,6 +7,9 @@ scenario; this is the file side they share, so `compare.py` stays pure.
 from __future__ import annotations
 
 import json
+import shutil
+from collections import OrderedDict
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -15,13 +18,48 @@ from bench import results
 from bench.compare.detector import Comparison, to_markdown
 from bench.errors import BenchError
 
+Run = list[dict[str, Any]]
+
+
+class RecordsCache:
+    """Run directories' records, read on demand; the few most recently used are kept."""
+
+    def __init__(self, keep: int = 8) -> None:
+        self.keep = keep
+        self._runs: OrderedDict[Path, Run] = OrderedDict()
+
+    def __call__(self, run_dir: Path) -> Run:
+        if run_dir in self._runs:
+            self._runs.move_to_end(run_dir)
+            return self._runs[run_dir]
+        records = results.read_records(run_dir)
+        self._runs[run_dir] = records
+        while len(self._runs) > self.keep:
+            self._runs.popitem(last=False)
+        return records
+
+
+class StoredRuns(Sequence[Run]):
+    """The records of earlier runs, read only when a comparison looks at one of them."""
+
+    def __init__(self, dirs: Sequence[Path], read: Callable[[Path], Run]) -> None:
+        self.dirs, self.read = dirs, read
+
+    def __len__(self) -> int:
+        return len(self.dirs)
+
+    def __getitem__(self, index: Any) -> Any:
+        if isinstance(index, slice):
+            return [self.read(d) for d in self.dirs[index]]
+        return self.read(self.dirs[index])
+
 
 @dataclass
 class Store:
     """The runs of one scenario in a baseline store (a run directory or a folder of them)."""
 
     dirs: list[Path]  # oldest first
-    history: list[list[dict[str, Any]]]  # their records
+    history: Sequence[list[dict[str, Any]]]  # their records, read when looked at (StoredRuns)
 
     @property
     def newest(self) -> Path:
@@ -46,9 +84,10 @@ def candidate(run_dir: Path) -> tuple[list[dict[str, Any]], str]:
 
 
 def load_store(store: Path, scenario: str, exclude: Path) -> Store | None:
-    """The store's runs of `scenario` other than `exclude`; None when there are none."""
+    """The store's runs of `scenario` other than `exclude`; None when there are none. Their
+    records are read as a comparison looks at them, and only the last few are kept in memory."""
     dirs = results.runs_of_scenario(store, scenario, exclude=exclude)
-    return Store(dirs, [results.read_records(d) for d in dirs]) if dirs else None
+    return Store(dirs, StoredRuns(dirs, RecordsCache())) if dirs else None
 
 
 def write_reports(result: Comparison, store: Store, run_dir: Path, markdown: Path | None,
@@ -59,3 +98,31 @@ def write_reports(result: Comparison, store: Store, run_dir: Path, markdown: Pat
     if json_path:
         json_path.write_text(json.dumps({"baseline": str(store.newest), "candidate": str(run_dir),
                                          **result.to_dict()}, indent=2))
+
+
+TRACES = "traces"
+
+
+def prune_traces(store: Path, keep: int) -> list[Path]:
+    """Delete the profiler traces of all but the newest `keep` runs of each scenario in the store
+    (a run directory or a folder of them); every run's records, logs and metadata stay, so the
+    gate, `bench compare` and the report's trend see the whole history. Returns the runs pruned.
+
+    A run's traces are about 5 MB for the default scenario: a year of nightly runs would keep
+    2 GB of them, where its records take about 140 MB.
+    """
+    if keep < 0:
+        raise BenchError(f"--keep-traces must be 0 or more, not {keep}")
+    by_scenario: dict[str, list[Path]] = {}
+    for run in results.find_run_dirs([store]):
+        variants = results.read_json(run / results.VARIANTS_FILE)
+        name = str(variants[0].get("scenario_name")) if variants else run.name
+        by_scenario.setdefault(name, []).append(run)
+    pruned = []
+    for runs in by_scenario.values():
+        runs.sort(key=lambda r: r.name)  # run names carry their start time
+        for run in runs[:len(runs) - keep]:
+            if (run / TRACES).is_dir():
+                shutil.rmtree(run / TRACES)
+                pruned.append(run)
+    return pruned

@@ -29,7 +29,7 @@ def _yardstick(run: Run) -> dict[str, Any] | None:
                 None)
 
 
-def _round_medians(run: Run) -> list[float] | None:
+def round_medians(run: Run) -> list[float] | None:
     """The yardstick's median step in each round, when every ok variant of the run ran in its
     rounds (None otherwise)."""
     stick = _yardstick(run)
@@ -48,24 +48,25 @@ def _round_medians(run: Run) -> list[float] | None:
     return [statistics.median(w) for w in windows]
 
 
+def relative_record(rec: dict[str, Any], medians: list[float]) -> dict[str, Any]:
+    """A shallow copy of an ok record with its timed samples in yardstick steps."""
+    timed = (rec.get("samples") or {}).get("timed")
+    if rec.get("status") != "ok" or not timed:
+        return rec
+    rec = copy.copy(rec)
+    rec["samples"] = {**rec["samples"], "timed": [
+        [s / median for s in window] for window, median in zip(timed, medians, strict=True)]}
+    return rec
+
+
 def _relative(run: Run, medians: list[float]) -> Run:
-    out = []
-    for rec in run:
-        timed = (rec.get("samples") or {}).get("timed")
-        if rec.get("status") != "ok" or not timed:
-            out.append(rec)
-            continue
-        rec = copy.copy(rec)
-        rec["samples"] = {**rec["samples"], "timed": [
-            [s / median for s in window] for window, median in zip(timed, medians, strict=True)]}
-        out.append(rec)
-    return out
+    return [relative_record(rec, medians) for rec in run]
 
 
 def relative_runs(runs: list[Run]) -> tuple[list[Run], bool]:
     """Every run with its timed samples in yardstick steps, and True; or the runs unchanged and
     False when any of them cannot be judged that way (all or none: units must not mix)."""
-    medians = [_round_medians(run) for run in runs]
+    medians = [round_medians(run) for run in runs]
     if any(m is None for m in medians):
         return runs, False
     return [_relative(run, m) for run, m in zip(runs, medians, strict=True)], True

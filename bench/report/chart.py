@@ -11,9 +11,11 @@ template once (`assets/plotly-template.js`) and draws them.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
 import plotly.io as pio
 from plotly.io.json import to_json_plotly
 
@@ -35,6 +37,9 @@ class Chart:
     how_to_read: str
     figure: Figure | None = None
     note: str = ""  # what is missing or partial, in words
+    # Arrays that several traces (or the layout) hold alike, written once in the page: a trace
+    # or axis whose array equals shared[name] carries "@name" instead (report.js puts it back).
+    shared: dict[str, list[Any]] | None = None
 
     @property
     def rendered(self) -> bool:
@@ -42,7 +47,60 @@ class Chart:
 
     @property
     def figure_json(self) -> str:
-        return html_safe_json(to_json_plotly(self.figure))
+        figure = rounded(self.figure)
+        if self.shared:
+            shared = {name: rounded(values) for name, values in self.shared.items()}
+            targets = [*figure["data"], *(v for k, v in figure["layout"].items()
+                                          if k.startswith(("xaxis", "yaxis")))]
+            for target in targets:
+                for key in SHARED_KEYS:
+                    for name, values in shared.items():
+                        if target.get(key) == values:
+                            target[key] = f"@{name}"
+            figure["shared"] = shared
+        return html_safe_json(to_json_plotly(figure))
+
+
+SHARED_KEYS = ("x", "y", "customdata", "text", "categoryarray", "tickvals", "ticktext")
+
+
+SIGNIFICANT = 4  # digits a chart is read at: its data is written with no more
+
+
+def rounded(value: Any) -> Any:
+    """`value` with every float at `SIGNIFICANT` significant digits (most of a page's bytes are
+    chart numbers: 16 digits where 4 are read made a run page 2.5 times as large)."""
+    kind = type(value)
+    if kind is float:
+        if value != value or value in (math.inf, -math.inf):
+            return value
+        short = float(f"{value:.{SIGNIFICANT}g}")
+        return int(short) if short.is_integer() and abs(short) < 1e15 else short
+    if kind is dict:
+        return {k: rounded(v) for k, v in value.items()}
+    if kind is list or kind is tuple:
+        if len(value) > 16 and all(type(v) is float for v in value):  # a data array
+            return _short(value)
+        return [rounded(v) for v in value]
+    return value
+
+
+def _short(values: list[float]) -> list[Any]:
+    """The floats at `SIGNIFICANT` significant digits, as the nearest doubles (so JSON writes
+    them short); whole numbers as ints when all are whole."""
+    x = np.asarray(values, dtype=float)
+    finite = np.isfinite(x) & (x != 0)
+    digits = np.zeros(len(x))
+    digits[finite] = SIGNIFICANT - 1 - np.floor(np.log10(np.abs(x[finite])))
+    up, down = digits >= 0, digits < 0  # scale by exact powers of ten only
+    out = x.copy()
+    out[up & finite] = np.round(x[up & finite] * 10.0 ** digits[up & finite]) \
+        / 10.0 ** digits[up & finite]
+    out[down & finite] = np.round(x[down & finite] / 10.0 ** -digits[down & finite]) \
+        * 10.0 ** -digits[down & finite]
+    if np.isfinite(out).all() and (out == np.round(out)).all() and (np.abs(out) < 1e15).all():
+        return out.astype(np.int64).tolist()
+    return out.tolist()
 
 
 def html_safe_json(text: str) -> str:

@@ -30,7 +30,8 @@ def top_ops_chart(run: RunView) -> Chart:
     chart = Chart("top-ops", "Top ops of each variant's trace",
                   "Each cell: an op's self time as a share of the step (its self time over the "
                   "traced steps' wall time), for the ops among the 5 largest of any variant. "
-                  "Hover for the milliseconds that share is of the untraced median step. Ops on "
+                  "The tables under the figures give the milliseconds that share is of the "
+                  "untraced median step. Ops on "
                   "parallel host threads overlap, so a column can add up to more than 100%. "
                   "The tables under the figures list each variant's top 10.")
     shares = {r["variant_id"]: op_shares(r) for r in run.ok}
@@ -47,16 +48,12 @@ def top_ops_chart(run: RunView) -> Chart:
     ids = [r["variant_id"] for r in traced]
     by_op = {vid: {op["name"]: op for op in shares[vid]} for vid in ids}
     z = [[100 * by_op[vid][n]["share"] if n in by_op[vid] else None for vid in ids] for n in names]
-    hover = [[f"{by_op[vid][n]['share']:.1%} of the step = {by_op[vid][n]['untraced_ms']:.2f} ms "
-              f"of the untraced step ({by_op[vid][n]['type']})" if n in by_op[vid] else
-              "not among this variant's top 10" for vid in ids] for n in names]
     chart.figure = {"data": [{
         "type": "heatmap", "x": ids, "y": [_short(n) for n in names], "z": z,
         "colorscale": [[0, "#eef4fb"], [1, "#08306b"]], "zmin": 0, "hoverongaps": False, "xgap": 2, "ygap": 2,
         "text": [[f"{v:.0f}%" if v is not None else "" for v in row] for row in z],
-        "texttemplate": "%{text}", "customdata": hover,
-        "colorbar": {"title": {"text": "% of step"}},
-        "hovertemplate": "%{x}<br>%{y}<br>%{customdata}<extra></extra>"}],
+        "texttemplate": "%{text}", "colorbar": {"title": {"text": "% of step"}},
+        "hovertemplate": "%{x}<br>%{y}<br>%{z:.1f}% of the step<extra></extra>"}],
         "layout": layout(max(320, 140 + 26 * len(names)), xaxis={"type": "category",
                                                                  "tickangle": -30},
                          yaxis=categories_axis(), margin={"l": 10, "r": 10, "t": 20, "b": 160})}

@@ -1,16 +1,27 @@
-"""Steps in a scenario's history: each run judged against the runs before it, as `bench compare`
-judges a candidate against a baseline store, so the trend marks the same slowdowns the nightly
-gate would flag."""
+"""Steps in a scenario's history: each run judged against the runs before it as `bench nightly`
+judges a night against its store, so the trend marks the slowdowns the nightly gate would flag.
+
+With fewer than `runlevel.MIN_STORE_RUNS` earlier runs, a run is judged as `bench compare STORE
+RUN` judges it (step samples against the typical stored run, then the run-to-run interval); from
+then on by whole runs: its run figure against the last `runlevel.STORE_RUNS` runs' figures, at
+the gate's deciding bar (the gate's re-runs are not in the store, so the night's run stands
+alone). Each run's figures are computed once (bench.compare.figures), and a run's steps depend
+only on the runs before it, so they are computed once per run too: a store's history costs
+O(runs) per variant, and one more run costs one more judgement.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
+from typing import Any
 
+from bench.compare import runlevel
 from bench.compare.detector import Verdict, compare_records
-from bench.report.runs import RunView
+from bench.compare.figures import RunFigures
 
 MARKED = ("regression", "improvement")
+Run = list[dict[str, Any]]
 
 
 @dataclass(frozen=True)
@@ -23,17 +34,33 @@ class Step:
     def text(self) -> str:
         v = self.verdict
         ci = f", CI {v.ci_low:.3f}–{v.ci_high:.3f}" if v.ci_low is not None else ""
+        if v.p_value is None:  # judged by whole runs, as the nightly gate judges them
+            return (f"{v.status}: step time ×{v.ratio:.3f}{ci} against the {v.history_runs} runs "
+                    f"before it, judged by whole runs (run-to-run sd {v.between_run_cv:.1%})")
         return (f"{v.status}: step time ×{v.ratio:.3f}{ci}, p={v.p_value:.2g} against the "
                 f"previous run" + (f" ({v.history_runs} runs of history)" if v.history_runs else ""))
 
+    def to_json(self) -> dict[str, Any]:
+        return {"run": self.run, "variant_id": self.variant_id, "verdict": asdict(self.verdict)}
 
-def detect_steps(runs: Sequence[RunView]) -> list[Step]:
-    """Regressions and improvements of each run against its predecessors (oldest first)."""
-    steps = []
-    for i in range(1, len(runs)):
-        comparison = compare_records(runs[i - 1].records, runs[i].records,
-                                     history=[r.records for r in runs[:i]], always_ci=False)
-        if comparison.refused:
-            continue
-        steps += [Step(runs[i].name, v.key, v) for v in comparison.verdicts if v.status in MARKED]
-    return steps
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> Step:
+        return cls(data["run"], data["variant_id"], Verdict(**data["verdict"]))
+
+
+def judge_run(name: str, records: Run, figures: RunFigures, earlier: Sequence[RunFigures],
+              history: Sequence[Run]) -> list[Step]:
+    """The regressions and improvements of one run against the runs before it (`earlier`: their
+    figures, `history`: their records, oldest first, read only where a comparison needs them)."""
+    if not earlier:
+        return []
+    by_runs = runlevel.usable(earlier)
+    comparison = compare_records(history[-1], records, history=history, history_figures=earlier,
+                                 always_ci=False, run_to_run=not by_runs,
+                                 decided_elsewhere=runlevel.decided(earlier, figures)
+                                 if by_runs else ())
+    if comparison.refused:
+        return []
+    if by_runs:
+        comparison = runlevel.run_level(comparison, earlier, [figures], runlevel.DECIDE)
+    return [Step(name, v.key, v) for v in comparison.verdicts if v.status in MARKED]

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
+
 from bench.report.chart import Chart, categories_axis, colour, layout, line_shape
 from bench.report.detail_charts import measurement_cost_chart, top_ops_chart, workers_chart
 from bench.report.records import (
@@ -58,15 +60,25 @@ def throughput_chart(run: RunView) -> Chart:
                         "thickness": 1.2},
             "text": [f"{m:,.0f}" for m in medians], "textposition": "inside",
             "insidetextanchor": "start", "hovertext": hover, "hoverinfo": "text+y"}
-    per_repeat = [(x, r["variant_id"]) for r in recs for x in r["throughput"].get("per_repeat") or []]
-    dots = {"type": "scatter", "mode": "markers", "name": "repeats",
+    # The dots sit on a hidden numeric axis laid over the variants' one (variant i at i), so each
+    # dot carries a small number instead of its variant's id again.
+    per_repeat = [(x, i) for i, r in enumerate(recs) for x in r["throughput"].get("per_repeat") or []]
+    dots = {"type": "scatter", "mode": "markers", "name": "repeats", "yaxis": "y2",
             "x": [p[0] for p in per_repeat], "y": [p[1] for p in per_repeat],
             "marker": {"color": "#ffffff", "size": 7, "line": {"color": "#111111", "width": 1}},
             "hovertemplate": "repeat: %{x:,.0f} examples/s<extra></extra>"}
     chart.figure = {"data": [bars, dots], "layout": layout(
         _height(len(recs)), showlegend=False, xaxis={"title": {"text": "examples/s"}},
-        yaxis=categories_axis())}
+        **overlaid_variant_axes(len(recs)))}
     return chart
+
+
+def overlaid_variant_axes(n: int) -> dict[str, Any]:
+    """A y axis of n variant ids (first at the top) and a hidden numeric one laid over it where
+    variant i sits at i: points drawn on the second carry a small number, not the id again."""
+    span = [n - 0.5, -0.5]
+    return {"yaxis": {**categories_axis(), "autorange": False, "range": span},
+            "yaxis2": {"overlaying": "y", "range": span, "visible": False, "fixedrange": True}}
 
 
 def _curve_name(rec: dict[str, Any]) -> str:
@@ -188,6 +200,19 @@ def _sampled(run: RunView, chart: Chart) -> list[dict[str, Any]]:
     return recs
 
 
+def box_of(samples_ms: list[float]) -> dict[str, Any]:
+    """A box plot's figures of the samples (quartiles, whiskers at the farthest samples within
+    1.5 IQR, as plotly draws them) and the samples beyond the whiskers: the page carries these,
+    not every step, which the timeline already holds."""
+    steps = np.asarray(samples_ms, dtype=float)
+    q1, median, q3 = (float(x) for x in np.percentile(steps, [25, 50, 75]))
+    reach = 1.5 * (q3 - q1)
+    inside = steps[(steps >= q1 - reach) & (steps <= q3 + reach)]
+    return {"q1": q1, "median": median, "q3": q3, "lowerfence": float(inside.min()),
+            "upperfence": float(inside.max()),
+            "outliers": steps[(steps < q1 - reach) | (steps > q3 + reach)].tolist()}
+
+
 def distribution_chart(run: RunView) -> Chart:
     chart = Chart("distribution", "Step-time distribution",
                   "Every timed step of every repeat, in ms (log scale). Box: quartiles and median; "
@@ -195,12 +220,21 @@ def distribution_chart(run: RunView) -> Chart:
     recs = _sampled(run, chart)
     if not recs:
         return chart
-    data = [{"type": "box", "orientation": "h", "name": r["variant_id"],
-             "x": [s * 1e3 for s in timed_samples(r)], "boxpoints": "outliers",
-             "marker": {"color": colour(r), "size": 3}, "line": {"width": 1.2}} for r in recs]
+    data: list[dict[str, Any]] = []
+    for i, rec in enumerate(recs):
+        box = box_of([s * 1e3 for s in timed_samples(rec)])
+        name = rec["variant_id"]
+        data.append({"type": "box", "orientation": "h", "name": name, "y": [name],
+                     **{k: [box[k]] for k in ("q1", "median", "q3", "lowerfence", "upperfence")},
+                     "marker": {"color": colour(rec), "size": 3}, "line": {"width": 1.2}})
+        if box["outliers"]:  # on the hidden numeric axis over the variants' (variant i at i)
+            data.append({"type": "scatter", "mode": "markers", "name": name, "yaxis": "y2",
+                         "x": box["outliers"], "y0": i, "dy": 0.000001,
+                         "marker": {"color": colour(rec), "size": 3},
+                         "hovertemplate": "%{x:.3f} ms<extra>" + name + "</extra>"})
     chart.figure = {"data": data, "layout": layout(
         _height(len(recs)), showlegend=False,
-        xaxis={"title": {"text": "ms per step"}, "type": "log"}, yaxis=categories_axis())}
+        xaxis={"title": {"text": "ms per step"}, "type": "log"}, **overlaid_variant_axes(len(recs)))}
     return chart
 
 
@@ -221,7 +255,7 @@ def timeline_chart(run: RunView) -> Chart:
         timed = timed_samples(rec)
         data.append({"type": "scatter", "mode": "lines", "name": rec["variant_id"],
                      "legendgroup": rec["variant_id"],
-                     "x": list(range(-len(warmup), len(timed))),
+                     "x0": -len(warmup), "dx": 1,  # step numbers: from the first warmup step on
                      "y": [s * 1e3 for s in [*warmup, *timed]],
                      "line": {"color": colour(rec), "width": 1},
                      "hovertemplate": "step %{x}: %{y:.2f} ms<extra>%{fullData.name}</extra>"})
@@ -241,13 +275,14 @@ def timeline_chart(run: RunView) -> Chart:
         annotations.append({"text": "warmup", "xref": "x", "yref": "paper",
                             "x": -longest_warmup - 0.5, "y": 1, "xanchor": "left",
                             "showarrow": False})
-    edge = 0
+    edges, edge = [], 0
     for window in ((recs[0].get("samples") or {}).get("timed") or [])[:-1]:
         edge += len(window)
-        shapes.append(line_shape("x", "paper", edge - 0.5, edge - 0.5, 0, 1, dash="dot",
-                                 colour_="#777777"))
+        edges.append(edge - 0.5)
     chart.figure = {"data": data, "layout": layout(
-        460, xaxis={"title": {"text": "step (0 = first timed step)"}},
+        460, xaxis={"title": {"text": "step (0 = first timed step)"},
+                    "minor": {"tickvals": edges, "showgrid": True, "griddash": "dot",
+                              "gridcolor": "#999999", "ticks": ""}},
         yaxis={"title": {"text": "ms per step"}, "type": "log"}, legend={"font": {"size": 10}},
         shapes=shapes, annotations=annotations)}
     return chart

@@ -114,29 +114,46 @@ def find_baselines(records: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
     batch (falling back to the same API and precision)."""
     bases = [r for r in records if r.get("status") == "ok" and counts_as_variant(r)
              and r["variant"].get("strategy") in BASELINE_STRATEGIES]
+    keyed = [(baseline_key(b["variant"]), _loose_key(b["variant"]), b) for b in bases]
     out: dict[str, dict[str, Any]] = {}
     for rec in records:
         if rec.get("status") != "ok":
             continue
-        v = rec["variant"]
-        exact = [b for b in bases if baseline_key(b["variant"]) == baseline_key(v)]
-        loose = [b for b in bases if _loose_key(b["variant"]) == _loose_key(v)]
+        key, loose_key = baseline_key(rec["variant"]), _loose_key(rec["variant"])
+        exact = [b for k, _, b in keyed if k == key]
+        loose = [b for _, k, b in keyed if k == loose_key]
         if exact or loose:
             out[rec["variant_id"]] = (exact or loose)[0]
     return out
 
 
-def load_run(run_dir: Path) -> RunView:
+Head = tuple[dict[str, Any], list[dict[str, Any]], str, str]  # environment, variants, name, text
+
+
+def read_head(run_dir: Path) -> Head:
+    """The run's environment, variants, scenario name and description: its small files only."""
     variants_path = run_dir / results.VARIANTS_FILE
     env_path = run_dir / results.ENVIRONMENT_FILE
     variants = results.read_json(variants_path) if variants_path.exists() else []
     environment = results.read_json(env_path) if env_path.exists() else {}
-    records = add_scaling_efficiency(results.read_records(run_dir))
     name, description = _scenario_meta(run_dir, variants)
+    return environment, variants, name, description
+
+
+def load_run(run_dir: Path, records: list[dict[str, Any]] | None = None,
+             page: bool = True, head: Head | None = None) -> RunView:
+    """The run directory as a view; `records`, when given, are its records read already. With
+    `page` false, without what only its page shows (scaling efficiency, baselines, the noise
+    floor's bootstrap): enough for its line in the index and its points on the trend. `head`:
+    its small files (`read_head`), when read already."""
+    environment, variants, name, description = head or read_head(run_dir)
+    records = results.read_records(run_dir) if records is None else records
     view = RunView(path=run_dir, records=records, environment=environment, variants=variants,
                    scenario_name=name, description=description)
-    view.baselines = find_baselines(records)
-    view.noise_floor = noise_floor(records)
+    if page:
+        view.records = records = add_scaling_efficiency(records)
+        view.baselines = find_baselines(records)
+        view.noise_floor = noise_floor(records)
     return view
 
 

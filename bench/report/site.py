@@ -4,9 +4,15 @@
     <out>/scenario-<slug>.html      a scenario's runs, throughput trend, latest comparison
     <out>/run-<run name>.html       one run's comparison page
     <out>/assets/                   plotly.min.js (once, shared), report.css, report.js
+    <out>/.bench-manifest.json      what each page was built from (bench.report.manifest)
 
 Templates are jinja2 with autoescape on: scenario names, descriptions and error texts are data,
 never markup. The site loads nothing from the network, so it opens from file:// anywhere.
+
+Runs are read one at a time, oldest first, and only their summaries (bench.report.summaries) are
+kept, so memory does not grow with the store's records. Re-rendering a site reads only the runs
+that are new or changed, and writes only the pages whose inputs changed: after one more nightly
+run, its page, its scenario's page and the index.
 """
 
 from __future__ import annotations
@@ -14,23 +20,29 @@ from __future__ import annotations
 import shutil
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from functools import cache
 from importlib import resources
 from pathlib import Path
+from typing import Any
 
 import jinja2
 
 import bench
+from bench.compare.stores import RecordsCache, StoredRuns
 from bench.errors import BenchError
 from bench.report import narrative, tables
 from bench.report.chart import Chart, template_script
 from bench.report.checkpoints import COLUMNS as CHECKPOINT_COLUMNS
-from bench.report.history import Step, detect_steps
+from bench.report.history import Step, judge_run
+from bench.report.manifest import Manifest, digest, run_stamp
 from bench.report.run_charts import run_charts
-from bench.report.runs import RunView, load_run_views
+from bench.report.runs import RunView, load_run, read_head
 from bench.report.scenario_charts import trend_chart
-from bench.results import slug, write_text_atomic
+from bench.report.summaries import RunSummary, summarize
+from bench.results import find_run_dirs, slug, write_text_atomic
 
 MARKER = ".bench-report"
+RECENT_RUNS = 50  # rows of a scenario page's run table (the index and the trend hold them all)
 ASSETS = "assets"
 _STATIC = ("report.css", "report.js")
 
@@ -62,9 +74,24 @@ class ScenarioGroup:
     name: str
     description: str
     page: str
-    runs: list[RunView] = field(default_factory=list)
+    runs: list[Any] = field(default_factory=list)  # RunSummary (or RunView), oldest first
     trend: Chart | None = None
     steps: list[Step] = field(default_factory=list)
+
+
+@dataclass
+class RunEntry:
+    """A run directory of the site before its summary is known: enough to order and group it."""
+
+    path: Path
+    stamp: list[Any]
+    name: str
+    scenario_name: str
+    description: str
+    started_at: str
+    summary: RunSummary | None = None
+    page: str = ""
+    scenario_page: str = ""
 
 
 def build_run_page(run: RunView, out_dir: Path) -> RunPage:
@@ -77,7 +104,7 @@ def build_run_page(run: RunView, out_dir: Path) -> RunPage:
         checkpoints=tables.checkpoint_table(run))
 
 
-def group_by_scenario(runs: list[RunView]) -> list[ScenarioGroup]:
+def group_by_scenario(runs: list[Any]) -> list[ScenarioGroup]:
     """Assign page names (unique even when two scenario names share a slug)."""
     groups: dict[str, ScenarioGroup] = {}
     used: set[str] = set()
@@ -125,40 +152,133 @@ def copy_assets(out_dir: Path) -> None:
 
 
 def template_environment() -> jinja2.Environment:
-    return jinja2.Environment(
+    env = jinja2.Environment(
         loader=jinja2.PackageLoader("bench.report", "templates"),
         autoescape=True,  # every {{ }} is escaped unless a value is explicitly marked safe
         undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True)
+    env.filters["cells"] = tables.cells_html
+    return env
+
+
+def _entries(paths: list[Path], manifest: Manifest) -> list[RunEntry]:
+    """Every run under `paths`, oldest first; a run unchanged since the last render comes with
+    its summary, any other with its small files read only."""
+    try:
+        dirs = find_run_dirs(paths)
+    except FileNotFoundError as exc:
+        raise BenchError(str(exc)) from None
+    entries = []
+    for run_dir in dirs:
+        stamp = run_stamp(run_dir)
+        summary = manifest.summary(run_dir, stamp)
+        if summary is not None:
+            entries.append(RunEntry(run_dir, stamp, summary.name, summary.scenario_name,
+                                    summary.description, summary.started_at, summary))
+            continue
+        environment, _, name, description = read_head(run_dir)
+        entries.append(RunEntry(run_dir, stamp, run_dir.name, name, description,
+                                str(environment.get("started_at") or "")))
+    return sorted(entries, key=lambda e: (e.started_at, e.name))
+
+
+class _Writer:
+    """Writes a page unless the manifest says it was built from the same inputs."""
+
+    def __init__(self, out_dir: Path, old: Manifest, new: Manifest, run_count: int) -> None:
+        self.out_dir, self.old, self.new = out_dir, old, new
+        self.env = _templates()
+        self.common = {"generated_at": datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"),
+                       "bench_version": bench.__version__}
+        self.run_count = run_count
+
+    def needed(self, page: str, inputs: str) -> bool:
+        self.new.pages[page] = inputs
+        return not self.old.current(self.out_dir, page, inputs)
+
+    def write(self, page: str, template: str, **context: object) -> None:
+        html = self.env.get_template(template).render(**self.common, **context)
+        write_text_atomic(self.out_dir / page, html)
+
+
+@cache
+def _templates() -> jinja2.Environment:
+    """One template environment per process: compiling the templates is the costly part."""
+    return template_environment()
+
+
+def _run_inputs(writer: _Writer, entry: RunEntry) -> str:
+    return digest(writer.new.version, entry.stamp, str(entry.path.resolve()), entry.page,
+                  entry.scenario_page, str(writer.out_dir.resolve()))
+
+
+def _render_group(group: ScenarioGroup, entries: list[RunEntry], writer: _Writer,
+                  read: RecordsCache) -> None:
+    """The group's run pages that changed, each run's steps against the runs before it, and the
+    scenario page; `group.runs` becomes the runs' summaries."""
+    out_dir = writer.out_dir
+    chain = ""
+    summaries: list[RunSummary] = []
+    inputs = [_run_inputs(writer, entry) for entry in entries]
+    due = [writer.needed(entry.page, page_inputs) for entry, page_inputs in zip(
+        entries, inputs, strict=True)]
+    for i, entry in enumerate(entries):
+        chain = digest(chain, str(entry.path), entry.stamp)
+        summary = entry.summary
+        head = read_head(entry.path) if summary is None or due[i] else None
+        if summary is None:
+            summary = summarize(load_run(entry.path, read(entry.path), page=False, head=head))
+        summary.page, summary.scenario_page = entry.page, entry.scenario_page
+        if summary.steps_key != chain:
+            summary.steps = judge_run(summary.name, read(entry.path), summary.figures,
+                                      [s.figures for s in summaries],
+                                      StoredRuns([e.path for e in entries[:i]], read))
+            summary.steps_key = chain
+        if due[i]:
+            run = load_run(entry.path, read(entry.path), head=head)
+            run.page, run.scenario_page = entry.page, entry.scenario_page
+            writer.write(entry.page, "run.html.j2", view=build_run_page(run, out_dir),
+                         has_charts=True, run_count=None)
+        writer.new.keep(entry.path, entry.stamp, summary)
+        summaries.append(summary)
+    group.runs = summaries
+    group.steps = [step for summary in summaries for step in summary.steps]
+    page_inputs = digest(writer.new.version, chain, group.page, group.description,
+                         [(s.page, s.scenario_page) for s in summaries], str(out_dir.resolve()))
+    if writer.needed(group.page, page_inputs):
+        latest = load_run(entries[-1].path, read(entries[-1].path))
+        latest.page, latest.scenario_page = entries[-1].page, entries[-1].scenario_page
+        group.trend = trend_chart(summaries, group.steps)
+        writer.write(group.page, "scenario.html.j2", scenario=group,
+                     view=build_run_page(latest, out_dir), has_charts=True,
+                     run_count=writer.run_count, recent_runs=RECENT_RUNS)
 
 
 def render_site(paths: list[Path], out_dir: Path) -> Path:
-    """Render every run under `paths` into `out_dir`; return the path of index.html."""
-    try:
-        runs = load_run_views(paths)
-    except FileNotFoundError as exc:
-        raise BenchError(str(exc)) from None
-    if not runs:
+    """Render every run under `paths` into `out_dir`; return the path of index.html.
+
+    Into a site rendered before, only the pages whose inputs changed are written (see
+    bench.report.manifest).
+    """
+    old = Manifest.load(out_dir)
+    entries = _entries(paths, old)
+    if not entries:
         raise BenchError(f"{' '.join(map(str, paths))}: no bench run directories found")
     prepare_out_dir(out_dir)
     copy_assets(out_dir)
-    env = template_environment()
-    scenarios = group_by_scenario(runs)
-    common = {"generated_at": datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"),
-              "bench_version": bench.__version__, "run_count": len(runs)}
-
-    def write(name: str, template: str, **context: object) -> None:
-        html = env.get_template(template).render(**common, **context)
-        write_text_atomic(out_dir / name, html)
-
-    pages = {run.name: build_run_page(run, out_dir) for run in runs}
-    for run in runs:
-        write(run.page, "run.html.j2", view=pages[run.name], has_charts=True)
+    new = Manifest(old.version)
+    writer = _Writer(out_dir, old, new, len(entries))
+    scenarios = group_by_scenario(entries)
+    read = RecordsCache()
     for group in scenarios:
-        group.steps = detect_steps(group.runs)
-        group.trend = trend_chart(group.runs, group.steps)
-        write(group.page, "scenario.html.j2", scenario=group, view=pages[group.runs[-1].name],
-              has_charts=True)
-    write("index.html", "index.html.j2", runs=runs, scenarios=scenarios, has_charts=False)
+        _render_group(group, [e for e in entries if e.scenario_page == group.page], writer, read)
+    runs = [s for group in scenarios for s in group.runs]
+    runs.sort(key=lambda r: (r.started_at, r.name))
+    inputs = digest(new.version, [(r.name, r.page, r.scenario_page, new.runs[r.path]["stamp"])
+                                  for r in runs], [g.page for g in scenarios])
+    if writer.needed("index.html", inputs):
+        writer.write("index.html", "index.html.j2", runs=runs, scenarios=scenarios,
+                     has_charts=False, run_count=len(runs))
+    new.save(out_dir)
     return out_dir / "index.html"
 
 

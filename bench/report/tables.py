@@ -6,11 +6,14 @@ Cells carry a display text and a sort key, so the page's sortable table orders 9
 
 from __future__ import annotations
 
+import math
 import os
 import shlex
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from markupsafe import Markup, escape
 
 from bench.checks.verdicts import ACCURACY, LOSS_PARITY, CheckKind
 from bench.compare.noise import within_noise
@@ -34,6 +37,28 @@ class Cell:
     text: str
     sort: str | float = ""
     numeric: bool = False
+
+    @property
+    def sort_attr(self) -> str | None:
+        """The cell's data-sort attribute: None where the text itself sorts right (the page's
+        script then sorts by the text), numbers at 6 significant digits."""
+        key = self.sort
+        if isinstance(key, float) and math.isfinite(key):
+            key = repr(float(f"{key:.6g}"))
+        key = str(key)
+        return None if key == self.text else key
+
+
+def cells_html(row: list[Cell]) -> Markup:
+    """A table row's cells as HTML (texts escaped): what the templates' cell loop wrote, built
+    here because a page has a couple of thousand cells and jinja's loop was most of its time."""
+    out = []
+    for cell in row:
+        sort = cell.sort_attr
+        out.append("<td" + (' class="num"' if cell.numeric else "")
+                   + ("" if sort is None else f' data-sort="{escape(sort)}"')
+                   + f">{escape(cell.text)}</td>")
+    return Markup("".join(out))
 
 
 def _num(value: Any, fmt: str, scale: float = 1.0) -> Cell:
@@ -131,11 +156,13 @@ def trace_rows(run: RunView, page_dir: Path) -> list[TraceRow]:
             continue
         vid = rec["variant_id"]
         analysis = trace.get("analysis") or {}
+        kept = (run.path / "traces").is_dir()
         rows.append(TraceRow(
-            variant_id=vid, link=relative_link(run.path / "traces" / vid, page_dir),
+            variant_id=vid, link=relative_link(run.path / "traces" / vid, page_dir) if kept else "",
             command=f"bench trace {shlex.quote(str(run.path))} {shlex.quote(vid)}",
             status=f"{trace.get('steps', '?')} steps traced; analysis "
-                   f"{analysis.get('status', 'not run')}"))
+                   f"{analysis.get('status', 'not run')}"
+                   + ("" if kept else "; the files were dropped by `bench prune`")))
     return rows
 
 

@@ -18,11 +18,32 @@
     }
     blocks.forEach(function (block) {
       var figure = JSON.parse(block.textContent);
+      if (figure.shared) expandShared(figure);
       var layout = figure.layout || {};
       if (window.BENCH_PLOTLY_TEMPLATE && !layout.template) layout.template = window.BENCH_PLOTLY_TEMPLATE;
       Plotly.newPlot(block.dataset.figure, figure.data, layout,
                      {responsive: true, displaylogo: false});
     });
+  }
+
+  // Arrays several traces hold alike are written once, under figure.shared; a trace or an
+  // axis names one as "@name" (bench.report.chart.Chart.shared).
+  var SHARED_KEYS = ["x", "y", "customdata", "text", "categoryarray", "tickvals", "ticktext"];
+  function expandShared(figure) {
+    var targets = (figure.data || []).slice();
+    Object.keys(figure.layout || {}).forEach(function (key) {
+      if (/^[xy]axis/.test(key)) targets.push(figure.layout[key]);
+    });
+    targets.forEach(function (target) {
+      SHARED_KEYS.forEach(function (key) {
+        var value = target[key];
+        if (typeof value === "string" && value.charAt(0) === "@" &&
+            Object.prototype.hasOwnProperty.call(figure.shared, value.slice(1))) {
+          target[key] = figure.shared[value.slice(1)];
+        }
+      });
+    });
+    delete figure.shared;
   }
 
   function sortKey(cell) {

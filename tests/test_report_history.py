@@ -1,0 +1,184 @@
+"""A store's history in the report: the trend marks what the nightly gate decides, a re-render
+after one more run writes only the pages whose inputs changed, old runs' traces can be dropped
+while every record stays, and the gate's t-quantiles are scipy's at every degree of freedom.
+
+Records in bench's schema from tests/fixtures/report_runs.py, with a yardstick in the same
+rounds, so the runs are judged in yardstick steps as real interleaved runs are.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from bench import results
+from bench.compare import runlevel
+from bench.compare.detector import compare_records
+from bench.compare.tdist import t_quantile
+from bench.report.site import render_site
+from tests.conftest import bench
+from tests.fixtures.report_runs import ENVIRONMENT, ok_record, variant, write_run
+
+SPECS = [("default-r1-fit-float32-gb64", "default", 1, 0.004),
+         ("mirrored-r1-fit-float32-gb64", "mirrored", 1, 0.0045),
+         ("mirrored-r2-fit-float32-gb128", "mirrored", 2, 0.012)]
+STEPS = re.compile(r"<tr><td>([^<]+)</td><td>([^<]+)</td><td class=\"(?:failed|ok)\">(\w+):")
+
+
+def night(n: int, slower: dict[str, float] | None = None) -> list[dict[str, Any]]:
+    """One interleaved run: the yardstick and three variants; `slower` scales a variant's steps."""
+    stick = variant("yardstick")
+    stick["control"] = "yardstick"
+    records = [ok_record(stick, 0.003, seed=100 * n)]
+    records += [ok_record(variant(vid, strategy, replicas), step * (slower or {}).get(vid, 1.0),
+                          seed=100 * n + i + 1)
+                for i, (vid, strategy, replicas, step) in enumerate(SPECS)]
+    batch = [r["variant_id"] for r in records]
+    return [{**r, "interleave": {"batch": batch}} for r in records]
+
+
+def add_night(root: Path, n: int, slower: dict[str, float] | None = None,
+              traces: bool = False) -> Path:
+    env = {**ENVIRONMENT, "started_at": f"2026-11-{n + 1:02d}T03:00:00+00:00"}
+    run = write_run(root, f"report_test-202611{n + 1:02d}T030000Z", night(n, slower),
+                    environment=env)
+    if traces:
+        (run / "traces" / "yardstick").mkdir(parents=True)
+        (run / "traces" / "yardstick" / "profile.pb").write_bytes(b"x" * 1000)
+    return run
+
+
+def gate_steps(runs: list[list[dict[str, Any]]], names: list[str]) -> set[tuple[str, str, str]]:
+    """What the gate decides of each run against the runs before it, judged the slow way: the
+    whole history through compare_records and runlevel.decide, as `bench nightly` calls them."""
+    marked = set()
+    for i in range(1, len(runs)):
+        history = runs[:i]
+        if runlevel.usable(history):
+            first = compare_records(history[-1], runs[i], history=history, always_ci=False,
+                                    run_to_run=False)
+            result = runlevel.decide(first, history, [runs[i]])
+        else:
+            result = compare_records(history[-1], runs[i], history=history, always_ci=False)
+        marked |= {(names[i], v.key, v.status) for v in result.verdicts
+                   if v.status in ("regression", "improvement")}
+    return marked
+
+
+def test_the_trend_marks_what_the_gate_decides(tmp_path: Path) -> None:
+    root = tmp_path / "store"
+    slow = {1: {"default-r1-fit-float32-gb64": 1.3},  # judged by step samples (1 run before)
+            5: {"mirrored-r1-fit-float32-gb64": 1.3}}  # judged by whole runs (5 runs before)
+    dirs = [add_night(root, n, slow.get(n)) for n in range(7)]
+    page = (render_site([root], tmp_path / "site").parent / "scenario-report_test.html").read_text()
+    shown = set(STEPS.findall(page))
+    expected = gate_steps([results.read_records(d) for d in dirs], [d.name for d in dirs])
+    assert shown == expected
+    assert (dirs[1].name, "default-r1-fit-float32-gb64", "regression") in shown
+    assert (dirs[5].name, "mirrored-r1-fit-float32-gb64", "regression") in shown
+    assert "judged by whole runs" in page  # the run-level verdict says how it was reached
+
+
+def _pages(site: Path) -> dict[str, tuple[int, int]]:
+    return {p.name: (p.stat().st_ino, p.stat().st_mtime_ns) for p in site.glob("*.html")}
+
+
+def test_one_more_run_rewrites_only_its_page_its_scenario_and_the_index(tmp_path: Path) -> None:
+    root, site = tmp_path / "store", tmp_path / "site"
+    dirs = [add_night(root, n) for n in range(4)]
+    render_site([root], site)
+    before = _pages(site)
+    scenario_before = (site / "scenario-report_test.html").read_text()
+    render_site([root], site)  # nothing changed: nothing written
+    assert _pages(site) == before
+
+    new = add_night(root, 4, {"mirrored-r2-fit-float32-gb128": 1.5})
+    render_site([root], site)
+    after = _pages(site)
+    changed = {name for name in after if after[name] != before.get(name)}
+    assert changed == {f"run-{new.name}.html", "scenario-report_test.html", "index.html"}
+    scenario_after = (site / "scenario-report_test.html").read_text()
+    assert new.name in scenario_after and new.name not in scenario_before
+    assert f'href="run-{new.name}.html"' in (site / "index.html").read_text()
+
+    # A changed input re-renders the pages built from it: a record rewritten in an old run.
+    records = results.read_records(dirs[1])
+    records[1]["throughput"]["median"] = 12345.0
+    (dirs[1] / results.RECORDS_FILE).write_text("".join(json.dumps(r) + "\n" for r in records))
+    render_site([root], site)
+    again = _pages(site)
+    assert {n for n in again if again[n] != after[n]} == {
+        f"run-{dirs[1].name}.html", "scenario-report_test.html", "index.html"}
+    assert "12,345" in (site / f"run-{dirs[1].name}.html").read_text()
+
+
+def test_chart_data_is_written_at_four_significant_digits(tmp_path: Path) -> None:
+    root = tmp_path / "store"
+    run = add_night(root, 0)
+    html = (render_site([root], tmp_path / "site").parent / f"run-{run.name}.html").read_text()
+    numbers = re.findall(r"-?\d+\.\d+(?:e-?\d+)?",
+                         " ".join(re.findall(r'data-figure="[^"]+">(.*?)</script>', html, re.S)))
+    assert numbers
+    digits = [len(n.split("e")[0].lstrip("-").replace(".", "").lstrip("0")) for n in numbers]
+    assert max(digits) <= 4
+
+
+def test_prune_drops_old_traces_and_keeps_every_record(tmp_path: Path) -> None:
+    root = tmp_path / "store"
+    dirs = [add_night(root, n, traces=True) for n in range(3)]
+    records = [results.read_records(d) for d in dirs]
+    proc = bench("prune", str(root), "--keep-traces", "1")
+    assert proc.returncode == 0, proc.stderr
+    assert "pruned the traces of 2 run(s)" in proc.stdout
+    assert [(d / "traces").exists() for d in dirs] == [False, False, True]
+    assert [results.read_records(d) for d in dirs] == records
+    html = (render_site([root], tmp_path / "site").parent / f"run-{dirs[0].name}.html").read_text()
+    assert "dropped by `bench prune`" in html
+    bad = bench("prune", str(tmp_path / "nowhere"), "--keep-traces", "1")
+    assert bad.returncode == 2 and "Traceback" not in bad.stderr
+    assert bad.stderr.strip().splitlines() == [f"error: {tmp_path / 'nowhere'}: not a bench run directory"]
+
+
+def test_t_quantiles_are_scipys_at_every_degree_of_freedom() -> None:
+    from scipy.stats import norm, t
+
+    for df in (1, 2, 9, 30, 31, 60, 120):
+        for level in (0.90, 0.99):
+            assert t_quantile(df, level) == pytest.approx(float(t.ppf(level, df)), rel=1e-12)
+    assert t_quantile(31, 0.99) > float(norm.ppf(0.99)) + 0.1  # no jump to the normal after 30
+
+
+def test_compare_starts_without_importing_scipy() -> None:
+    code = ("import sys, bench.compare.detector, bench.compare.runlevel, bench.cli; "
+            "print('scipy' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False"
+
+
+def test_a_long_trend_draws_bands_writes_its_labels_once_and_is_valid_plotly(tmp_path: Path) -> None:
+    import dataclasses
+
+    import plotly.graph_objects as go
+
+    from bench.report.runs import load_run
+    from bench.report.scenario_charts import LONG, trend_chart
+    from bench.report.summaries import summarize
+
+    one = summarize(load_run(add_night(tmp_path / "store", 0)))
+    runs = [dataclasses.replace(one, name=f"run-{i}", started_at=f"2026-12-{1 + i // 24:02d}T"
+                                f"{i % 24:02d}:00:00", commit=f"{i:010d}") for i in range(LONG)]
+    chart = trend_chart(runs)
+    go.Figure(chart.figure)  # raises ValueError naming any invalid property
+    bands = [t for t in chart.figure["data"] if t.get("fill") == "tonexty"]
+    assert len(bands) == len(SPECS) and not any("error_y" in t for t in chart.figure["data"])
+    written = json.loads(chart.figure_json)
+    assert written["shared"]["runs"][5] == f"2026-12-01 05:00<br>{5:010d}"
+    assert chart.figure_json.count("2026-12-01 05:00") == 1  # once, not once per variant
+    assert all(t["x"] == "@runs" for t in written["data"])
+    assert written["layout"]["xaxis"]["categoryarray"] == "@runs"
