@@ -28,13 +28,11 @@ GO = b"go\n"
 # by every task of a cluster (the chief writes there; the others write temporary copies inside).
 CHECKPOINT_DIR_ENV = "BENCH_CHECKPOINT_DIR"
 
-# The segments a worker waits at a gate before, in its order: timed windows (one per round),
-# the traced window, the unobserved block's untimed set-up (a new `fit` and its pipeline fill,
-# which the runner lets every variant run side by side), the unobserved block, then the rest of
-# the variant (checks, the record).
-WINDOW, TRACE, PREPARE, UNOBSERVED, FINISH = "window", "trace", "prepare", "unobserved", "finish"
-SEGMENTS = (WINDOW, TRACE, PREPARE, UNOBSERVED, FINISH)
-SIDE_BY_SIDE = (PREPARE,)  # segments that time nothing: released together, not in rounds
+# The segments a worker waits at a gate before, in its order: its turns (one per round: settling
+# steps, then an observed and an unobserved window), the traced turn, then the rest of the
+# variant (checks, the record).
+WINDOW, TRACE, FINISH = "window", "trace", "finish"
+SEGMENTS = (WINDOW, TRACE, FINISH)
 
 
 def format_progress(done: int, total: int) -> str:

@@ -100,9 +100,9 @@ def counts_as_variant(record: dict[str, Any]) -> bool:
     return control_role(record) not in ("twin", "yardstick")
 
 
-# Per-step observation costing more than this share of the step (observed ÷ unobserved) is
-# flagged, when the unobserved block also beat 95% of the observed stretches of as many steps
-# (beyond their noise): by the worker in the record, and by the report's measurement-cost chart.
+# Per-step observation, or the profiler, is flagged as costing the steps when the interval of
+# its ratio (observed ÷ unobserved, traced ÷ untraced, side by side) lies wholly above this: by
+# the worker in the record, and by the report's measurement-cost chart.
 OBSERVER_FLAG_RATIO = 1.02
 
 

@@ -13,6 +13,7 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
+from typing import Any
 
 MAD_TO_SIGMA = 1.4826  # scales the median absolute deviation to a normal standard deviation
 
@@ -168,18 +169,21 @@ class Throughput:
 
 
 def throughput(repeats: Sequence[Sequence[float]], global_batch: int,
-               window_s: Sequence[float] | None = None, steps_per_sample: int = 1) -> Throughput:
-    """From the per-step samples of each window and, when the loop kept them, the wall-clock
-    seconds of each window (else the sum of its samples stands in). Each sample is the per-step
-    time of a block of `steps_per_sample` steps (steps_per_execution, parameter-server blocks),
-    so a window ran len(samples) x steps_per_sample steps."""
+               window_s: Sequence[float] | None = None, steps_per_sample: int = 1,
+               window_steps: int | None = None) -> Throughput:
+    """The headline from the windows' wall-clock seconds (`window_s`, each of `window_steps`
+    steps: the unobserved windows), the typical step and the spread from the per-step samples
+    (`repeats`, a list per observed window). Without `window_s`, each window of samples stands
+    in for its own clock. Each sample is the per-step time of a call of `steps_per_sample`
+    steps (steps_per_execution, parameter-server blocks)."""
     pooled = [s for window in repeats for s in window]
     stats = summarize(pooled)
     k = steps_per_sample
     walls = list(window_s) if window_s else [k * sum(w) for w in repeats]
-    if len(walls) != len(repeats):
+    if window_steps is None and len(walls) != len(repeats):
         raise ValueError(f"{len(walls)} window clocks for {len(repeats)} windows")
-    examples = [global_batch * len(w) * k for w in repeats]
+    examples = ([global_batch * window_steps] * len(walls) if window_steps is not None
+                else [global_batch * len(w) * k for w in repeats])
     return Throughput(
         headline=sum(examples) / sum(walls),
         median=global_batch / stats.median,
@@ -187,3 +191,39 @@ def throughput(repeats: Sequence[Sequence[float]], global_batch: int,
         spread_pct=100.0 * stats.robust_cv,
         per_repeat=[n / wall for n, wall in zip(examples, walls, strict=True) if wall],
     )
+
+
+def block_length(rounds: int) -> int:
+    """Consecutive rounds per resampled block: the usual n^(1/3) of a moving-block bootstrap
+    (5 for 120 rounds), long enough to keep the few rounds' drift correlation together: this
+    machine's speed drifts over a few rounds, so single rounds are not independent."""
+    return max(1, round(rounds ** (1.0 / 3.0)))
+
+
+def block_picks(rng: Any, rounds: int, resamples: int) -> Any:
+    """Indices of `resamples` circular moving-block bootstrap samples of `rounds` rounds each
+    (rng: a numpy Generator)."""
+    import numpy as np
+
+    length = block_length(rounds)
+    blocks = -(-rounds // length)
+    starts = rng.integers(0, rounds, size=(resamples, blocks, 1))
+    picks = (starts + np.arange(length)) % rounds
+    return picks.reshape(resamples, blocks * length)[:, :rounds]
+
+
+def ratio_interval(numerators: Sequence[float], denominators: Sequence[float],
+                   confidence: float = 0.95, resamples: int = 2000,
+                   seed: int = 0) -> tuple[float, float, float]:
+    """sum(numerators) / sum(denominators) over paired rounds, with a moving-block bootstrap
+    interval over the rounds: (ratio, low, high)."""
+    import numpy as np
+
+    top, bottom = np.asarray(numerators, dtype=float), np.asarray(denominators, dtype=float)
+    ratio = float(top.sum() / bottom.sum())
+    if len(top) < 2:
+        return ratio, ratio, ratio
+    picks = block_picks(np.random.default_rng(seed), len(top), resamples)
+    ratios = top[picks].sum(axis=1) / bottom[picks].sum(axis=1)
+    tail = 100.0 * (1.0 - confidence) / 2.0
+    return ratio, float(np.percentile(ratios, tail)), float(np.percentile(ratios, 100 - tail))

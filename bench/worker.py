@@ -21,11 +21,10 @@ from bench.checks import suite as checks_suite
 from bench.data import sources as data_mod
 from bench.errors import DataUnavailable, VariantSkipped, WorkloadError
 from bench.perf import overhead
-from bench.protocol import FINISH, GATE_TIMEOUT_ENV, PREPARE, UNOBSERVED, ProgressFn
+from bench.protocol import FINISH, GATE_TIMEOUT_ENV, ProgressFn
 from bench.records import (
     base_record,
     error_from_exception,
-    extra_failed,
     finish,
 )
 from bench.scenario.schema import Variant
@@ -56,12 +55,6 @@ def _emit_progress(done: int, total: int) -> None:
     print(protocol.format_progress(done, total), flush=True)
 
 
-def _split(samples: list[float], warmup: int, window: int, repeats: int
-           ) -> tuple[list[float], list[list[float]]]:
-    timed = samples[warmup:]
-    return samples[:warmup], [timed[i * window:(i + 1) * window] for i in range(repeats)]
-
-
 def _task_identity() -> dict[str, Any] | None:
     """This process's task in a TF_CONFIG cluster, if it is part of one."""
     config = json.loads(os.environ.get("TF_CONFIG") or "{}")
@@ -77,21 +70,22 @@ def _trace_window(variant: Variant, k: int) -> TraceWindow | None:
     return TraceWindow(logdir, round_up(variant.measure.trace_steps, k))
 
 
-def _trace_summary(trace: TraceWindow | None, traced: list[float], timed: list[float],
+def _trace_summary(trace: TraceWindow | None, result: LoopResult,
                    variant: Variant) -> dict[str, Any] | None:
     if variant.strategy == "parameter_server" and variant.measure.trace_steps:
         return {"status": "off", "reason": "the coordinator only schedules steps; its trace "
                                            "would not show the workers' compute"}
     if trace is None:
         return None
-    window = summarize(traced).to_dict() if traced else None
+    traced = (result.samples.get("traced") or [[]])[0]
+    untraced = (result.samples.get("trace_base") or [[]])[0]
     return {
         "status": "captured",
         "dir": trace.logdir,
         "steps": trace.steps,
-        "step_time": window,
-        # Traced vs untraced median step time in the same process: the profiler's cost.
-        "overhead_ratio": window["median"] / summarize(timed).median if window else None,
+        "step_time": summarize(traced).to_dict() if traced else None,
+        # the traced window against an untraced one of as many steps just before it
+        **(observer.profiler_cost(untraced, traced) or {"overhead_ratio": None}),
         "start_s": trace.start_s,
         "stop_s": trace.stop_s,
     }
@@ -136,20 +130,6 @@ def _effective_batch(variant: Variant, replicas: int) -> dict[str, Any]:
                      f"global batch {global_batch}, per-replica {per_replica}")
     return {"replicas": replicas, "per_replica_batch": per_replica, "global_batch": global_batch,
             "notes": notes}
-
-
-def _observe_unobserved(result: LoopResult, gate: Gate, steps: int,
-                        phases: Phases) -> float | dict[str, Any] | None:
-    """One more block of `steps` steps with no per-step hook or host sync, timed as a whole
-    (seconds), or why it could not run; None where the loop has no such mode."""
-    if result.unobserved is None:
-        return None
-    gate.wait(PREPARE)  # its set-up times nothing: the runner lets all variants run it at once
-    with phases("unobserved"):
-        try:
-            return result.unobserved(steps, lambda: gate.wait(UNOBSERVED))
-        except Exception as exc:  # the observer figure is a bonus, not the measurement
-            return extra_failed(exc)
 
 
 def use_scenario_dir(variant: Variant) -> None:
@@ -245,16 +225,14 @@ def measure(variant: Variant, spawn_time: float, progress: ProgressFn) -> dict[s
     m, k = variant.measure, variant.train.steps_per_execution
     if variant.strategy == "parameter_server":
         k = ps_loops.ps_block(variant)
-    warmup_steps, steps = round_up(m.warmup_steps, k), round_up(m.steps, k)
-    block_steps = observer.block_steps(steps, k)
+    steps = round_up(m.steps, k)
     trace = _trace_window(variant, k)
     gate = Gate.from_env(float(os.environ.get(GATE_TIMEOUT_ENV) or m.timeout_s))
-    # windows played back to back (no gate) have no cold start to settle
+    # turns played back to back (no gate) have no cold start to settle
     settle = round_up(m.settle_steps, k) if gate.interleaved else 0
-    schedule = Schedule(warmup_steps, steps, m.repeats, gate, settle)
-    # the unobserved `fit` starts a new pass over the arrays and runs two epochs of its block
-    fed_steps = max(schedule.total_steps + (trace.steps if trace else 0), 2 * block_steps)
-    arrays = (data_mod.numpy_feed(loaded, fed_steps * global_batch)
+    schedule = Schedule(round_up(m.warmup_steps, k), steps, m.repeats, gate, settle,
+                        trace.steps if trace else 0)
+    arrays = (data_mod.numpy_feed(loaded, schedule.total_steps * global_batch)
               if variant.data.feed == "numpy" else None)
     with phases("loop"):
         result = paths.train(variant, strategy, built, metrics, dataset,
@@ -262,17 +240,15 @@ def measure(variant: Variant, spawn_time: float, progress: ProgressFn) -> dict[s
                              steps_per_execution=k, jit_compile=variant.train.jit_compile,
                              progress=progress, trace=trace, arrays=arrays)
     _KEPT_UNTIL_EXIT.append(result.iterator)  # see LoopResult.iterator
-    unobserved = _observe_unobserved(result, gate, block_steps, phases)
     gate.wait(FINISH)
     with phases("final_loss"):
         final_loss = built.objectives.batch_loss(model, probe_batch)
     with phases("checkpoint"):  # after the measurement and the loss: it trains on
         checkpoint = checkpointing.cost(variant, result.checkpointed, strategy, model,
                                         build_model_and_optimizer, global_batch, k)
-
-    warmup, windows = _split(result.timer.samples, warmup_steps // k, steps // k, m.repeats)
+    warmup = (result.samples.get("warmup") or [[]])[0]
+    windows = result.samples.get("observed") or []
     timed = [s for w in windows for s in w]
-    traced = result.timer.samples[schedule.sampled_steps // k:]
     notes = list(result.notes) + effective.pop("notes")
     step_stats = summarize(timed)
     with phases("utilization"):
@@ -280,35 +256,44 @@ def measure(variant: Variant, spawn_time: float, progress: ProgressFn) -> dict[s
     with phases("checks"):
         # after the measurement, so the checks cannot disturb it
         checked = checks_suite.run(variant, strategy, loaded)
+    unobserved_s = result.clocks.get("unobserved") or []
     return {
         **describe_setup(),
         "timing": {
             "import_s": phases.seconds["import"],
             "build_s": phases.seconds["build"],
             "startup_s": result.first_step_end - spawn_time,
-            "first_step_s": result.timer.samples[0],
-            "warmup_s": sum(warmup),
-            "warmup_steps": warmup_steps,
-            "timed_steps": len(timed) * k,
+            "first_step_s": warmup[0] if warmup else None,
+            "warmup_s": k * sum(warmup),
+            "warmup_steps": schedule.warmup_steps,
+            "timed_steps": schedule.timed_steps,
             "steps_per_sample": k,
             "repeats": m.repeats,
             "phases": phases.seconds,
-            **overhead.harness_overhead(result.harness_s, schedule.total_steps,
+            **overhead.harness_overhead(result.harness_s, schedule.untraced_steps,
                                         step_stats.median),
         },
         "step_time": step_stats.to_dict(),
-        "throughput": throughput(windows, global_batch, result.window_s, k).to_dict(),
+        "throughput": throughput(windows, global_batch, unobserved_s, k, steps).to_dict(),
         "measurement": {"interleaved": gate.interleaved, "settle_steps": settle,
-                        "settling_s": result.settling_s,
+                        "settling_s": result.settling_s, "window_steps": steps,
                         "gate_wait_s": gate.waited_s,
                         "gate_wait_by_segment": gate.waited_by_segment,
-                        "window_s": result.window_s,
+                        "window_s": unobserved_s,
+                        "observed_window_s": result.clocks.get("observed") or [],
+                        "trace_base_s": sum(result.clocks.get("trace_base") or []),
+                        "order": result.order,
                         "window_started_at": result.window_started_at},
-        "observer": observer.summary(unobserved, result.window_s, steps, block_steps),
+        "observer": (observer.summary(unobserved_s, result.clocks.get("observed") or [])
+                     if variant.strategy != "parameter_server" else
+                     {"status": "skipped", "reason": "the coordinator syncs once per block of "
+                                                     "steps in both windows"}),
         "checkpoint": checkpoint,
         "steady_state_start": steady_state_start(timed),
-        "samples": {"warmup": warmup, "timed": windows, "traced": traced},
-        "trace": _trace_summary(trace, traced, timed, variant),
+        "samples": {"warmup": warmup, "timed": windows,
+                    "traced": (result.samples.get("traced") or [[]])[0],
+                    "trace_base": (result.samples.get("trace_base") or [[]])[0]},
+        "trace": _trace_summary(trace, result, variant),
         "loss": {"initial": initial_loss, "final": final_loss},
         "metric_results": objectives.results(metrics),
         "utilization": utilised,

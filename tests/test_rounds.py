@@ -64,93 +64,91 @@ def test_variants_finish_one_per_core_unless_one_measures_checkpoints() -> None:
     assert finishing_width(variants({"checkpoint": {"every": 5}})) == 1
 
 
-def test_observer_flags_only_a_block_beyond_the_windows_noise() -> None:
+def test_observer_flags_only_an_interval_above_the_limit() -> None:
     from bench.training.observer import summary as observer_summary
 
-    windows = [0.100 + 0.001 * k for k in range(30)]  # median 0.1145, 5th percentile ~0.101
-    within = observer_summary(0.105, windows, window_steps=10, unobserved_steps=10)
-    assert within["ratio"] == pytest.approx(0.1145 / 0.105) and within["ratio"] > 1.02
-    assert within["flagged"] is False  # slower than some observed stretches: one noisy sample
-    beyond = observer_summary(0.095, windows, window_steps=10, unobserved_steps=10)
-    assert beyond["flagged"] is True and beyond["observed_stretch_step_p5_s"] > 0.0095
-    assert observer_summary(0.120, windows, 10, 10)["flagged"] is False  # ratio under 1
-    # a longer block is compared per step: three windows' worth, 3% faster per step
-    longer = observer_summary(3 * 0.095, windows, window_steps=10, unobserved_steps=30)
-    assert longer["ratio"] == pytest.approx(0.1145 / 0.095) and longer["flagged"] is True
+    rng = random.Random(1)
+    unobserved = [0.030 * (1 + rng.gauss(0, 0.05)) for _ in range(40)]
+    costly = observer_summary(unobserved, [u * 1.10 for u in unobserved])
+    assert costly["ratio"] == pytest.approx(1.10) and costly["flagged"] is True
+    assert costly["interval"][0] > 1.02 and costly["turns"] == 40
+    # the same steps, observed or not: within noise, never flagged
+    same = observer_summary(unobserved, [0.030 * (1 + rng.gauss(0, 0.05)) for _ in range(40)])
+    assert same["interval"][0] < 1.0 < same["interval"][1] and same["flagged"] is False
+    # 3% over, but too noisy to say: the interval reaches below the limit
+    noisy = observer_summary(unobserved, [u * rng.uniform(0.83, 1.23) for u in unobserved])
+    assert noisy["flagged"] is False and noisy["interval"][0] <= 1.02
+    assert observer_summary([], [0.1])["status"] == "skipped"
 
 
-def test_a_block_is_held_against_observed_stretches_of_as_many_steps() -> None:
-    from bench.training.observer import observed_stretches
-    from bench.training.observer import summary as observer_summary
+def test_the_profiler_cost_comes_from_side_by_side_windows() -> None:
+    from bench.training.observer import profiler_cost
 
-    # 3-step windows alternating 10 and 14 ms per step: any one window is 10 or 14 ms a step,
-    # but every 30-step stretch (ten windows) averages 12 ms a step
-    windows = [0.030 if k % 2 == 0 else 0.042 for k in range(100)]
-    stretches = observed_stretches(windows, window_steps=3, unobserved_steps=30)
-    assert len(stretches) == 10 and stretches == pytest.approx([0.012] * 10)
-    # an 11 ms/step block: 9% faster than every stretch (flagged), though no faster than the
-    # fastest single windows (which the flag held it against before)
-    flagged = observer_summary(0.011 * 30, windows, window_steps=3, unobserved_steps=30)
-    assert flagged["flagged"] is True and flagged["observed_stretch_step_p5_s"] == \
-        pytest.approx(0.012)
-    # a tail of windows too short for a stretch joins the one before it
-    assert len(observed_stretches(windows[:25], window_steps=3, unobserved_steps=30)) == 2
-    # fewer steps than the block: one stretch of all the windows
-    assert observed_stretches([0.024, 0.024], 8, 30) == pytest.approx([0.003])
+    untraced = [0.010, 0.011, 0.010, 0.012] * 5
+    cost = profiler_cost(untraced, [1.5 * u for u in untraced])
+    assert cost["overhead_ratio"] == pytest.approx(1.5) and cost["overhead_flagged"] is True
+    assert cost["overhead_interval"][0] > 1.02
+    assert profiler_cost([], [0.1]) is None
 
 
-def test_the_unobserved_block_is_at_least_thirty_steps() -> None:
-    from bench.training.observer import OBSERVER_MIN_STEPS
-    from bench.training.observer import block_steps as observer_block_steps
+def test_a_turn_is_settling_then_both_windows_in_alternating_order() -> None:
+    from bench.training.schedule import OBSERVED, SETTLE, TRACE_BASE, TRACED, UNOBSERVED, WARMUP
 
-    assert OBSERVER_MIN_STEPS == 30
-    assert observer_block_steps(3, 1) == 30  # short windows: the block's fixed cost stays small
-    assert observer_block_steps(50, 1) == 50  # long windows: a window's steps
-    assert observer_block_steps(3, 4) == 32  # whole steps_per_execution blocks
-
-
-def test_schedule_places_a_gate_before_every_window() -> None:
-    schedule = Schedule(warmup_steps=4, window_steps=3, repeats=2, gate=Gate(None, 1.0))
-    starts = {step: schedule.window_starting_at(step) for step in range(12)}
-    assert {s: w for s, w in starts.items() if w is not None} == {4: 0, 7: 1}
-    assert [n for n in range(12) if schedule.ends_a_window(n)] == [7, 10]
-    assert schedule.total_steps == 10 and schedule.timed_steps == 6
-
-
-def test_settling_steps_open_each_window_untimed() -> None:
     schedule = Schedule(warmup_steps=4, window_steps=3, repeats=2, gate=Gate(None, 1.0),
-                        settle_steps=2)
-    assert [s for s in range(16) if schedule.window_starting_at(s) is not None] == [4, 9]
-    assert [s for s in range(16) if schedule.clock_starts_at(s)] == [6, 11]
-    assert [s for s in range(16) if schedule.settling(s)] == [4, 5, 9, 10]
-    assert [n for n in range(16) if schedule.ends_a_window(n)] == [9, 14]
-    assert (schedule.total_steps, schedule.sampled_steps, schedule.timed_steps) == (14, 10, 6)
+                        settle_steps=2, trace_steps=5)
+    plan = [(s.kind, s.steps, s.turn, s.gated) for s in schedule.segments]
+    assert plan == [(WARMUP, 4, -1, False),
+                    (SETTLE, 2, 0, True), (UNOBSERVED, 3, 0, False), (OBSERVED, 3, 0, False),
+                    (SETTLE, 2, 1, True), (OBSERVED, 3, 1, False), (UNOBSERVED, 3, 1, False),
+                    (SETTLE, 2, 2, True), (TRACE_BASE, 5, 2, False), (TRACED, 5, 2, False)]
+    assert schedule.total_steps == 4 + 2 * 8 + 12 and schedule.timed_steps == 6
+    no_settle = Schedule(warmup_steps=0, window_steps=2, repeats=1, gate=Gate(None, 1.0))
+    assert [(s.kind, s.gated) for s in no_settle.segments] == [(UNOBSERVED, True),
+                                                               (OBSERVED, False)]
 
 
-def test_a_settling_step_is_in_no_sample_and_no_window_clock() -> None:
-    """A loop through LoopClock whose settling steps are slow: neither the samples nor the
-    window clocks may hold them."""
+def test_only_observed_steps_and_window_ends_are_synced() -> None:
+    """The custom loop and tf-keras bring a result to the host at an observed step and at each
+    window's end; fit's training thread waits at a turn's gate and before an observed step."""
+    from bench.training.schedule import LoopClock
+
+    schedule = Schedule(warmup_steps=1, window_steps=3, repeats=1, gate=Gate(None, 1.0),
+                        settle_steps=1)  # steps: warmup 0, settle 1, unobserved 2-4, observed 5-7
+    clock = LoopClock(schedule, lambda done, total: None)
+    assert [s for s in range(8) if clock.sync_after(s)] == [0, 1, 4, 5, 6, 7]
+    assert [s for s in range(8) if clock.wait_before(s)] == [0, 1, 5, 6, 7]
+
+
+def test_settling_steps_and_the_gate_are_in_no_sample_and_no_window_clock() -> None:
+    """A loop through LoopClock whose settling steps are slow, held 30 ms at each gate as other
+    variants' turns would: neither the samples nor the window clocks may hold either."""
     from bench.training.schedule import LoopClock
 
     class IdleGate(Gate):
-        """A gate that holds each window back 30 ms, as other variants' windows would."""
-
         def wait(self, segment: str, index: int = 0) -> None:
             time.sleep(0.03)
 
     schedule = Schedule(warmup_steps=1, window_steps=2, repeats=3, gate=IdleGate(None, 1.0),
                         settle_steps=1)
-    clock = LoopClock(schedule, schedule.total_steps, lambda done, total: None)
-    for step in range(schedule.total_steps):
-        clock.before(step, time.perf_counter())
-        time.sleep(0.05 if schedule.settling(step) else 0.0)
-        clock.lap(1)
-    assert clock.timer.steps == schedule.sampled_steps == 7
-    assert max(clock.timer.samples) < 0.025  # no 50 ms settling step among them
-    assert len(clock.window_s) == 3 and max(clock.window_s) < 0.025
-    assert clock.steps_done == schedule.total_steps == 10
+    clock = LoopClock(schedule, lambda done, total: None)
+    for step in range(clock.total):
+        if clock.wait_before(step):
+            clock.wait_for(step)
+        clock.begin(step)
+        settling = clock.steps[step][0].kind == "settle"
+        time.sleep(0.05 if settling else 0.002)
+        if clock.sync_after(step):
+            clock.end(step)
+    clock.finish()
+    result = clock.result([])
+    assert len(result.clocks["unobserved"]) == len(result.clocks["observed"]) == 3
+    assert max(result.clocks["unobserved"] + result.clocks["observed"]) < 0.025
+    assert [len(w) for w in result.samples["observed"]] == [2, 2, 2]
+    assert max(s for w in result.samples["observed"] for s in w) < 0.025
     # three 50 ms settling steps, and none of the time at the gate before them
-    assert 0.15 <= clock.result([]).settling_s < 0.15 + 0.025 * 3
+    assert 0.15 <= result.settling_s < 0.15 + 0.025 * 3
+    assert result.order == [("unobserved", "observed"), ("observed", "unobserved"),
+                            ("unobserved", "observed")]
 
 
 def test_headline_is_examples_over_the_window_clocks() -> None:
@@ -190,7 +188,7 @@ def test_noise_floor_resamples_blocks_of_consecutive_rounds() -> None:
     runs of consecutive rounds."""
     import numpy as np
 
-    from bench.compare.noise import block_length, block_picks
+    from bench.timing import block_length, block_picks
 
     assert block_length(120) == 5 and block_length(1) == 1
     picks = block_picks(np.random.default_rng(0), 120, 50)
@@ -262,9 +260,10 @@ class TestInterleavedRun:
     def test_settling_steps_run_but_are_not_timed(self, interleaved: BenchRun) -> None:
         for rec in interleaved.records:
             assert rec["measurement"]["settle_steps"] == 2, rec["variant_id"]
-            windows = rec["samples"]["timed"]
+            windows = rec["samples"]["timed"]  # the observed windows' steps
             assert [len(w) for w in windows] == [12] * 4  # 12 timed steps each, none settling
-            assert len(rec["measurement"]["window_s"]) == 4
+            assert len(rec["measurement"]["window_s"]) == 4  # the unobserved windows
+            assert len(rec["measurement"]["observed_window_s"]) == 4
             # 2 settling steps per window, each at least a fast step's time, and no gate wait
             # (the other variants' windows) among them
             settling_s = rec["measurement"]["settling_s"]
@@ -291,11 +290,11 @@ class TestInterleavedRun:
                                                                       ) -> None:
         records = interleaved.records
         rounds = {r["interleave"]["rounds"] for r in records}
-        assert rounds == {5}  # 4 timed windows and the unobserved block
+        assert rounds == {4}  # 4 turns
         orders = [tuple(sorted(records, key=lambda r: r["interleave"]["positions"][k]))
-                  for k in range(5)]
+                  for k in range(4)]
         assert len({tuple(r["variant_id"] for r in order) for order in orders}) > 1
-        for k in range(5):
+        for k in range(4):
             assert sorted(r["interleave"]["positions"][k] for r in records) == list(range(6))
         for r in records:  # windows 1-2 and 3-4 are counterbalanced pairs: A..F then F..A
             places = r["interleave"]["positions"]
@@ -309,35 +308,30 @@ class TestInterleavedRun:
             next_start = min(windows_of(r)[k + 1][0] for r in records)
             assert last_end <= next_start + 1e-3
 
-    def test_the_two_clocks_of_the_headline_agree(self, interleaved: BenchRun) -> None:
+    def test_the_headline_counts_the_unobserved_windows(self, interleaved: BenchRun) -> None:
         for rec in interleaved.records:
-            thr = rec["throughput"]
-            laps = sum(sum(w) for w in rec["samples"]["timed"])
-            walls = sum(rec["measurement"]["window_s"])
-            assert walls >= laps * 0.999, rec["variant_id"]  # the window clock holds every lap
-            assert thr["headline"] == pytest.approx(thr["mean_rate"], rel=0.02), rec["variant_id"]
+            thr, measurement = rec["throughput"], rec["measurement"]
+            unobserved, observed = measurement["window_s"], measurement["observed_window_s"]
             assert thr["headline"] == pytest.approx(
-                rec["effective"]["global_batch"] * 4 * 12 / walls, rel=1e-9)
-            assert rec["measurement"]["interleaved"] is True
-            assert rec["measurement"]["gate_wait_s"] > 0
+                rec["effective"]["global_batch"] * 4 * 12 / sum(unobserved), rel=1e-9)
+            # an observed window's clock holds its every step
+            laps = [sum(w) for w in rec["samples"]["timed"]]
+            assert all(clock >= lap * 0.999 for clock, lap in zip(observed, laps, strict=True))
+            assert measurement["order"] == [["unobserved", "observed"], ["observed",
+                                            "unobserved"]] * 2
+            assert measurement["interleaved"] is True and measurement["gate_wait_s"] > 0
 
-    def test_observer_effect_is_measured(self, interleaved: BenchRun) -> None:
+    def test_observer_effect_is_measured_in_the_same_turns(self, interleaved: BenchRun) -> None:
         for rec in interleaved.records:
             observer = rec["observer"]
-            assert observer["status"] == "ok", observer
-            per_step = observer["unobserved_s"] / observer["steps"]
-            assert observer["window_steps"] == rec["variant"]["measure"]["steps"]
-            assert observer["steps"] >= 30
+            measurement = rec["measurement"]
+            assert observer["status"] == "ok" and observer["turns"] == 4, observer
             assert observer["ratio"] == pytest.approx(
-                observer["observed_window_s"] / observer["window_steps"] / per_step)
-            assert 0.3 < observer["ratio"] < 3.0, observer
-            # flagged only when observing costs over 2% AND the block beat 95% of the windows
-            fast_step = observer["observed_stretch_step_p5_s"]
-            assert observer["flagged"] is (observer["ratio"] > 1.02 and per_step < fast_step)
-            assert fast_step <= max(rec["measurement"]["window_s"]) / observer["window_steps"]
-            # its set-up waited at the side-by-side gate, its clock after the unobserved gate
-            # (a clock that held that wait would read far longer than a window)
-            assert {"prepare", "unobserved"} <= set(rec["measurement"]["gate_wait_by_segment"])
+                sum(measurement["observed_window_s"]) / sum(measurement["window_s"]))
+            low, high = observer["interval"]
+            assert low <= observer["ratio"] <= high and 0.3 < observer["ratio"] < 3.0
+            assert observer["flagged"] is (low > 1.02)
+            assert set(measurement["gate_wait_by_segment"]) <= {"window", "trace", "finish"}
 
     def test_noise_floor_line_and_within_noise_marks(self, interleaved: BenchRun) -> None:
         out = interleaved.proc.stdout

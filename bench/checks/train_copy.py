@@ -25,7 +25,7 @@ def train_copy(variant: Any, strategy: Any, data: Any, data_cfg: Any, *, batch: 
         copy = workload.build(variant, data_mod.model_inputs(data, data_cfg), learning_rate)
         metrics = copy.objectives.metrics(next(iter(dataset().take(1))), copy.model)
     # One ungated window: the checks run after the variant's last gate, alone on the machine.
-    schedule = Schedule(warmup_steps=0, window_steps=steps, repeats=1, gate=Gate(None, 0.0))
+    schedule = Schedule(warmup_steps=steps, window_steps=0, repeats=0, gate=Gate(None, 0.0))
     paths.train(variant, strategy, copy, metrics, dataset, global_batch=batch,
                 schedule=schedule, steps_per_execution=1, jit_compile=False,
                 progress=lambda done, total: None)

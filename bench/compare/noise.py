@@ -17,24 +17,10 @@ from typing import Any
 import numpy as np
 
 from bench.records import headline
+from bench.timing import block_picks
 
 BOOTSTRAP_ROUNDS = 2000
 CONFIDENCE = 0.95
-
-
-def block_length(rounds: int) -> int:
-    """Consecutive rounds per resampled block: the usual n^(1/3) of a moving-block bootstrap
-    (5 for 120 rounds), long enough to keep the few rounds' drift correlation together."""
-    return max(1, round(rounds ** (1.0 / 3.0)))
-
-
-def block_picks(rng: np.random.Generator, rounds: int, resamples: int) -> np.ndarray:
-    """Indices of `resamples` circular moving-block bootstrap samples of `rounds` rounds each."""
-    length = block_length(rounds)
-    blocks = -(-rounds // length)
-    starts = rng.integers(0, rounds, size=(resamples, blocks, 1))
-    picks = (starts + np.arange(length)) % rounds
-    return picks.reshape(resamples, blocks * length)[:, :rounds]
 
 
 def control_pair(records: list[dict[str, Any]]) -> tuple[dict[str, Any], dict[str, Any]] | None:

@@ -40,7 +40,7 @@ from bench.launch.local import (
     worker_env,
 )
 from bench.launch.process import Outcome, WorkerProcess
-from bench.protocol import FINISH, GATE_ENV, GATE_TIMEOUT_ENV, GO, SIDE_BY_SIDE, ProgressFn
+from bench.protocol import FINISH, GATE_ENV, GATE_TIMEOUT_ENV, GO, ProgressFn
 from bench.scenario.schema import Variant
 
 POLL_S = 0.05
@@ -213,14 +213,6 @@ def play(variants: list[Variant], run_dir: Path, forkservers: ForkServers | None
                 one.run_to_gate(since)
         rounds, first_of_pair = 0, None  # the order the next round reverses, if any
         while waiting := [v for v in live if v.at is not None and v.at[0] != FINISH]:
-            if all(v.at is not None and v.at[0] in SIDE_BY_SIDE for v in waiting):
-                for group in _groups_per_core(waiting):  # untimed work: one per core at once
-                    since = time.monotonic()
-                    for one in group:
-                        one.release()
-                    for one in group:
-                        one.run_to_gate(since)
-                continue
             waiting, first_of_pair = round_order(waiting, first_of_pair, rng)
             for position, one in enumerate(waiting):
                 one.positions.append(position)

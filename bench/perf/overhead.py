@@ -16,9 +16,9 @@ from pathlib import Path
 from typing import Any
 
 # In the order they happen; "other" is whatever the named phases do not cover.
-PHASES = ("start", "import", "build", "first_step", "warmup", "timed", "settling", "traced",
-          "profiler", "loop_other", "unobserved", "after_loop", "teardown", "analysis", "other")
-MEASURED_PHASES = ("timed", "traced")
+PHASES = ("start", "import", "build", "first_step", "warmup", "timed", "observed", "settling",
+          "traced", "profiler", "loop_other", "after_loop", "teardown", "analysis", "other")
+MEASURED_PHASES = ("timed", "observed", "traced")
 # Untimed steps after each gate release ([measure] settle_steps): a cost of the measurement's
 # design that grows with the rounds, so not a fixed cost per variant.
 PER_WINDOW_PHASES = ("settling",)
@@ -26,7 +26,8 @@ PER_WINDOW_PHASES = ("settling",)
 # each one, set its loop up (Keras compile and fit's own setup, or distributing the dataset and
 # making its iterator: the rest of the loop is that, bench's part of it is microseconds), compile
 # its step (the first step), run its warmup, timed, settling and traced steps.
-WORKLOAD_PHASES = ("build", "loop_other", "first_step", "warmup", "timed", "settling", "traced")
+WORKLOAD_PHASES = ("build", "loop_other", "first_step", "warmup", "timed", "observed", "settling",
+                   "traced")
 
 
 def peak_rss_mb(pid: int | str = "self") -> float | None:
@@ -76,18 +77,21 @@ def variant_phases(record: dict[str, Any]) -> dict[str, float]:
         "build": worker.get("build", 0.0),
         "first_step": warmup[0] * k if warmup else 0.0,
         "warmup": _window_s(warmup[1:], k),
-        "timed": sum(_window_s(w, k) for w in samples.get("timed") or []),
+        # the unobserved windows (the headline's); records from before the observed windows
+        # had only per-step windows
+        "timed": (sum(measurement.get("window_s") or []) if "observed_window_s" in measurement
+                  else sum(_window_s(w, k) for w in samples.get("timed") or [])),
+        "observed": sum(measurement.get("observed_window_s") or []),
         "settling": measurement.get("settling_s", 0.0),
-        "traced": _window_s(samples.get("traced") or [], k),
+        "traced": (_window_s(samples.get("traced") or [], k)
+                   + measurement.get("trace_base_s", 0.0)),
         "profiler": trace.get("start_s", 0.0) + trace.get("stop_s", 0.0),
-        # less its idle time at the gate inside the block (between its set-up and its clock)
-        "unobserved": max(0.0, worker.get("unobserved", 0.0) - waits.get("unobserved", 0.0)),
         "after_loop": sum(worker.get(p, 0.0) for p in ("final_loss", "checkpoint", "utilization",
                                                        "checks")),
         "analysis": parent.get("analysis_s", 0.0),
     })
-    in_loop = sum(phases[p] for p in ("first_step", "warmup", "timed", "settling", "traced",
-                                      "profiler"))
+    in_loop = sum(phases[p] for p in ("first_step", "warmup", "timed", "observed", "settling",
+                                      "traced", "profiler"))
     # the loop's own idle time at its gates (before each window and the trace) is no cost
     idle = sum(waits.get(segment, 0.0) for segment in ("window", "trace"))
     phases["loop_other"] = max(0.0, worker.get("loop", in_loop) - in_loop - idle)
@@ -108,7 +112,7 @@ def duty_cycle_ceiling(totals: dict[str, float]) -> float:
     """The duty cycle a harness that cost nothing would reach on these variants: the scenario's
     own warmup, compilation and build bound it, whatever the harness does."""
     workload = sum(totals[p] for p in WORKLOAD_PHASES)
-    return totals["timed"] / workload if workload > 0 else 0.0
+    return (totals["timed"] + totals["observed"]) / workload if workload > 0 else 0.0
 
 
 def run_breakdown(records: list[dict[str, Any]], wall_s: float,
@@ -119,10 +123,11 @@ def run_breakdown(records: list[dict[str, Any]], wall_s: float,
     fixed = [fixed_cost_s(v) for v in per_variant.values()]
     shares = [r["timing"]["harness_share"] for r in records
               if "harness_share" in (r.get("timing") or {})]
+    windows = totals["timed"] + totals["observed"]
     return {
         "wall_s": wall_s,
-        "timed_s": totals["timed"],
-        "duty_cycle": totals["timed"] / wall_s if wall_s > 0 else 0.0,
+        "timed_s": windows,
+        "duty_cycle": windows / wall_s if wall_s > 0 else 0.0,
         "duty_cycle_ceiling": duty_cycle_ceiling(totals),
         "fixed_cost_median_s": statistics.median(fixed) if fixed else None,
         "phases_s": totals,

@@ -147,13 +147,15 @@ def straggler_note(rows: list[dict[str, Any]]) -> str:
 
 
 def measurement_costs(rec: dict[str, Any]) -> dict[str, Any]:
-    """What measuring cost a variant: the observer ratio (observed ÷ unobserved block) and the
-    profiler's (traced ÷ untraced median step), each with whether it crosses its limit."""
+    """What measuring cost a variant: the observer ratio (observed ÷ unobserved windows) and the
+    profiler's (traced ÷ untraced steps), each with whether it is flagged: its interval lies
+    above the limit (records from before the intervals: its ratio does)."""
     observer = rec.get("observer") or {}
-    profiler = (rec.get("trace") or {}).get("overhead_ratio")
+    trace = rec.get("trace") or {}
+    profiler = trace.get("overhead_ratio")
+    flagged = trace.get("overhead_flagged", bool(profiler and profiler > TRACE_INFLATION_LIMIT))
     return {"observer": observer.get("ratio"), "observer_flagged": bool(observer.get("flagged")),
-            "profiler": profiler,
-            "profiler_flagged": bool(profiler and profiler > TRACE_INFLATION_LIMIT)}
+            "profiler": profiler, "profiler_flagged": bool(flagged)}
 
 
 def model_label(variant: dict[str, Any]) -> str:

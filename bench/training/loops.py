@@ -1,16 +1,16 @@
-"""The two training paths, Keras `fit` and a custom loop, feeding one StepTimer.
+"""The two training paths, Keras `fit` and a custom loop, on one plan (bench.training.schedule).
 
-Both run warmup, the timed windows and the traced window on an infinite dataset in one go, and
-both are timed the same way: from the completion of one step (result on the host) to the
-completion of the next, plus a clock around each timed window (the headline figure). Before each
-window and before the trace the loop waits at the gate (`bench.training.gate`), where the runner
-interleaves the windows of all live variants; the caller slices the per-step samples afterwards.
-`LoopResult.unobserved` runs the same steps once more with no per-step hook or host sync.
+Both run warmup, the turns and the traced turn on an infinite dataset in one go, and both are
+timed the same way: from each step's completion on the host. Neither brings a result to the
+host inside an unobserved window: `fit` keeps the mode of a user's own `fit` (Keras runs batch
+callbacks in its own thread and brings each step's logs to the host there, so bench's hooks
+never hold the loop), and the custom loop iterates the distributed dataset in Python as the
+tutorials do, reading the loss only at the window's end. Before each turn the loop waits at
+the gate (`bench.training.gate`), where the runner interleaves the turns of all live variants.
 """
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -18,6 +18,7 @@ from typing import Any
 from bench.protocol import ProgressFn
 from bench.training import checkpointing
 from bench.training import precision as precision_policy
+from bench.training.flavour import chosen as chosen_flavour
 from bench.training.flavour import keras as keras_module
 from bench.training.objectives import Objectives, average_loss
 from bench.training.schedule import LoopClock, LoopResult, Schedule
@@ -69,60 +70,49 @@ class FitInput:
 def run_fit(model: Any, optimizer: Any, feed: FitInput, *, objectives: Objectives,
             metrics: list[Any], schedule: Schedule, steps_per_execution: int, jit_compile: bool,
             progress: ProgressFn, trace: TraceWindow | None = None) -> LoopResult:
-    """Keras `fit`; per-step times come from batch callbacks (one per steps_per_execution block).
+    """Keras `fit`: one call runs the whole plan, so no epoch boundary falls inside it.
 
-    One fit call runs warmup, timed and traced steps, so no epoch boundary falls inside the
-    measurement; the gate waits happen inside the batch hooks, between two steps. The model must
-    have been built under the strategy's scope; `compile` is called here, also under that scope
-    (Keras records the strategy at compile time).
+    bench's callback marks itself safe for Keras 3's asynchronous dispatch: its batch-end hook
+    runs in Keras' callback thread, after Keras has brought the step's logs to the host there
+    (the step's completion), and fit runs as a user's plain `fit` does. Its batch-begin hook, in
+    the training thread, waits at the gate, and in observed windows for the previous step. In
+    tf-keras every hook runs in the training thread with the logs left on the device, and the
+    hook brings them to the host where the plan says so. The model must have been built under
+    the strategy's scope; `compile` is called here, also under that scope.
     """
     keras = keras_module()
-
-    total_steps = schedule.total_steps
-    traced = trace.steps if trace else 0
-    clock = LoopClock(schedule, total_steps + traced, progress)
-    last = total_steps + traced - steps_per_execution
+    k = steps_per_execution
+    clock = LoopClock(schedule, progress, trace, k)
     keeper = _keep_iterator_callback()
+    legacy = chosen_flavour() == "tf_keras"
 
-    class _StepTiming(keras.callbacks.Callback):
-        context: Any = None
+    class _Steps(keras.callbacks.Callback):
+        async_safe = True  # Keras 3: the batch-end hook in Keras' callback thread
+        _supports_tf_logs = True  # tf-keras: the logs stay tensors unless the hook reads them
 
         def on_train_batch_begin(self, batch: int, logs: Any = None) -> None:
-            # `batch` counts steps (0, k, 2k, ... with steps_per_execution = k)
-            entered = time.perf_counter()
-            if batch < total_steps:
-                entered = clock.before(batch, entered)
-            elif trace:
-                if batch == total_steps:
-                    clock.before_trace(trace)
-                self.context = trace.step(batch - total_steps)
-                self.context.__enter__()
-            clock.account(entered)
+            if clock.wait_before(batch):
+                clock.wait_for(batch)
+            clock.begin(batch)
 
         def on_train_batch_end(self, batch: int, logs: Any = None) -> None:
-            # Keras 3 with TensorFlow hands every batch hook host floats (its callbacks are never
-            # dispatched asynchronously there), so the step is really finished here.
-            entered = time.perf_counter()
-            if self.context is not None:
-                self.context.__exit__(None, None, None)
-                self.context = None
-            clock.lap(steps_per_execution, entered)
-            if trace and clock.steps_done > last:
-                trace.stop()
+            step = batch - k + 1  # Keras passes the call's last step
+            if not legacy:
+                clock.end(step)
+            elif clock.sync_after(step):
+                float((logs or {}).get("loss", 0.0))
+                clock.end(step)
 
     model.compile(optimizer=optimizer, loss=objectives.loss(), metrics=metrics,
-                  steps_per_execution=steps_per_execution, jit_compile=jit_compile)
-    model.fit(**feed.kwargs(), epochs=1, steps_per_epoch=total_steps + traced, verbose=0,
-              callbacks=[keeper, _StepTiming()])
+                  steps_per_execution=k, jit_compile=jit_compile)
+    model.fit(**feed.kwargs(), epochs=1, steps_per_epoch=clock.total, verbose=0,
+              callbacks=[keeper, _Steps()])
+    clock.finish()
     notes = []
-    if steps_per_execution > 1:
-        notes.append(f"fit callbacks fire once per {steps_per_execution} steps: each sample is a "
-                     f"block time divided by {steps_per_execution}")
-
-    def unobserved(steps: int, ready: Callable[[], None]) -> float:
-        return _unobserved_fit(model, feed, steps, ready)
-
-    result = clock.result(notes, keeper.iterator, unobserved)
+    if k > 1:
+        notes.append(f"fit callbacks fire once per {k} steps: each sample is a block time "
+                     f"divided by {k}")
+    result = clock.result(notes, keeper.iterator)
     result.checkpointed = fit_checkpointed(model, feed.kwargs())
     return result
 
@@ -146,39 +136,6 @@ def loop_checkpointed(run_steps: Callable[[int], Any], chunk: int | None,
         return checkpointing.run_loop_blocks(run_steps, chunk, save, plan, log)
 
     return run
-
-
-def _unobserved_fit(model: Any, feed: FitInput, steps: int, ready: Callable[[], None]) -> float:
-    """A plain `fit` of `steps` steps with no batch-level callback, timed as a whole.
-
-    A new `fit` call makes a new iterator, whose first steps fill the shuffle buffer and the
-    prefetch queue; so it runs two epochs of `steps` (the iterator carries over between epochs
-    when steps_per_epoch is set) and times the second, between the epoch hooks (epoch hooks are
-    not batch hooks: Keras runs the steps exactly as for a user's own `fit`). `ready` (the gate)
-    is called between the two epochs: the set-up and the first epoch time nothing, so they may
-    run beside other variants. The loss read at the epoch's end makes sure its last step is
-    finished.
-    """
-    keras = keras_module()
-
-    class EpochClock(keras.callbacks.Callback):
-        started = 0.0
-        seconds = 0.0
-
-        def on_epoch_begin(self, epoch: int, logs: Any = None) -> None:
-            self.started = time.perf_counter()
-
-        def on_epoch_end(self, epoch: int, logs: Any = None) -> None:
-            float((logs or {}).get("loss", 0.0))
-            self.seconds = time.perf_counter() - self.started
-            if epoch == 0:
-                ready()
-
-    keeper, epoch_clock = _keep_iterator_callback(), EpochClock()
-    model.fit(**feed.kwargs(), epochs=2, steps_per_epoch=steps, verbose=0,
-              callbacks=[keeper, epoch_clock])
-    _KEPT.append(keeper.iterator)
-    return epoch_clock.seconds
 
 
 # Iterators of extra `fit` calls, kept alive until the worker's os._exit (see LoopResult.iterator).
@@ -226,51 +183,45 @@ def run_custom_loop(strategy: Any, model: Any, optimizer: Any, dist_dataset: Any
                     precision: str, schedule: Schedule, steps_per_execution: int,
                     jit_compile: bool, progress: ProgressFn,
                     trace: TraceWindow | None = None) -> LoopResult:
-    """`strategy.run` under `tf.function` over a distributed dataset, loss reduced to the host."""
+    """`strategy.run` under `tf.function`, one distributed batch at a time taken in Python from
+    the distributed dataset (the tutorials' `for batch in dist_dataset: train_step(batch)`);
+    with steps_per_execution = k, k steps per call inside the function. The loss is reduced and
+    brought to the host where the plan says (every observed step; an unobserved window's last)."""
     import tensorflow as tf
 
     optimizer, replica_step = replica_step_fn(strategy, model, optimizer, objectives, metrics,
                                               global_batch, precision, jit_compile)
+    k = steps_per_execution
 
-    def one_step(iterator: Any) -> Any:
-        x, y = next(iterator)
-        per_replica = strategy.run(replica_step, args=(x, y))
+    def one_step(batch: Any) -> Any:
+        per_replica = strategy.run(replica_step, args=batch)
         return strategy.reduce(tf.distribute.ReduceOp.SUM, per_replica, axis=None)
 
     @tf.function
+    def train_step(batch: Any) -> Any:
+        return one_step(batch)
+
+    @tf.function
     def train_block(iterator: Any) -> Any:
-        loss = one_step(iterator)
-        if steps_per_execution > 1:  # decided at trace time: K=1 keeps a loop-free graph
-            for _ in tf.range(steps_per_execution - 1):
-                loss = one_step(iterator)
+        loss = one_step(next(iterator))
+        for _ in tf.range(k - 1):
+            loss = one_step(next(iterator))
         return loss
 
     iterator = iter(dist_dataset)
-    clock = LoopClock(schedule, schedule.total_steps + (trace.steps if trace else 0), progress)
-    for step in range(0, schedule.total_steps, steps_per_execution):
-        clock.before(step, time.perf_counter())
-        float(train_block(iterator))  # the step is done when its loss is on the host
-        clock.lap(steps_per_execution)
-    if trace:
-        clock.before_trace(trace)
-        for i in range(trace.steps // steps_per_execution):
-            with trace.step(i):
-                float(train_block(iterator))
-            clock.lap(steps_per_execution)
-        trace.stop()
 
-    def unobserved(steps: int, ready: Callable[[], None]) -> float:
-        """The same steps with the loss brought to the host only at the end."""
-        ready()
-        started = time.perf_counter()
-        loss = None
-        for _ in range(steps // steps_per_execution):
-            loss = train_block(iterator)
-        float(loss)
-        return time.perf_counter() - started
+    def call() -> Any:
+        return train_step(next(iterator)) if k == 1 else train_block(iterator)
 
-    result = clock.result([], iterator, unobserved)
-    result.checkpointed = loop_checkpointed(lambda _: float(train_block(iterator)),
-                                             steps_per_execution,
+    clock = LoopClock(schedule, progress, trace, k)
+    for step in range(0, clock.total, k):
+        clock.begin(step)
+        loss = call()
+        if clock.sync_after(step):
+            float(loss)  # the step is done when its loss is on the host
+            clock.end(step)
+    clock.finish()
+    result = clock.result([], iterator)
+    result.checkpointed = loop_checkpointed(lambda _: float(call()), k,
                                              {"model": model, "optimizer": optimizer})
     return result

@@ -6,7 +6,6 @@ schedules a block of steps, joins, and each sample is the block's wall time over
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 from typing import Any
 
@@ -69,11 +68,12 @@ def run_parameter_server_loop(strategy: Any, model: Any, optimizer: Any, dataset
                                         objectives=objectives, metrics=metrics,
                                         global_batch=global_batch, precision=precision,
                                         jit_compile=jit_compile)
-    clock = LoopClock(schedule, schedule.total_steps, progress)
-    for step in range(0, schedule.total_steps, block):
-        clock.before(step, time.perf_counter())
-        schedule_block(block)
-        clock.lap(block)
+    clock = LoopClock(schedule, progress, steps_per_call=block)
+    for step in range(0, clock.total, block):
+        clock.begin(step)
+        schedule_block(block)  # joined, its last loss on the host
+        clock.end(step)
+    clock.finish()
     result = clock.result([f"parameter server: steps are scheduled in blocks of {block} and "
                            f"each sample is a block's wall time divided by {block}"])
     # the coordinator schedules the steps between two saves, joins, then saves
@@ -93,20 +93,21 @@ def run_parameter_server_fit(model: Any, optimizer: Any, dataset_fn: Any, *,
     epoch's end, and the epoch hooks time it (as the ClusterCoordinator loop times its blocks).
     """
     keras = keras_module()
-    clock = LoopClock(schedule, schedule.total_steps, progress)
+    clock = LoopClock(schedule, progress, steps_per_call=block)
 
     class _BlockTiming(keras.callbacks.Callback):
         def on_epoch_begin(self, epoch: int, logs: Any = None) -> None:
-            clock.account(clock.before(epoch * block, time.perf_counter()))
+            clock.begin(epoch * block)
 
         def on_epoch_end(self, epoch: int, logs: Any = None) -> None:
-            clock.lap(block, time.perf_counter())
+            clock.end(epoch * block)  # tf-keras has joined the epoch's steps
 
     model.compile(optimizer=optimizer, loss=objectives.loss(), metrics=metrics,
                   steps_per_execution=steps_per_execution, jit_compile=jit_compile)
     creator = keras.utils.experimental.DatasetCreator(dataset_fn)
-    model.fit(creator, epochs=schedule.total_steps // block, steps_per_epoch=block, verbose=0,
+    model.fit(creator, epochs=clock.total // block, steps_per_epoch=block, verbose=0,
               callbacks=[_BlockTiming()])
+    clock.finish()
     result = clock.result([f"parameter server fit: epochs of {block} steps, joined at each "
                            f"epoch's end; each sample is an epoch's wall time divided by {block}"])
     result.checkpointed = fit_checkpointed(model, {"x": creator})

@@ -1,187 +1,258 @@
-"""A training loop's bookkeeping, shared by every path: where its steps fall (warmup, timed
-windows, the trace), the gate before each window, the step timer, the window clocks, progress,
-and what the loop returns.
+"""A training loop's plan and bookkeeping, shared by every path.
+
+The plan: warmup, then `repeats` turns, then the traced turn. The gate stands before every turn
+(the runner interleaves the turns of all live variants in rounds). A turn is `settle_steps`
+untimed steps (a variant idle at the gate runs its first steps cold), then two windows of
+`window_steps` steps each, in an order that alternates from turn to turn:
+
+- the **unobserved** window, timed as the anchors time a block of steps: no host sync inside it,
+  its clock running from the completion of the step before it to the completion of its last
+  step (the headline);
+- the **observed** window, whose every step waits for its result on the host before the next
+  one starts: the per-step samples (the typical step, the spread), and, held against the
+  unobserved window of the same turn, what observing each step costs.
+
+Completion times come from whoever sees a step finish: Keras' own callback thread for `fit`
+(it brings each step's logs to the host there), the host sync of the custom loop. The traced
+turn is an observed window without the profiler, then the traced one (the profiler's cost, from
+two windows side by side).
 """
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 from bench.protocol import TRACE, WINDOW, ProgressFn
-from bench.timing import StepTimer
 from bench.training.gate import Gate
 from bench.training.tracing import TraceWindow
 
+UNOBSERVED, OBSERVED, SETTLE, WARMUP, TRACE_BASE, TRACED = (
+    "unobserved", "observed", "settle", "warmup", "trace_base", "traced")
+SAMPLED = (WARMUP, OBSERVED, TRACE_BASE, TRACED)  # segments whose every step is a sample
 
-@dataclass
-class LoopResult:
-    timer: StepTimer
-    first_step_end: float  # wall clock (time.time) when step 1 completed: ends "startup"
-    notes: list[str] = field(default_factory=list)
-    # Seconds spent in bench's own per-step code (hooks, timer, progress) during the warmup
-    # and timed steps. It runs between two step boundaries, so it is inside the samples: this is
-    # the harness's overhead on the measured step time, measured rather than argued.
-    harness_s: float = 0.0
-    # The loop's input iterator (Keras fit's own, or the custom loop's), kept alive on purpose:
-    # destroying a tf.data iterator waits for its background threads (0.3-3 s per variant
-    # inside a run of the default scenario). Workers end with os._exit, so it is never
-    # destroyed and never costs the run that wait.
-    iterator: Any = None
-    # Wall-clock seconds of each timed window, from its release at the gate to its last step's
-    # completion: the clock the headline examples/s divides by.
-    window_s: list[float] = field(default_factory=list)
-    # When each timed window was released (time.time(), the clock every process shares), so a
-    # run can show that no two variants' windows overlapped.
-    window_started_at: list[float] = field(default_factory=list)
-    # Runs n more steps with no per-step hook or host sync and returns their wall-clock seconds
-    # (None where the path has no such mode): the observer effect's yardstick. Its second
-    # argument waits at the gate: it is called once the set-up is done, just before the clock.
-    unobserved: Callable[[int, Callable[[], None]], float] | None = None
-    # Runs the checkpoint-cost blocks (bench.training.checkpointing.BlockRunner), where the
-    # path can save: (plan, log) -> seconds of each block.
-    checkpointed: Callable[[Any, Any], list[float]] | None = None
-    # Seconds of the untimed settling steps after each gate release, so a run can say what
-    # settling costs (they are in no sample and no window clock).
-    settling_s: float = 0.0
+
+@dataclass(frozen=True)
+class Segment:
+    kind: str
+    steps: int
+    turn: int  # the turn it belongs to (-1: warmup; repeats: the traced turn)
+    gated: bool = False  # a gate stands before it (the first segment of a turn)
 
 
 @dataclass(frozen=True)
 class Schedule:
-    """Where a loop's steps fall: warmup, `repeats` windows, then the traced window; the gate
-    stands before every window and before the trace. A window is `settle_steps` untimed steps
-    (a variant idle at the gate runs its first steps cold) and then `window_steps` timed ones."""
+    """Where a loop's steps fall: warmup, `repeats` turns of settling steps and two windows,
+    then the traced turn (when `trace_steps`)."""
 
     warmup_steps: int
     window_steps: int
     repeats: int
     gate: Gate
     settle_steps: int = 0
+    trace_steps: int = 0
+
+    def window_order(self, turn: int) -> tuple[str, str]:
+        """The unobserved window first in even turns, second in odd ones: a window's place in
+        its turn (how warm the steps before it left the machine) cancels over each pair."""
+        return (UNOBSERVED, OBSERVED) if turn % 2 == 0 else (OBSERVED, UNOBSERVED)
 
     @property
-    def span(self) -> int:
-        """Loop steps per window, settling included."""
-        return self.settle_steps + self.window_steps
+    def segments(self) -> list[Segment]:
+        plan = [Segment(WARMUP, self.warmup_steps, -1)] if self.warmup_steps else []
+        for turn in range(self.repeats):
+            plan += self._turn(turn, [(kind, self.window_steps)
+                                      for kind in self.window_order(turn)])
+        if self.trace_steps:
+            plan += self._turn(self.repeats, [(TRACE_BASE, self.trace_steps),
+                                              (TRACED, self.trace_steps)])
+        return plan
 
-    @property
-    def timed_steps(self) -> int:
-        return self.window_steps * self.repeats
-
-    @property
-    def sampled_steps(self) -> int:
-        """Steps with a timer sample before the trace: warmup and timed (settling has none)."""
-        return self.warmup_steps + self.timed_steps
+    def _turn(self, turn: int, windows: list[tuple[str, int]]) -> list[Segment]:
+        parts = ([(SETTLE, self.settle_steps)] if self.settle_steps else []) + windows
+        return [Segment(kind, steps, turn, gated=k == 0) for k, (kind, steps) in enumerate(parts)]
 
     @property
     def total_steps(self) -> int:
-        """Loop steps before the trace."""
-        return self.warmup_steps + self.span * self.repeats
+        return sum(s.steps for s in self.segments)
 
-    def _offset(self, step: int) -> int | None:
-        offset = step - self.warmup_steps
-        return offset if 0 <= offset < self.span * self.repeats else None
+    @property
+    def untraced_steps(self) -> int:
+        """Loop steps before the traced turn: those bench's own per-step code is charged on."""
+        return self.warmup_steps + self.repeats * (self.settle_steps + 2 * self.window_steps)
 
-    def window_starting_at(self, step: int) -> int | None:
-        """The index of the window (its gate) whose first step is `step`, if any."""
-        offset = self._offset(step)
-        return offset // self.span if offset is not None and offset % self.span == 0 else None
+    @property
+    def timed_steps(self) -> int:
+        """Steps in the unobserved windows: what the headline counts."""
+        return self.window_steps * self.repeats
 
-    def clock_starts_at(self, step: int) -> bool:
-        """Whether a window's clock starts before `step` (its first step after settling)."""
-        offset = self._offset(step)
-        return offset is not None and offset % self.span == self.settle_steps
+    def step_map(self) -> list[tuple[Segment, int]]:
+        """For every loop step, its segment and its offset in it."""
+        return [(segment, k) for segment in self.segments for k in range(segment.steps)]
 
-    def settling(self, step: int) -> bool:
-        """Whether `step` is one of a window's untimed settling steps."""
-        offset = self._offset(step)
-        return offset is not None and offset % self.span < self.settle_steps
 
-    def ends_a_window(self, steps_done: int) -> bool:
-        offset = steps_done - self.warmup_steps
-        return 0 < offset <= self.span * self.repeats and offset % self.span == 0
+@dataclass
+class LoopResult:
+    """What a training loop measured, by segment kind."""
+
+    first_step_end: float  # wall clock (time.time) when step 1 completed: ends "startup"
+    samples: dict[str, list[list[float]]]  # per-step seconds, a list per segment, by kind
+    clocks: dict[str, list[float]]  # each window's seconds, by kind (unobserved, observed, ...)
+    notes: list[str] = field(default_factory=list)
+    # Seconds spent in bench's own per-step code (hooks, stamps, progress) during the warmup
+    # and the turns, outside the gate and the profiler: its cost on the figures it reports.
+    harness_s: float = 0.0
+    # The loop's input iterator (Keras fit's own, or the custom loop's), kept alive on purpose:
+    # destroying a tf.data iterator waits for its background threads (0.3-3 s per variant
+    # inside a run of the default scenario). Workers end with os._exit, so it is never
+    # destroyed and never costs the run that wait.
+    iterator: Any = None
+    # When each turn's first window started (time.time(), the clock every process shares), so
+    # a run can show that no two variants' turns overlapped.
+    window_started_at: list[float] = field(default_factory=list)
+    # Runs the checkpoint-cost blocks (bench.training.checkpointing.BlockRunner), where the
+    # path can save: (plan, log) -> seconds of each block.
+    checkpointed: Callable[[Any, Any], list[float]] | None = None
+    settling_s: float = 0.0  # the untimed settling steps, which are in no sample and no clock
+    order: list[tuple[str, str]] = field(default_factory=list)  # each turn's window order
 
 
 class LoopClock:
-    """Shared bookkeeping for both paths: lap the timer, stamp step 1, report progress sparingly,
-    and account for its own time (`harness_s`) until the traced steps begin."""
+    """One loop's bookkeeping: which segment each step is in, the gate before each turn, the
+    profiler around the traced window, completion stamps, window clocks, progress, and bench's
+    own time.
 
-    def __init__(self, schedule: Schedule, total_steps: int, progress: ProgressFn,
-                 min_interval_s: float = 0.2):
+    A loop dispatches calls of `steps_per_call` steps. Before each it asks `wait_before` (Keras'
+    `fit`, which brings results to the host in its own thread, then waits for them with
+    `wait_for`) or, after it, `sync_after` (the custom loop and tf-keras, which bring the
+    result to the host themselves), and calls `begin` and `end` around it; `end` may come from
+    another thread. `finish` closes the loop.
+    """
+
+    def __init__(self, schedule: Schedule, progress: ProgressFn, trace: TraceWindow | None = None,
+                 steps_per_call: int = 1, min_interval_s: float = 0.2):
         self.schedule = schedule
-        self.timer = StepTimer()
-        self.total = total_steps
-        self.window_s: list[float] = []
-        self.window_started_at: list[float] = []
-        self._window_started = 0.0
+        self.steps = schedule.step_map()
+        self.total = len(self.steps)
+        self.k = steps_per_call
+        self.trace = trace
         self.progress = progress
-        self.first_step_end = 0.0
-        self.steps_done = 0  # loop steps, settling included (the timer counts sampled ones)
-        self.harness_s = 0.0
-        self.settling_s = 0.0  # untimed settling steps after gate releases
-        self.accounting = True  # off once tracing starts: traced steps are not timed windows
         self._min_interval = min_interval_s
         self._last_report = 0.0
+        self._completed = threading.Condition()
+        self._done_through = -1  # every step up to this one is complete
+        self._stamps: dict[int, float] = {}  # completion time of the steps that end a call
+        self._starts: dict[int, float] = {}  # a segment's start where it is not the step before's
+        self.harness_s = 0.0
+        self.first_step_end = 0.0
+        self.window_started_at: list[float] = []
+        self._context: Any = None
 
-    def start(self) -> None:
-        self.timer.start()
+    def _segment(self, step: int) -> tuple[Segment, int]:
+        return self.steps[step]
 
-    def before(self, step: int, entered: float) -> float:
-        """Before the block starting at `step` (the hook began at `entered`): at a window's
-        start, wait for the gate; once it has settled, restart the timer and the window's clock,
-        so neither the idle time at the gate nor the cold steps after it are in any sample.
-        Returns when bench's own time in this hook counts from."""
+    def wait_before(self, step: int) -> bool:
+        """Whether every earlier step must be complete before `step` is dispatched: at a turn's
+        gate, and for every step of the observed, traced and warmup windows."""
+        segment, offset = self._segment(step)
+        return (segment.gated and offset == 0) or segment.kind in SAMPLED
+
+    def sync_after(self, step: int) -> bool:
+        """Whether the call that starts at `step` must have its result brought to the host right
+        away: a step of the observed, traced and warmup windows, and each segment's last."""
+        segment, offset = self._segment(step)
+        return segment.kind in SAMPLED or offset + self.k >= segment.steps
+
+    def wait_for(self, step: int) -> None:
+        """Block until every step before `step` is complete."""
+        entered = time.perf_counter()
+        with self._completed:
+            self._completed.wait_for(lambda: self._done_through >= step - 1)
+        self._account(entered)
+
+    def begin(self, step: int) -> None:
+        """Before the call that starts at `step`: the gate before a turn, the profiler and its
+        step markers in the traced window. Call it once earlier steps are complete where
+        `wait_before` says so."""
+        entered = time.perf_counter()
         if step == 0:
-            self.start()
-        window = self.schedule.window_starting_at(step)
-        if window is not None:
-            self.account(entered)
-            self.schedule.gate.wait(WINDOW, window)
-            self.start()  # the wait is in no sample, settling step or not
-            entered = time.perf_counter()  # nor bench's per-step time
-        if not self.schedule.clock_starts_at(step):
-            return entered
-        if window is None:
-            self.account(entered)
-        self.start()
-        self._window_started = time.perf_counter()
-        self.window_started_at.append(time.time())
-        return self._window_started
+            self._starts[0] = entered
+        segment, offset = self._segment(step)
+        self._close_trace_step()
+        if offset == 0 and segment.gated:
+            self._account(entered)
+            self.schedule.gate.wait(TRACE if segment.turn == self.schedule.repeats else WINDOW,
+                                    segment.turn)
+            entered = time.perf_counter()
+            self._starts[step] = entered  # the turn's clock starts at its release
+            self.window_started_at.append(time.time())
+        if segment.kind == TRACED and self.trace is not None:
+            if offset == 0:
+                self._account(entered)
+                self.trace.start()
+                self._starts[step] = time.perf_counter()  # the profiler's start-up is in no step
+            self._context = self.trace.step(offset // self.k)
+            self._context.__enter__()
+            return  # traced steps are the profiler's, not the harness's
+        self._account(entered)
 
-    def before_trace(self, trace: TraceWindow) -> None:
-        self.schedule.gate.wait(TRACE)
-        self.accounting = False  # traced steps are not timed windows
-        trace.start()
-        self.start()  # profiler start-up is not part of the first traced step
+    def _close_trace_step(self) -> None:
+        """End the previous traced step's marker, in the thread that opened it (the loop's)."""
+        if self._context is not None:
+            self._context.__exit__(None, None, None)
+            self._context = None
 
-    def lap(self, steps: int, entered: float | None = None) -> None:
-        """Close a block of `steps` steps; `entered` is when the caller's hook began, if any."""
-        entered = entered if entered is not None else time.perf_counter()
-        if self.schedule.settling(self.steps_done):
-            self.settling_s += self.timer.skip()  # a settling step: in no sample
-        else:
-            self.timer.lap(steps)
-        self.steps_done += steps
-        if self.schedule.ends_a_window(self.steps_done):
-            self.window_s.append(time.perf_counter() - self._window_started)
-        now = time.time()
+    def end(self, step: int, when: float | None = None) -> None:
+        """The call that started at `step` is complete, its result on the host."""
+        entered = when if when is not None else time.perf_counter()
+        last = step + self.k - 1
+        self._stamps[last] = entered
+        with self._completed:
+            self._done_through = last
+            self._completed.notify_all()
         if not self.first_step_end:
-            self.first_step_end = now
-        done = self.steps_done
-        if done >= self.total or now - self._last_report >= self._min_interval:
+            self.first_step_end = time.time()
+        now = time.time()
+        if last + 1 >= self.total or now - self._last_report >= self._min_interval:
             self._last_report = now
-            self.progress(done, self.total)
-        self.account(entered)
+            self.progress(last + 1, self.total)
+        if self.steps[last][0].kind != TRACED:
+            self._account(entered)
 
-    def account(self, entered: float) -> None:
-        """Add the time since `entered` (a perf_counter reading) to bench's own per-step time."""
-        if self.accounting:
-            self.harness_s += time.perf_counter() - entered
+    def finish(self) -> None:
+        """After the last step: close the trace (in the loop's thread)."""
+        self.wait_for(self.total)
+        self._close_trace_step()
+        if self.trace is not None and self.schedule.trace_steps:
+            self.trace.stop()
 
-    def result(self, notes: list[str], iterator: Any = None,
-               unobserved: Callable[[int, Callable[[], None]], float] | None = None
-               ) -> LoopResult:
-        return LoopResult(self.timer, self.first_step_end, notes, self.harness_s, iterator,
-                          self.window_s, self.window_started_at, unobserved,
-                          settling_s=self.settling_s)
+    def _account(self, entered: float) -> None:
+        self.harness_s += time.perf_counter() - entered
+
+    def result(self, notes: list[str], iterator: Any = None) -> LoopResult:
+        """Samples and clocks from the completion stamps: a window's clock runs from the
+        completion of the step before it (or its turn's release) to its last step's."""
+        samples: dict[str, list[list[float]]] = {}
+        clocks: dict[str, list[float]] = {}
+        settling = 0.0
+        start = 0
+        for segment in self.schedule.segments:
+            stop = start + segment.steps
+            first = self._starts.get(start, self._stamps.get(start - 1))
+            ends = [first] + [self._stamps.get(s) for s in range(start + self.k - 1, stop, self.k)]
+            if ends[0] is not None and ends[-1] is not None and len(ends) > 1:
+                seconds = ends[-1] - ends[0]
+                if segment.kind == SETTLE:
+                    settling += seconds
+                else:
+                    clocks.setdefault(segment.kind, []).append(seconds)
+                if segment.kind in SAMPLED and None not in ends:
+                    samples.setdefault(segment.kind, []).append(
+                        [(b - a) / self.k for a, b in zip(ends, ends[1:], strict=False)])
+            start = stop
+        order = [self.schedule.window_order(t) for t in range(self.schedule.repeats)]
+        return LoopResult(self.first_step_end, samples, clocks, notes, self.harness_s, iterator,
+                          self.window_started_at, settling_s=settling, order=order)
