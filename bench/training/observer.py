@@ -3,15 +3,14 @@ against the same steps unobserved, side by side. Pure: the worker measures, this
 
 Observation: every turn runs an observed window (each step waits for its result on the host
 before the next starts: the per-step samples) and an unobserved window (one sync, at its end:
-the headline) of as many steps, one right after the other, in alternating order. The ratio of
-their times over all turns, with a moving-block bootstrap interval over the turns, says what
-observing costs; a variant is flagged only when the whole interval lies above
-OBSERVER_FLAG_RATIO, so an unchanged run on a quiet machine is flagged about as often as the
-interval's confidence allows.
+the headline) of as many steps, one right after the other, in alternating order. The median of
+the turns' ratios, with a moving-block bootstrap interval over the turns, says what observing
+costs; a variant is flagged only when the whole interval lies above OBSERVER_FLAG_RATIO, so an
+unchanged run on a quiet machine is flagged about as often as the interval's confidence allows.
 
 The profiler: the traced turn runs an observed window without the profiler, then the traced
-window of as many steps; the ratio of their steps, with a bootstrap interval over blocks of
-consecutive steps.
+window of as many steps; the median ratio of their steps, step k against step k, with a
+bootstrap interval over blocks of consecutive steps.
 """
 
 from __future__ import annotations

@@ -210,8 +210,8 @@ class LoopClock:
         entered = when if when is not None else time.perf_counter()
         last = step + self.k - 1
         self._stamps[last] = entered
-        with self._completed:
-            self._done_through = last
+        with self._completed:  # Keras may run two steps' hooks at once, in either order
+            self._done_through = max(self._done_through, last)
             self._completed.notify_all()
         if not self.first_step_end:
             self.first_step_end = time.time()

@@ -1,0 +1,101 @@
+"""A user's own training loop, independent of bench: the yardstick of bench's headline.
+
+The seed MLP (784-256-128-10, logits) on 60,000 synthetic MNIST-shaped examples, batch 64 per
+replica, under the default strategy or MirroredStrategy over N logical CPU devices, trained as
+the tutorials train it and timed per epoch, as a careful person times their own job:
+
+- `fit`: `model.fit(dataset, epochs=E)` with an epoch-level callback only (no batch hook, so Keras
+  runs its steps exactly as for a plain fit);
+- `ctl`: `for batch in dist_dataset: loss = train_step(batch)` with `strategy.run` inside a
+  `tf.function`, the loss brought to the host once, at the epoch's end.
+
+The dataset is finite (one pass per epoch, a new iterator each epoch, as a user's is).
+Prints one JSON line: {"examples_per_sec": [...per epoch, the first included...]}.
+
+    python tests/benchmarks/plain_loop.py --strategy mirrored --replicas 2 --api fit
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+
+import numpy as np
+
+EXAMPLES = 60_000
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--strategy", choices=["default", "mirrored"], default="default")
+    parser.add_argument("--replicas", type=int, default=1)
+    parser.add_argument("--api", choices=["fit", "ctl"], default="fit")
+    parser.add_argument("--epochs", type=int, default=5)
+    args = parser.parse_args()
+
+    import tensorflow as tf
+
+    if args.strategy == "mirrored":
+        cpu = tf.config.list_physical_devices("CPU")[0]
+        tf.config.set_logical_device_configuration(
+            cpu, [tf.config.LogicalDeviceConfiguration()] * args.replicas)
+        strategy = tf.distribute.MirroredStrategy([f"/cpu:{i}" for i in range(args.replicas)])
+    else:
+        strategy = tf.distribute.get_strategy()
+    import keras
+
+    global_batch = 64 * strategy.num_replicas_in_sync
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(EXAMPLES, 28, 28, 1)).astype("float32")
+    y = rng.integers(0, 10, size=EXAMPLES).astype("int32")
+    dataset = (tf.data.Dataset.from_tensor_slices((x, y)).cache().shuffle(10_000, seed=0)
+               .batch(global_batch, drop_remainder=True).prefetch(tf.data.AUTOTUNE))
+    steps = EXAMPLES // global_batch
+    with strategy.scope():
+        model = keras.Sequential([
+            keras.Input((28, 28, 1)), keras.layers.Flatten(),
+            keras.layers.Dense(256, activation="relu"), keras.layers.Dense(128, activation="relu"),
+            keras.layers.Dense(10)])
+        optimizer = keras.optimizers.Adam(1e-3)
+    seconds: list[float] = []
+    if args.api == "fit":
+        with strategy.scope():
+            model.compile(optimizer=optimizer,
+                          loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+        began: list[float] = []
+        timer = keras.callbacks.LambdaCallback(
+            on_epoch_begin=lambda epoch, logs: began.append(time.perf_counter()),
+            on_epoch_end=lambda epoch, logs: seconds.append(time.perf_counter() - began[-1]))
+        model.fit(dataset, epochs=args.epochs, verbose=0, callbacks=[timer])
+    else:
+        loss_fn = keras.losses.SparseCategoricalCrossentropy(from_logits=True, reduction="none")
+        with strategy.scope():
+            optimizer.build(model.trainable_variables)
+
+        def replica_step(features: tf.Tensor, labels: tf.Tensor) -> tf.Tensor:
+            with tf.GradientTape() as tape:
+                loss = tf.nn.compute_average_loss(loss_fn(labels, model(features, training=True)),
+                                                  global_batch_size=global_batch)
+            grads = tape.gradient(loss, model.trainable_variables)
+            optimizer.apply_gradients(zip(grads, model.trainable_variables, strict=True))
+            return loss
+
+        @tf.function
+        def train_step(batch: tuple[tf.Tensor, tf.Tensor]) -> tf.Tensor:
+            per_replica = strategy.run(replica_step, args=batch)
+            return strategy.reduce(tf.distribute.ReduceOp.SUM, per_replica, axis=None)
+
+        dist_dataset = strategy.experimental_distribute_dataset(dataset)
+        for _ in range(args.epochs):
+            began = time.perf_counter()
+            loss = None
+            for batch in dist_dataset:
+                loss = train_step(batch)
+            float(loss)
+            seconds.append(time.perf_counter() - began)
+    print(json.dumps({"examples_per_sec": [steps * global_batch / s for s in seconds]}))
+
+
+if __name__ == "__main__":
+    main()
