@@ -229,3 +229,41 @@ def ratio_interval(numerators: Sequence[float], denominators: Sequence[float],
     medians = np.median(ratios[picks], axis=1)
     tail = 100.0 * (1.0 - confidence) / 2.0
     return ratio, float(np.percentile(medians, tail)), float(np.percentile(medians, 100 - tail))
+
+
+# An input iterator whose windows run below this share of the fastest iterator's rate runs in
+# another mode, when its windows and the fast ones barely overlap: under MirroredStrategy some
+# fresh iterators run every step at half speed here, far beyond the few percent that iterators
+# of one mode differ by.
+SLOW_MODE_SHARE = 0.75
+
+
+def iterator_speeds(window_s: Sequence[float], iterator_of: Sequence[int],
+                    examples_per_window: int) -> dict[str, Any]:
+    """Examples/s over each input iterator's windows, and the modes they fall into: one, or a
+    fast and a slow one (each one's rate over its iterators' windows, and its share of the
+    iterators). Two modes need the iterators' median rates apart by SLOW_MODE_SHARE and their
+    windows' rates apart too: the slow ones' upper quartile below the fast ones' lower."""
+    by_iterator: dict[int, list[float]] = {}
+    for seconds, which in zip(window_s, iterator_of, strict=True):
+        by_iterator.setdefault(which, []).append(seconds)
+    groups = [seconds for _, seconds in sorted(by_iterator.items())]
+    medians = [statistics.median(examples_per_window / s for s in g) for g in groups]
+    fastest = max(medians, default=0.0)
+    slow = [g for g, m in zip(groups, medians, strict=True) if m < SLOW_MODE_SHARE * fastest]
+    fast = [g for g, m in zip(groups, medians, strict=True) if m >= SLOW_MODE_SHARE * fastest]
+
+    def window_rates(part: list[list[float]]) -> list[float]:
+        return sorted(examples_per_window / s for g in part for s in g)
+
+    if not slow or percentile(window_rates(slow), 75) >= percentile(window_rates(fast), 25):
+        fast, slow = groups, []  # one mode: the iterators' differences are the machine's
+
+    def rate(part: list[list[float]]) -> float:
+        return examples_per_window * sum(map(len, part)) / sum(map(sum, part))
+
+    modes = [{"mode": name, "rate": rate(part), "iterators": len(part),
+              "share": len(part) / len(groups)}
+             for name, part in (("fast", fast), ("slow", slow)) if part]
+    return {"per_iterator": [rate([g]) for g in groups], "modes": modes,
+            "bimodal": len(modes) > 1}

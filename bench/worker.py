@@ -28,7 +28,14 @@ from bench.records import (
     finish,
 )
 from bench.scenario.schema import Variant
-from bench.timing import Phases, round_up, steady_state_start, summarize, throughput
+from bench.timing import (
+    Phases,
+    iterator_speeds,
+    round_up,
+    steady_state_start,
+    summarize,
+    throughput,
+)
 from bench.training import (
     checkpointing,
     devices,
@@ -231,7 +238,8 @@ def measure(variant: Variant, spawn_time: float, progress: ProgressFn) -> dict[s
     # turns played back to back (no gate) have no cold start to settle
     settle = round_up(m.settle_steps, k) if gate.interleaved else 0
     schedule = Schedule(round_up(m.warmup_steps, k), steps, m.repeats, gate, settle,
-                        trace.steps if trace else 0)
+                        trace.steps if trace else 0,
+                        1 if variant.strategy == "parameter_server" else m.iterators)
     arrays = (data_mod.numpy_feed(loaded, schedule.total_steps * global_batch)
               if variant.data.feed == "numpy" else None)
     with phases("loop"):
@@ -283,6 +291,9 @@ def measure(variant: Variant, spawn_time: float, progress: ProgressFn) -> dict[s
                         "observed_window_s": result.clocks.get("observed") or [],
                         "trace_base_s": sum(result.clocks.get("trace_base") or []),
                         "order": result.order,
+                        "speeds": iterator_speeds(unobserved_s, [schedule.iterator_of(t) for t
+                                                  in range(len(unobserved_s))],
+                                                  global_batch * steps),
                         "window_started_at": result.window_started_at},
         "observer": (observer.summary(unobserved_s, result.clocks.get("observed") or [])
                      if variant.strategy != "parameter_server" else

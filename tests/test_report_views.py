@@ -56,8 +56,8 @@ def test_a_straggler_shows_in_the_worker_chart_the_tables_and_the_summary(run: R
 
 def test_measurement_costs_name_the_variants_over_their_limits(run: RunView) -> None:
     summary = "\n".join(summarize_run(run))
-    assert ("per-step observation slowed the steps over 1.02× beyond the windows' noise "
-            "(observed ÷ unobserved): "
+    assert ("per-step observation slowed the steps (observed ÷ unobserved windows of the same "
+            "turns, the whole 95% interval over 1.02×): "
             "multi_worker_mirrored-w3x1-ctl-float32-gb192 ×1.06") in summary
     assert "tracing slowed the traced steps" not in summary  # 1.2x is under the 1.5x limit
     observer, profiler = measurement_cost_chart(run).figure["data"]

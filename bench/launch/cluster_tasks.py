@@ -18,6 +18,7 @@ from typing import Any
 from bench import entrypoints, protocol, results
 from bench.launch import recovery
 from bench.launch.cluster_plan import Task, chief_of, cluster_spec, plan_tasks
+from bench.launch.forkserver import ForkServer
 from bench.launch.gate_relay import GateRelay
 from bench.launch.local import checkpoint_dir, trace_dir, worker_command, worker_env
 from bench.launch.netns import free_port
@@ -96,7 +97,9 @@ class Cluster:
 
     def __init__(self, variant: Variant, variants_path: Path, logs: Path,
                  relay: GateRelay, attempt: int = 1,
-                 injector: recovery.FaultInjector | None = None) -> None:
+                 injector: recovery.FaultInjector | None = None,
+                 forkserver: ForkServer | None = None) -> None:
+        self.forkserver = forkserver  # tasks forked from it (their own groups) or new interpreters
         self.variant = variant
         self.relay = relay
         self.tasks = plan_tasks(variant)
@@ -125,9 +128,12 @@ class Cluster:
                           "BENCH_TRACE_DIR": str(trace_dir(run_dir, variant, task.name)),
                           protocol.CHECKPOINT_DIR_ENV: str(checkpoint_dir(run_dir, variant)),
                           **self.relay.task_env(task), **self._fault_env(task)})
+        # a forked task leads its own group and dies with the fork server; a new interpreter
+        # stays in the supervisor's group and dies with it
         return WorkerProcess(cmd, env, self.log_path(task), self._progress_fn(task),
-                             new_session=False,
-                             on_gate=self.relay.on_gate(task) if task.trains else None)
+                             new_session=self.forkserver is not None, forkserver=self.forkserver,
+                             on_gate=self.relay.on_gate(task) if task.trains else None,
+                             dies_with_parent=True)
 
     def _fault_env(self, task: Task) -> dict[str, str]:
         if self.variant.fault is None:
@@ -208,12 +214,16 @@ class Cluster:
     def _check(self) -> tuple[str, str | None] | None:
         """The cluster's outcome once there is one, else None."""
         for task, proc in self.procs.items():  # exits first: they are the root causes
-            code = proc.popen.poll()
-            if code is None or task in self.records:
+            if task in self.records:
                 continue
-            if task.trains and code == 0 and self.record_path(task).exists():
+            code = proc.popen.poll()
+            if task.trains and code in (None, 0) and self.record_path(task).exists():
+                # a task that wrote its record is done (written whole, by rename): the cluster
+                # ends once every one has, without waiting for TensorFlow's shutdown barrier
                 self.records[task] = results.read_json(self.record_path(task))
                 self.record_path(task).unlink()  # merged into the variant's record
+            elif code is None:
+                continue
             elif (skipped := self._chief_skipped()) is not None:
                 return "skipped", skipped  # the chief knew why first: a peer's crash follows
             else:

@@ -34,7 +34,7 @@ from bench.launch.forkserver import MAX_MESSAGE
 from bench.launch.groups import die_with_parent
 
 # What a child may run: each module has `main(argv) -> int`.
-RUNNABLE_MODULES = (entrypoints.WORKER, entrypoints.TRACE_ANALYSIS)
+RUNNABLE_MODULES = (entrypoints.WORKER, entrypoints.TRACE_ANALYSIS, entrypoints.PS_SERVER)
 # Imported too when present: what the children would otherwise import first thing.
 OPTIONAL_PRELOADS = ("xprof.convert.raw_to_tool_data",)
 REAP_INTERVAL_S = 0.02
@@ -80,12 +80,13 @@ def _send(sock: socket.socket, message: dict[str, Any]) -> None:
     sock.send(json.dumps(message).encode())
 
 
-def _run_child(request: dict[str, Any], fds: list[int], sock: socket.socket) -> None:
-    """In the forked child: become the requested process, run its main, never return."""
+def _run_child(request: dict[str, Any], fds: list[int], sock: socket.socket) -> int:
+    """In the forked child: become the requested process and run its main; its exit code."""
     code = 1
     try:
         sock.close()
         os.setsid()  # its own process group, killed as a whole by the parent
+        die_with_parent()  # and gone with the server (a cluster's server, with its supervisor)
         # The handlers a new interpreter starts with (the server ignores SIGINT).
         signal.signal(signal.SIGINT, signal.default_int_handler)
         signal.signal(signal.SIGTERM, signal.SIG_DFL)
@@ -104,13 +105,21 @@ def _run_child(request: dict[str, Any], fds: list[int], sock: socket.socket) -> 
         code = exc.code if isinstance(exc.code, int) else 1
     except BaseException:  # noqa: BLE001 -- the child must end here whatever happened
         traceback.print_exc()
-    finally:
-        for stream in (sys.stdout, sys.stderr):
-            try:
-                stream.flush()
-            except Exception:  # noqa: BLE001
-                pass
-        os._exit(code)  # skip TensorFlow's slow teardown: the record is already written
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except Exception:  # noqa: BLE001
+            pass
+    return code
+
+
+def _end_child(request: dict[str, Any], code: int) -> None:
+    """Leave without TensorFlow's slow teardown (the record is written), except a cluster's task
+    (TF_CONFIG in its environment): its peers may still pull the last collective's buffers from
+    it, which TensorFlow's shutdown barrier waits for, so it leaves as an interpreter does."""
+    if "TF_CONFIG" in request["env"]:
+        raise SystemExit(code)
+    os._exit(code)
 
 
 def _reap(sock: socket.socket) -> None:
@@ -150,7 +159,7 @@ def serve(sock: socket.socket) -> int:
         sys.stderr.flush()
         pid = os.fork()
         if pid == 0:
-            _run_child(request, fds, sock)
+            _end_child(request, _run_child(request, fds, sock))
         for fd in fds:
             os.close(fd)
         _send(sock, {"spawned": pid})

@@ -37,13 +37,15 @@ class WorkerProcess:
 
     With `new_session` (the default) the child leads its own process group, which is killed as a
     whole. Without it the child stays in its parent's group (so killing the parent's group takes
-    it too) and dies with its parent.
+    it too) and dies with its parent; `dies_with_parent` makes a child in its own group die with
+    its parent too (a forked child dies with its fork server).
     """
 
     def __init__(self, cmd: list[str], env: dict[str, str], log_path: Path,
                  on_progress: ProgressFn | None = None, new_session: bool = True,
                  forkserver: ForkServer | None = None,
-                 on_gate: Callable[[str, int], None] | None = None) -> None:
+                 on_gate: Callable[[str, int], None] | None = None,
+                 dies_with_parent: bool = False) -> None:
         self.log_path = log_path
         self._log = open(log_path, "ab", buffering=0)
         self._on_progress = on_progress
@@ -59,7 +61,8 @@ class WorkerProcess:
             self.popen = subprocess.Popen(cmd, env=env, stdin=subprocess.DEVNULL,
                                           stdout=subprocess.PIPE, stderr=self._log,
                                           start_new_session=new_session,
-                                          preexec_fn=None if new_session else die_with_parent)
+                                          preexec_fn=(die_with_parent if dies_with_parent
+                                                      or not new_session else None))
         self._reader = threading.Thread(target=self._pump, daemon=True)
         self._reader.start()
 

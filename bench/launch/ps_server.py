@@ -10,7 +10,7 @@ from __future__ import annotations
 import sys
 
 
-def main() -> int:
+def main(argv: list[str] | None = None) -> int:
     import tensorflow as tf
 
     from bench.protocol import EventLog

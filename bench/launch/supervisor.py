@@ -22,11 +22,24 @@ from bench import protocol, results
 from bench.launch import recovery
 from bench.launch.cluster_plan import Task, chief_of, plan_tasks
 from bench.launch.cluster_tasks import Cluster, NativeCrash, Restart
+from bench.launch.forkserver import ForkServer
 from bench.launch.gate_relay import GateRelay
+from bench.launch.local import worker_env
 from bench.launch.netns import bring_loopback_up
+from bench.placement import needs_fresh_interpreter
 from bench.records import base_record, finish
 from bench.scenario.schema import Variant
 from bench.training import strategies
+
+
+def task_forkserver(variant: Variant, logs: Path, run_dir: Path) -> ForkServer | None:
+    """A fork server inside the cluster's network namespace that imports TensorFlow once for
+    every task (a task started as a new interpreter spends seconds importing it, all of them at
+    once on the same cores). None for tf-keras (its tasks need TF_USE_LEGACY_KERAS before the
+    import) and for a [fault] variant (a restarted task is a new process, as it would be)."""
+    if needs_fresh_interpreter(variant) or variant.fault is not None:
+        return None
+    return ForkServer(worker_env(), logs / f"{variant.id}.forkserver.log", str(run_dir)).start()
 
 
 def supervise(variant: Variant, variants_path: Path, logs: Path, network: str,
@@ -39,10 +52,11 @@ def supervise(variant: Variant, variants_path: Path, logs: Path, network: str,
     crashes: list[str] = []
     restarts: list[str] = []
     relay = GateRelay(os.environ.get(protocol.GATE_ENV) or None, logs, variant.id)
+    forkserver = task_forkserver(variant, logs, variants_path.parent)
     try:
         for attempt in range(1, attempts + 1):
             relay.reset()
-            cluster = Cluster(variant, variants_path, logs, relay)
+            cluster = Cluster(variant, variants_path, logs, relay, forkserver=forkserver)
             try:
                 status, reason = cluster.watch(deadline)
             except Restart as restart:
@@ -58,6 +72,8 @@ def supervise(variant: Variant, variants_path: Path, logs: Path, network: str,
             break
     finally:
         relay.close()
+        if forkserver is not None:
+            forkserver.close()
     record = _variant_record(variant, cluster, status, reason, network, attempt)
     record["cluster"].update(native_crashes=crashes, restarts=restarts)
     if crashes:

@@ -14,7 +14,7 @@ from bench.compare.noise import within_noise
 from bench.records import OBSERVER_FLAG_RATIO, counts_as_variant, headline
 from bench.report import checkpoints, environments
 from bench.report.records import (
-    TRACE_INFLATION_LIMIT,
+    format_speeds,
     keras_pairs,
     measurement_costs,
     precision_pairs,
@@ -198,12 +198,20 @@ def measurement_cost(run: RunView) -> str | None:
     traced = [f"{vid} ×{c['profiler']:.2f}" for vid, c in costs if c["profiler_flagged"]]
     parts = []
     if observed:
-        parts.append(f"per-step observation slowed the steps over {OBSERVER_FLAG_RATIO:g}× "
-                     f"beyond the windows' noise (observed ÷ unobserved): {', '.join(observed)}")
+        parts.append(f"per-step observation slowed the steps (observed ÷ unobserved windows "
+                     f"of the same turns, the whole 95% interval over {OBSERVER_FLAG_RATIO:g}×): "
+                     f"{', '.join(observed)}")
     if traced:
-        parts.append(f"tracing slowed the traced steps over {TRACE_INFLATION_LIMIT:g}×: "
+        parts.append(f"tracing slowed the traced steps (against untraced ones beside them): "
                      f"{', '.join(traced)}")
     return ("Measuring cost: " + "; ".join(parts) + ".") if parts else None
+
+
+def two_speeds(run: RunView) -> str | None:
+    """The variants whose fresh input iterators ran at two speeds, with each one's share."""
+    notes = [f"{r['variant_id']} {speeds}" for r in run.ok if (speeds := format_speeds(r))]
+    return ("Two speeds (fresh input iterators, as a user's epochs, ran in two modes; the "
+            "headline is over all of them): " + "; ".join(notes) + ".") if notes else None
 
 
 def data_notes(run: RunView) -> list[str]:
@@ -216,7 +224,7 @@ def summarize_run(run: RunView) -> list[str]:
     lines = [describe_noise_floor(run.noise_floor), fastest(run), best_scaling(run),
              input_bound(run), precision_speedups(run), keras_flavours(run),
              environments.summary_line(run.records, run.noise_floor),
-             utilization(run), stragglers(run), measurement_cost(run),
+             utilization(run), stragglers(run), measurement_cost(run), two_speeds(run),
              checkpoints.describe(checkpoints.checkpoint_rows(run.ok)), loss_parity(run),
              accuracy(run),
              *failures(run), unsettled(run), *data_notes(run)]

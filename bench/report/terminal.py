@@ -16,7 +16,13 @@ from bench.records import control_role, headline, scenario_data_sources
 from bench.report import environments
 from bench.report.checkpoints import COLUMNS as CHECKPOINT_COLUMNS
 from bench.report.checkpoints import checkpoint_rows, format_size
-from bench.report.records import api_label, keras_pairs, model_label, step_breakdown
+from bench.report.records import (
+    api_label,
+    format_speeds,
+    keras_pairs,
+    model_label,
+    step_breakdown,
+)
 from bench.report.runs import find_baselines
 
 if TYPE_CHECKING:
@@ -98,6 +104,8 @@ def render_outcome_line(record: dict[str, Any]) -> str:
         if use.get("status") == "ok":
             line += f", {use['achieved_flops_per_s'] / 1e9:,.1f} GFLOP/s = {use['mfu']:.1%} MFU"
         line += format_checks(record)
+        if speeds := format_speeds(record):
+            line += f"  [yellow](two speeds: {escape(speeds)})[/]"
         settle = record.get("steady_state_start") or 0
         if settle:
             line += f"  [yellow](still warming up for the first {settle} timed steps)[/]"

@@ -104,6 +104,10 @@ class MeasureConfig(Strict):
     # variant's first step after idling at the gate runs cold (1.1-1.4x the same variant's steps
     # run back to back here, the second 1.0-1.1x), so by default one settles.
     settle_steps: NonNegativeInt = 1
+    # Fresh input iterators the turns are spread over, as a user's epochs each start a new one:
+    # under MirroredStrategy some iterators run their every step at half speed here, so one
+    # iterator would show one of the two speeds; several show both, and the record their shares.
+    iterators: PositiveInt = 1
     # How many variant processes may be alive at once ("auto": from free memory, and GPU memory
     # where there are GPUs); more variants are run in batches of this size.
     max_live: Literal["auto"] | PositiveInt = "auto"

@@ -83,20 +83,24 @@ def run_fit(model: Any, optimizer: Any, feed: FitInput, *, objectives: Objective
     keras = keras_module()
     k = steps_per_execution
     clock = LoopClock(schedule, progress, trace, k)
-    keeper = _keep_iterator_callback()
     legacy = chosen_flavour() == "tf_keras"
 
     class _Steps(keras.callbacks.Callback):
         async_safe = True  # Keras 3: the batch-end hook in Keras' callback thread
         _supports_tf_logs = True  # tf-keras: the logs stay tensors unless the hook reads them
 
+        def __init__(self, first: int) -> None:
+            super().__init__()
+            self.first = first  # the plan's step where this fit call (its iterator) starts
+
         def on_train_batch_begin(self, batch: int, logs: Any = None) -> None:
-            if clock.wait_before(batch):
-                clock.wait_for(batch)
-            clock.begin(batch)
+            step = self.first + batch
+            if clock.wait_before(step):
+                clock.wait_for(step)
+            clock.begin(step)
 
         def on_train_batch_end(self, batch: int, logs: Any = None) -> None:
-            step = batch - k + 1  # Keras passes the call's last step
+            step = self.first + batch - k + 1  # Keras passes the call's last step
             if not legacy:
                 clock.end(step)
             elif clock.sync_after(step):
@@ -105,14 +109,20 @@ def run_fit(model: Any, optimizer: Any, feed: FitInput, *, objectives: Objective
 
     model.compile(optimizer=optimizer, loss=objectives.loss(), metrics=metrics,
                   steps_per_execution=k, jit_compile=jit_compile)
-    model.fit(**feed.kwargs(), epochs=1, steps_per_epoch=clock.total, verbose=0,
-              callbacks=[keeper, _Steps()])
+    keepers = []
+    for first, steps in schedule.iterator_spans():  # one fit call, one iterator, per epoch
+        if first:
+            clock.wait_for(first)
+            clock.open_turn(first)  # before fit makes its iterator: it fills in our turn
+        keepers.append(_keep_iterator_callback())
+        model.fit(**feed.kwargs(), epochs=1, steps_per_epoch=steps, verbose=0,
+                  callbacks=[keepers[-1], _Steps(first)])
     clock.finish()
     notes = []
     if k > 1:
         notes.append(f"fit callbacks fire once per {k} steps: each sample is a block time "
                      f"divided by {k}")
-    result = clock.result(notes, keeper.iterator)
+    result = clock.result(notes, [keeper.iterator for keeper in keepers])
     result.checkpointed = fit_checkpointed(model, feed.kwargs())
     return result
 
@@ -208,20 +218,25 @@ def run_custom_loop(strategy: Any, model: Any, optimizer: Any, dist_dataset: Any
             loss = one_step(next(iterator))
         return loss
 
-    iterator = iter(dist_dataset)
+    iterators: list[Any] = []
 
     def call() -> Any:
-        return train_step(next(iterator)) if k == 1 else train_block(iterator)
+        return train_step(next(iterators[-1])) if k == 1 else train_block(iterators[-1])
 
     clock = LoopClock(schedule, progress, trace, k)
+    epochs = {first for first, _ in schedule.iterator_spans()}
     for step in range(0, clock.total, k):
+        if step in epochs:  # a fresh iterator, as an epoch of the tutorials' loop starts one
+            if step:
+                clock.open_turn(step)  # before it starts filling: in our turn
+            iterators.append(iter(dist_dataset))
         clock.begin(step)
         loss = call()
         if clock.sync_after(step):
             float(loss)  # the step is done when its loss is on the host
             clock.end(step)
     clock.finish()
-    result = clock.result([], iterator)
+    result = clock.result([], iterators)
     result.checkpointed = loop_checkpointed(lambda _: float(call()), k,
                                              {"model": model, "optimizer": optimizer})
     return result

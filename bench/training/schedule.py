@@ -54,6 +54,25 @@ class Schedule:
     gate: Gate
     settle_steps: int = 0
     trace_steps: int = 0
+    iterators: int = 1  # fresh input iterators, the turns spread evenly over them
+
+    def iterator_of(self, turn: int) -> int:
+        """The input iterator a turn runs on (warmup on the first, the traced turn on the last)."""
+        count = max(1, min(self.iterators, self.repeats))
+        return min(count - 1, max(0, turn) * count // self.repeats) if self.repeats else 0
+
+    def iterator_spans(self) -> list[tuple[int, int]]:
+        """(first step, steps) of each iterator's part of the loop, in order."""
+        spans: list[tuple[int, int]] = []
+        step = 0
+        for segment in self.segments:
+            which = self.iterator_of(segment.turn)
+            if which == len(spans):
+                spans.append((step, 0))
+            first, steps = spans[-1]
+            spans[-1] = (first, steps + segment.steps)
+            step += segment.steps
+        return spans
 
     def window_order(self, turn: int) -> tuple[str, str]:
         """The unobserved window first in even turns, second in odd ones: a window's place in
@@ -150,6 +169,7 @@ class LoopClock:
         self.first_step_end = 0.0
         self.window_started_at: list[float] = []
         self._context: Any = None
+        self._opened: set[int] = set()  # gated steps whose gate the loop already passed
 
     def _segment(self, step: int) -> tuple[Segment, int]:
         return self.steps[step]
@@ -182,13 +202,10 @@ class LoopClock:
             self._starts[0] = entered
         segment, offset = self._segment(step)
         self._close_trace_step()
-        if offset == 0 and segment.gated:
+        if offset == 0 and segment.gated and step not in self._opened:
             self._account(entered)
-            self.schedule.gate.wait(TRACE if segment.turn == self.schedule.repeats else WINDOW,
-                                    segment.turn)
+            self.open_turn(step)
             entered = time.perf_counter()
-            self._starts[step] = entered  # the turn's clock starts at its release
-            self.window_started_at.append(time.time())
         if segment.kind == TRACED and self.trace is not None:
             if offset == 0:
                 self._account(entered)
@@ -198,6 +215,17 @@ class LoopClock:
             self._context.__enter__()
             return  # traced steps are the profiler's, not the harness's
         self._account(entered)
+
+    def open_turn(self, step: int) -> None:
+        """Wait at the gate before the turn that starts at `step`; its clock starts at the
+        release. A loop that starts a new input iterator at a turn calls this first, so the
+        iterator's pipeline starts filling in its own turn, not beside another variant's."""
+        segment, _ = self._segment(step)
+        self.schedule.gate.wait(TRACE if segment.turn == self.schedule.repeats else WINDOW,
+                                segment.turn)
+        self._starts[step] = time.perf_counter()
+        self.window_started_at.append(time.time())
+        self._opened.add(step)
 
     def _close_trace_step(self) -> None:
         """End the previous traced step's marker, in the thread that opened it (the loop's)."""

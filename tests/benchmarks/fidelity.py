@@ -59,7 +59,7 @@ def bench_headlines(work: Path) -> dict[str, float]:
     out = {}
     for line in records.read_text().splitlines():
         rec = json.loads(line)
-        if rec["status"] == "ok" and not rec["variant"].get("control"):
+        if rec["status"] == "ok" and rec["variant"].get("control") in (None, "baseline"):
             out[rec["variant_id"]] = rec["throughput"]["headline"]
     return out
 
