@@ -156,7 +156,7 @@ RECORD_SOMETIMES: dict[str, str] = {
 }
 
 
-def _command_tree() -> list[tuple[str, Any]]:
+def command_tree() -> list[tuple[str, Any]]:
     """(full name, click command) of every command, in `bench --help` order, groups first."""
     root = typer.main.get_command(app)
     out: list[tuple[str, Any]] = []
@@ -190,7 +190,7 @@ def commands_page() -> str:
            "Every command and option, as `bench COMMAND --help` prints them. The parent `bench` "
            "process never imports TensorFlow; device probing and training happen in child "
            "processes. Exit codes are listed on [their own page](exit-codes.md).", ""]
-    for name, command in _command_tree():
+    for name, command in command_tree():
         out += [f"## `{name}` {{ #{_slug(name)} }}", ""]
         out += [cell(p) + "\n" for p in _paragraphs(command.help)]
         subs = getattr(command, "commands", None)
@@ -219,7 +219,7 @@ def exit_codes_page() -> str:
            "Each command's own words (from its `--help`); a command that says nothing exits 0, "
            "or 2 on bad input:", "",
            "| command | exit codes |", "| --- | --- |"]
-    for name, command in _command_tree():
+    for name, command in command_tree():
         if getattr(command, "commands", None) and not getattr(command, "invoke_without_command", 0):
             continue
         said = [p for p in _paragraphs(command.help) if re.search(r"\bexit code", p, re.I)]
