@@ -119,10 +119,12 @@ def test_a_broken_link_fails_the_build(tmp_path: Path, site: Path) -> None:
 
 @pytest.fixture
 def server(site: Path) -> Iterator[tuple[subprocess.Popen[str], str]]:
-    """`python -m bench.cli.docs serve`, the server `nox -s docs` ends with."""
+    """`python -m bench.cli.docs serve`, the server `nox -s docs` ends with, started with SIGINT
+    ignored as a shell starts a background job: Ctrl-C must stop it all the same."""
     proc = subprocess.Popen([sys.executable, "-m", "bench.cli.docs", "serve", str(site)],
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                            start_new_session=True)
+                            start_new_session=True,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN))
     try:
         assert proc.stdout is not None
         line = proc.stdout.readline()

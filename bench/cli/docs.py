@@ -17,6 +17,7 @@ import functools
 import http.server
 import json
 import re
+import signal
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -310,13 +311,22 @@ def serve(site: Path, say: Callable[[str], None] = print) -> None:
     if not (site / "index.html").is_file():
         raise SystemExit(f"error: {site}: no built site here (run `mkdocs build` first)")
     handler = functools.partial(_QuietHandler, directory=str(site))
-    with http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler) as server:
-        say(f"Serving the docs at http://127.0.0.1:{server.server_address[1]}/ (Ctrl-C to stop)")
-        sys.stdout.flush()
-        try:
-            server.serve_forever()
-        except KeyboardInterrupt:
-            say("stopping")
+    # Ctrl-C and SIGTERM stop it even where the shell started it with SIGINT ignored (a
+    # background job), as `bench trace` and `bench tensorboard` stop
+    previous = {sig: signal.signal(sig, signal.default_int_handler)
+                for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        with http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler) as server:
+            say(f"Serving the docs at http://127.0.0.1:{server.server_address[1]}/ "
+                "(Ctrl-C to stop)")
+            sys.stdout.flush()
+            try:
+                server.serve_forever()
+            except KeyboardInterrupt:
+                say("stopping")
+    finally:
+        for sig, old in previous.items():
+            signal.signal(sig, old)
 
 
 class _QuietHandler(http.server.SimpleHTTPRequestHandler):
