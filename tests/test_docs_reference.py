@@ -26,12 +26,10 @@ def test_a_stale_page_is_noticed(tmp_path: Path) -> None:
     """The check above would fail on a page that no longer says what the code says."""
     (tmp_path / docs.REFERENCE).mkdir(parents=True)
     (tmp_path / "scenarios").symlink_to(REPO / "scenarios")
-    for name in [*docs.PAGES, docs.RECORD_EXAMPLE.name]:
-        (tmp_path / docs.REFERENCE / name).write_bytes((REPO / docs.REFERENCE / name).read_bytes())
-    assert docs.stale(tmp_path) == []
+    (tmp_path / docs.RECORD_EXAMPLE).write_bytes((REPO / docs.RECORD_EXAMPLE).read_bytes())
+    assert len(docs.write(tmp_path)) == len(docs.PAGES) and docs.stale(tmp_path) == []
     page = tmp_path / docs.REFERENCE / "scenario.md"
-    page.write_text(page.read_text(encoding="utf-8").replace("Timed steps per window", "Steps"),
-                    encoding="utf-8")
+    page.write_text(page.read_text(encoding="utf-8") + "| `edited` | by hand |\n", encoding="utf-8")
     assert docs.stale(tmp_path) == [page]
 
 
