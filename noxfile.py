@@ -1,5 +1,6 @@
 """Developer sessions: `nox` runs lint and tests; `nox -s benchmarks` runs the throughput benchmarks;
-`nox -s nightly` is the nightly regression job; `nox -s perf` times bench itself.
+`nox -s nightly` is the nightly regression job; `nox -s perf` times bench itself; `nox -s docs`
+builds the docs site and serves it on 127.0.0.1.
 
 Every session installs the pinned set in constraints.txt except `tests_latest` (the newest
 releases) and `lock` (which rewrites constraints.txt from them)."""
@@ -95,3 +96,16 @@ def perf(session: nox.Session) -> None:
     session.install(*PINNED, "-e", ".[cpu,tensorboard]")
     args = session.posargs or ["--start-method", "forkserver", "--start-method", "spawn"]
     session.run("bench", "perf", *args)
+
+
+@nox.session
+def docs(session: nox.Session) -> None:
+    """Check the generated reference pages, build the site with warnings as errors, and serve it on
+    127.0.0.1 (a free port) until Ctrl-C. `nox -s docs -- --no-serve` only builds. The site is
+    build/docs; it is built and viewed offline (mkdocs.yml)."""
+    session.install(*PINNED, "-e", ".[docs]")
+    session.run("python", "-m", "bench.cli.docs", "check")
+    # NO_MKDOCS_2_WARNING: Material's end-of-life banner (CONTRIBUTING.md says what replaces it)
+    session.run("mkdocs", "build", "--strict", env={"NO_MKDOCS_2_WARNING": "1"})
+    if "--no-serve" not in session.posargs:
+        session.run("python", "-m", "bench.cli.docs", "serve", "build/docs")

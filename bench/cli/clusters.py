@@ -41,7 +41,8 @@ def worker(
     SCENARIO is a scenario file, or a run directory's variants.json.
 
     Every task of the cluster runs this same command; TF_CONFIG (or SLURM's variables) tells each
-    which task it is. The chief writes the record.
+    which task it is. The chief writes the record. Exit code: 0 when the task's variant is ok or
+    skipped, 1 when it failed, 2 on bad input.
     """
     from bench.launch.external import run_task
 

@@ -20,7 +20,7 @@ from typing import Annotated, Any, Literal
 
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
-from pydantic import BaseModel, BeforeValidator, ConfigDict, ValidationError, field_validator
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, field_validator
 
 # as the schema's sections: unknown keys are errors
 STRICT = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
@@ -96,14 +96,20 @@ class EnvironmentConfig(BaseModel):
 
     model_config = STRICT
 
-    tensorflow: SpecifierAxis
-    keras: SpecifierAxis | None = None  # None: the Keras the TensorFlow release pulls in
-    # "auto": the tf-keras release of the TensorFlow's minor version, where the index has one
-    # (installed without dependencies: tf-keras declares the full `tensorflow` wheel); "none": no
-    # tf-keras (tf_keras variants are then skipped with the reason)
-    tf_keras: SpecifierAxis = ["auto"]
-    packages: Annotated[list[str], BeforeValidator(_requirements)] = []
-    tensorflow_package: TensorflowPackage = "auto"
+    tensorflow: SpecifierAxis = Field(description=(
+        "pip version specifiers (\"2.20\" = the 2.20 series, \"2.20.1\" that release), or \"current\" (the "
+        "interpreter running bench: nothing is built)."))
+    keras: SpecifierAxis | None = Field(None, description=(
+        "Keras version specifiers (None: the Keras the TensorFlow release pulls in)."))
+    tf_keras: SpecifierAxis = Field(["auto"], description=(
+        "\"auto\": the tf-keras release of the TensorFlow's minor version, where the index has one "
+        "(installed without dependencies: tf-keras declares the full `tensorflow` wheel); \"none\": no "
+        "tf-keras (tf_keras variants are then skipped with the reason); or a specifier."))
+    packages: Annotated[list[str], BeforeValidator(_requirements)] = Field([], description=(
+        "pip requirements every environment gets (not an axis)."))
+    tensorflow_package: TensorflowPackage = Field("auto", description=(
+        "Which TensorFlow distribution: \"auto\" is tensorflow-cpu on a host without GPUs and "
+        "tensorflow[and-cuda] where nvidia-smi lists GPUs."))
 
     @field_validator("tensorflow")
     @classmethod

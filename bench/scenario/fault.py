@@ -36,8 +36,10 @@ class FaultKill(BaseModel):
 
     model_config = STRICT
 
-    task: TaskName
-    at_step: Annotated[int | float, BeforeValidator(_step_or_fraction)]
+    task: TaskName = Field(description=(
+        "The task to kill, as TF_CONFIG names it (\"worker:1\"); only a worker, never the chief."))
+    at_step: Annotated[int | float, BeforeValidator(_step_or_fraction)] = Field(description=(
+        "A step count, or a fraction of the variant's steps (warmup + repeats x steps)."))
 
     def step_of(self, total_steps: int) -> int:
         """The step count at which the task is killed, for a variant of `total_steps` steps."""
@@ -54,6 +56,7 @@ class FaultConfig(BaseModel):
 
     model_config = STRICT
 
-    kill: FaultKill
-    signal: Literal["SIGKILL", "SIGTERM"] = "SIGKILL"
-    backup_every: PositiveInt = 10
+    kill: FaultKill = Field(description="Which task to kill and when.")
+    signal: Literal["SIGKILL", "SIGTERM"] = Field("SIGKILL", description=(
+        "The signal sent to the task (a task that survives SIGTERM gets SIGKILL 1 s later)."))
+    backup_every: PositiveInt = Field(10, description="MultiWorkerMirrored backs up every K steps.")

@@ -58,20 +58,23 @@ __all__ = [
 
 
 class ScenarioMeta(Strict):
-    name: Annotated[str, Field(min_length=1)]
-    description: str = ""
+    name: Annotated[str, Field(min_length=1)] = Field(description=(
+        "The scenario's name: run directories and reports are named after it."))
+    description: str = Field("", description="What question the scenario answers (shown in reports).")
 
 
 class ModelConfig(Strict, AxisFields):
     """`name` is a registered model (`bench list`) or `"package.module:function"`."""
 
-    name: str = "mlp"
-    # An n x n matmul added to every forward pass (0: none). Real, known extra work per step, for
-    # regression drills: a candidate made slower on purpose must be flagged by `bench compare`.
-    extra_matmul: NonNegativeInt = 0
-    # keras.applications models (resnet50, "applications.<Builder>"): "all", "head" (frozen base,
-    # new head) or N (head + the last N layers of the base); a list is a matrix axis.
-    trainable: PipelineAxis[Trainable] = "all"
+    name: str = Field("mlp", description=(
+        "A built-in model (mlp, cnn, lstm, resnet50, transformer, recommender), \"applications.<Builder>\" "
+        "(any keras.applications builder, weights=None) or \"package.module:function\" (your builder)."))
+    extra_matmul: NonNegativeInt = Field(0, description=(
+        "An n x n matmul added to every forward pass (0: none). Real, known extra work per step, for "
+        "regression drills: a candidate made slower on purpose must be flagged by `bench compare`."))
+    trainable: PipelineAxis[Trainable] = Field("all", description=(
+        "keras.applications models (resnet50, \"applications.<Builder>\"): \"all\", \"head\" (frozen base, "
+        "new head) or N (head + the last N layers of the base: fine-tuning)."))
 
     @model_validator(mode="after")
     def _known_model(self) -> ModelConfig:
@@ -87,59 +90,78 @@ class CheckpointConfig(Strict):
     fit, tf.train.CheckpointManager for the custom loops): the worker records each save's blocking
     time and size, one restore into a fresh model, and throughput with saving on vs off."""
 
-    every: PositiveInt
-    keep: PositiveInt = 1
+    every: PositiveInt = Field(description="Save every K steps.")
+    keep: PositiveInt = Field(1, description="How many of the newest saves to keep.")
 
 
 class MeasureConfig(Strict):
-    warmup_steps: NonNegativeInt = 10
-    steps: PositiveInt = 100
-    repeats: PositiveInt = 3
-    trace_steps: NonNegativeInt = 10  # profiler window after the timed steps; 0 turns it off
-    timeout_s: Annotated[float, Field(gt=0)] = 300.0
-    # Interleave the timed windows of all live variants in shuffled rounds (bench.launch.rounds);
-    # false runs the variants one after another, as `bench run --no-interleave` does.
-    interleave: bool = True
-    # Untimed steps after each gate release before an interleaved window's clock starts: a
-    # variant's first step after idling at the gate runs cold (1.1-1.4x the same variant's steps
-    # run back to back here, the second 1.0-1.1x), so by default one settles.
-    settle_steps: NonNegativeInt = 1
-    # Fresh input iterators the turns are spread over, as a user's epochs each start a new one:
-    # under MirroredStrategy some iterators run their every step at half speed here, so one
-    # iterator would show one of the two speeds; several show both, and the record their shares.
-    iterators: PositiveInt = 1
-    # How many variant processes may be alive at once ("auto": from free memory, and GPU memory
-    # where there are GPUs); more variants are run in batches of this size.
-    max_live: Literal["auto"] | PositiveInt = "auto"
-    # Run a twin of the baseline variant (an A/A control) so the run states its own noise floor.
-    control: bool = True
-    # What checkpoints cost (bench.training.checkpointing); None: no checkpoints are written.
-    checkpoint: CheckpointConfig | None = None
+    warmup_steps: NonNegativeInt = Field(10, description=(
+        "Steps run before the timed windows, measured but kept out of the statistics."))
+    steps: PositiveInt = Field(100, description=(
+        "Steps per window: each turn runs an unobserved window (the headline) and an observed one "
+        "(the per-step samples) of this many steps."))
+    repeats: PositiveInt = Field(3, description=(
+        "Turns per variant: the number of interleaved rounds."))
+    trace_steps: NonNegativeInt = Field(10, description=(
+        "Profiler window after the turns (beside an untraced window of as many steps); 0 turns "
+        "it off."))
+    timeout_s: Annotated[float, Field(gt=0)] = Field(300.0, description=(
+        "Budget per variant, in seconds of its own running time; its process group is killed past it."))
+    interleave: bool = Field(True, description=(
+        "Interleave the timed windows of all live variants in shuffled rounds (bench.launch.rounds); false "
+        "runs the variants one after another, as `bench run --no-interleave` does."))
+    settle_steps: NonNegativeInt = Field(1, description=(
+        "Untimed steps after each gate release before a turn's windows: a variant's first step "
+        "after idling at the gate runs cold (1.1-1.4x the same variant's steps run back to back "
+        "here, the second 1.0-1.1x), so by default one settles."))
+    iterators: PositiveInt = Field(1, description=(
+        "Fresh input iterators the turns are spread over, as a user's epochs each start a new "
+        "one: under MirroredStrategy some iterators run every step at half speed here, so one "
+        "iterator would show one of the two speeds; several show both, and the record their "
+        "shares."))
+    max_live: Literal["auto"] | PositiveInt = Field("auto", description=(
+        "How many variant processes may be alive at once (\"auto\": from free memory, and GPU memory where "
+        "there are GPUs); more variants are run in batches of this size."))
+    control: bool = Field(True, description=(
+        "Run a twin of the baseline variant (an A/A control) so the run states its own noise floor."))
+    checkpoint: CheckpointConfig | None = Field(None, description=(
+        "What checkpoints cost (bench.training.checkpointing); none: no checkpoints are written."))
 
 
 class StrategyConfig(Strict):
-    name: StrategyName
-    replicas: Axis[PositiveInt] = [1]
-    devices: Literal["auto", "cpu", "gpu"] = "auto"
-    cross_device_ops: Axis[CrossDeviceOps] = ["auto"]
-    # Cluster strategies: worker processes, their local devices, parameter servers.
-    workers: Axis[PositiveInt] = [1]
-    devices_per_worker: Axis[PositiveInt] = [1]
-    ps: Axis[PositiveInt] = [1]
-    collective: Axis[Collective] = ["auto"]  # MultiWorkerMirrored all-reduce implementation
-    partitioner: Partitioner = "none"  # ParameterServer variable sharding across ps tasks
-    tpu: str = ""  # TPUClusterResolver name or address; "" = a TPU attached to this host
-    # Precision policies for this entry only (default: train.precision), e.g. to compare
-    # mixed_bfloat16 with float32 on one strategy without doubling the whole matrix.
-    precision: Axis[PrecisionName] | None = None
-    # This entry only, like precision: the training APIs, Keras flavours, the feed and the model
-    # (default: [train], [data].feed and [model]), so one scenario can hold workloads that do not
-    # make a full matrix (e.g. the seeds' tutorials).
-    api: Axis[ApiName] | None = None
-    keras: Axis[KerasFlavour] | None = None
-    feed: Feed | None = None
-    model: ModelConfig | None = None
-    min_effect: Annotated[float, Field(ge=0, lt=1)] | None = None  # overrides compare.min_effect
+    name: StrategyName = Field(description=(
+        "The tf.distribute strategy: default, one_device, mirrored, central_storage, "
+        "multi_worker_mirrored, parameter_server or tpu."))
+    replicas: Axis[PositiveInt] = Field([1], description=(
+        "Replicas in sync (mirrored, central_storage); one_device and default run exactly 1."))
+    devices: Literal["auto", "cpu", "gpu"] = Field("auto", description=(
+        "auto: GPUs when present, else logical CPU devices; gpu or cpu forces one kind (cpu hides the "
+        "GPUs)."))
+    cross_device_ops: Axis[CrossDeviceOps] = Field(["auto"], description=(
+        "MirroredStrategy's all-reduce implementation (mirrored only); nccl is skipped on CPU."))
+    workers: Axis[PositiveInt] = Field([1], description=(
+        "Cluster strategies: worker processes, each with its own TF_CONFIG."))
+    devices_per_worker: Axis[PositiveInt] = Field([1], description=(
+        "MultiWorkerMirrored: GPUs per worker (on CPU a worker always uses CPU:0)."))
+    ps: Axis[PositiveInt] = Field([1], description="ParameterServer: parameter-server tasks.")
+    collective: Axis[Collective] = Field(["auto"], description=(
+        "MultiWorkerMirrored all-reduce implementation (nccl is skipped on CPU)."))
+    partitioner: Partitioner = Field("none", description="ParameterServer variable sharding across ps tasks.")
+    tpu: str = Field("", description=(
+        "TPUClusterResolver name or address; \"\" = a TPU attached to this host."))
+    precision: Axis[PrecisionName] | None = Field(None, description=(
+        "Precision policies for this entry only (default: train.precision), e.g. to compare mixed_bfloat16 "
+        "with float32 on one strategy without doubling the whole matrix."))
+    api: Axis[ApiName] | None = Field(None, description=(
+        "The training APIs for this entry only (default: train.api), so one scenario can hold workloads "
+        "that do not make a full matrix (e.g. the seeds' tutorials)."))
+    keras: Axis[KerasFlavour] | None = Field(None, description=(
+        "The Keras flavours for this entry only (default: train.keras)."))
+    feed: Feed | None = Field(None, description="How fit is fed, for this entry only (default: data.feed).")
+    model: ModelConfig | None = Field(None, description=(
+        "The model for this entry only, a table like [model] (default: [model])."))
+    min_effect: Annotated[float, Field(ge=0, lt=1)] | None = Field(None, description=(
+        "Overrides compare.min_effect for this entry's variants."))
 
     @model_validator(mode="after")
     def _consistent(self) -> StrategyConfig:
@@ -163,10 +185,13 @@ class StrategyConfig(Strict):
 class LossParityConfig(Strict):
     """Train k steps from the same seed on the same batches; compare the loss with the baseline."""
 
-    steps: PositiveInt = 10
-    batch: PositiveInt = 64  # one global batch for every variant (must split over its replicas)
-    learning_rate: Annotated[float, Field(gt=0)] = 0.001
-    tolerance: Annotated[float, Field(gt=0)] = 0.01  # relative difference of the losses
+    steps: PositiveInt = Field(10, description="Training steps of the fresh copy.")
+    batch: PositiveInt = Field(64, description=(
+        "One global batch for every variant (must split over its replicas)."))
+    learning_rate: Annotated[float, Field(gt=0)] = Field(0.001, description=(
+        "Learning rate of the fresh copy."))
+    tolerance: Annotated[float, Field(gt=0)] = Field(0.01, description=(
+        "Largest relative difference of the losses that still counts as parity."))
 
 
 class AccuracyConfig(Strict):
@@ -174,49 +199,62 @@ class AccuracyConfig(Strict):
     evaluate it on a held-out split: below `min`, the variant is marked (a bound, as tf-models'
     benchmarks keep one, so a fast configuration that no longer learns is caught)."""
 
-    min: Annotated[float, Field(gt=0, le=1)]
-    steps: PositiveInt = 200  # at the variant's own global batch and learning rate
-    # mnist / fashion_mnist / synthetic: "test" (held out) or "train"; tfds: any split it has;
-    # tfrecord: "test" reads data.eval_files, "train" data.files
-    eval_split: Annotated[str, Field(min_length=1)] = "test"
+    min: Annotated[float, Field(gt=0, le=1)] = Field(description=(
+        "The accuracy bound: below it, the variant is marked."))
+    steps: PositiveInt = Field(200, description=(
+        "Training steps, at the variant's own global batch and learning rate."))
+    eval_split: Annotated[str, Field(min_length=1)] = Field("test", description=(
+        "mnist / fashion_mnist / synthetic: \"test\" (held out) or \"train\"; tfds: any split it has; "
+        "tfrecord: \"test\" reads data.eval_files, \"train\" data.files."))
 
 
 class CheckConfig(Strict):
     """Optional correctness checks run next to the measurement."""
 
-    loss_parity: LossParityConfig | None = None
-    accuracy: AccuracyConfig | None = None
+    loss_parity: LossParityConfig | None = Field(None, description=(
+        "Check that every variant trains the same model as the baseline."))
+    accuracy: AccuracyConfig | None = Field(None, description=(
+        "Check that every variant still learns: a bound on held-out accuracy."))
 
 
 class CompareConfig(Strict):
     """How `bench compare` judges this scenario's variants."""
 
-    min_effect: Annotated[float, Field(ge=0, lt=1)] = 0.05  # smallest slowdown that counts
+    min_effect: Annotated[float, Field(ge=0, lt=1)] = Field(0.05, description=(
+        "The smallest slowdown that counts as a regression (0.05: 5%)."))
 
 
 class ClusterConfig(Strict):
     """How local clusters (multi-worker, parameter-server) are started."""
 
-    # isolated: a private network namespace (TensorFlow's servers bind 0.0.0.0, so this is the
-    # only way to keep them off other interfaces); host: the machine's network, 127.0.0.1 ports.
-    network: Literal["isolated", "host"] = "isolated"
-    # Parameter servers hold variables and serve them: on CPU by default, so every GPU computes.
-    ps_devices: Literal["cpu", "gpu"] = "cpu"
+    network: Literal["isolated", "host"] = Field("isolated", description=(
+        "isolated: a private network namespace (TensorFlow's servers bind 0.0.0.0, so this is the only way "
+        "to keep them off other interfaces); host: the machine's network, 127.0.0.1 ports."))
+    ps_devices: Literal["cpu", "gpu"] = Field("cpu", description=(
+        "Parameter servers hold variables and serve them: on CPU by default, so every GPU computes."))
 
 
 class Scenario(Strict):
-    scenario: ScenarioMeta
-    model: ModelConfig = ModelConfig()
-    data: DataConfig = DataConfig()
-    batch: BatchConfig
-    train: TrainConfig = TrainConfig()
-    measure: MeasureConfig = MeasureConfig()
-    cluster: ClusterConfig = ClusterConfig()
-    compare: CompareConfig = CompareConfig()
-    check: CheckConfig = CheckConfig()
-    fault: FaultConfig | None = None
-    environment: EnvironmentConfig | None = None  # which TensorFlow builds (a matrix axis)
-    strategies: Annotated[list[StrategyConfig], Field(min_length=1)]
+    scenario: ScenarioMeta = Field(description="The scenario's name and the question it answers.")
+    model: ModelConfig = Field(ModelConfig(), description="The model every variant trains.")
+    data: DataConfig = Field(DataConfig(), description=(
+        "Which examples to feed and how the tf.data pipeline is shaped."))
+    batch: BatchConfig = Field(description="The batch-scaling rule, the batch sizes and the learning rate.")
+    train: TrainConfig = Field(TrainConfig(), description=(
+        "How each step trains: API, precision, loss, optimizer, metrics, Keras flavour, compilation."))
+    measure: MeasureConfig = Field(MeasureConfig(), description=(
+        "How variants are measured: steps, rounds, budget, interleaving, controls."))
+    cluster: ClusterConfig = Field(ClusterConfig(), description=(
+        "How local clusters (multi-worker, parameter-server) are started."))
+    compare: CompareConfig = Field(CompareConfig(), description=(
+        "How `bench compare` judges this scenario's variants."))
+    check: CheckConfig = Field(CheckConfig(), description=(
+        "Optional correctness checks run next to the measurement."))
+    fault: FaultConfig | None = Field(None, description="Kill a worker mid-run and measure the recovery.")
+    environment: EnvironmentConfig | None = Field(None, description=(
+        "Which TensorFlow builds the variants run with, each in a cached virtualenv."))
+    strategies: Annotated[list[StrategyConfig], Field(min_length=1)] = Field(description=(
+        "The strategy entries, one [[strategies]] table each."))
 
     @property
     def name(self) -> str:

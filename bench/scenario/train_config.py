@@ -72,14 +72,20 @@ KerasObject = Annotated[_KerasObject, BeforeValidator(_named)]
 class BatchConfig(Strict):
     """weak: per-replica batch fixed; strong: global batch fixed and split across replicas."""
 
-    rule: Literal["weak", "strong"] = "weak"
-    per_replica: Axis[PositiveInt] | None = None
-    global_batch: Axis[PositiveInt] | None = Field(default=None, alias="global")
-    # None: the optimizer's own (a [train] optimizer table's learning_rate, a compiled model's),
-    # else 0.001; the lr_scaling rule applies to whichever it is
-    learning_rate: Annotated[float, Field(gt=0)] | None = None
-    lr_scaling: Literal["none", "linear", "sqrt"] = "none"
-    lr_reference_batch: PositiveInt | None = None  # batch at which learning_rate applies
+    rule: Literal["weak", "strong"] = Field("weak", description=(
+        "weak: the per-replica batch is fixed; strong: the global batch is fixed and split over the "
+        "replicas."))
+    per_replica: Axis[PositiveInt] | None = Field(None, description=(
+        "The per-replica batch (rule = \"weak\")."))
+    global_batch: Axis[PositiveInt] | None = Field(default=None, alias="global", description=(
+        "The global batch (rule = \"strong\")."))
+    learning_rate: Annotated[float, Field(gt=0)] | None = Field(None, description=(
+        "None: the optimizer's own (a [train] optimizer table's learning_rate, a compiled model's), else "
+        "0.001; the lr_scaling rule applies to whichever it is. Give it in one place."))
+    lr_scaling: Literal["none", "linear", "sqrt"] = Field("none", description=(
+        "How the learning rate follows the global batch, relative to lr_reference_batch."))
+    lr_reference_batch: PositiveInt | None = Field(None, description=(
+        "The batch at which learning_rate applies (default: per_replica under weak, global under strong)."))
 
     @model_validator(mode="after")
     def _batch_matches_rule(self) -> BatchConfig:
@@ -97,27 +103,30 @@ class BatchConfig(Strict):
 
 
 class TrainConfig(Strict, AxisFields):
-    api: Axis[ApiName] = ["fit", "ctl"]
-    precision: Axis[PrecisionName] = ["float32"]
-    distribute_dataset: Axis[DistributeDataset] = ["experimental_distribute_dataset"]
-    # A Keras name, a table with its arguments, or "package.module:function"; a list of either
-    # loss or optimizer is a matrix axis. None: what a compiled model brings, else the labels'
-    # own loss (sparse_categorical_crossentropy for class ids, from the built-in models' logits)
-    # and Adam.
-    loss: PipelineAxis[KerasObject] | None = None
-    optimizer: PipelineAxis[KerasObject] | None = None
-    # Keras metric names or tables, updated every step by fit and the custom loop alike (None:
-    # a compiled model's, else none)
-    metrics: list[KerasObject] | None = None
-    # A list of any of these three is a matrix axis.
-    keras: PipelineAxis[KerasFlavour] = "keras3"
-    steps_per_execution: PipelineAxis[PositiveInt] = 1
-    jit_compile: PipelineAxis[bool] = False
-    # mixed_float16 on CPU runs single-threaded (~400x slower): skip it unless asked to run.
-    float16_on_cpu: Literal["skip", "run"] = "skip"
-    # TF_GPU_THREAD_MODE for processes that compute on GPUs (None: TensorFlow's default, global).
-    # gpu_private gives each GPU its own kernel-launch threads, which helps small steps.
-    gpu_thread_mode: Literal["global", "gpu_private", "gpu_shared"] | None = None
+    api: Axis[ApiName] = Field(["fit", "ctl"], description="Keras fit and/or a custom training loop (ctl).")
+    precision: Axis[PrecisionName] = Field(["float32"], description="Keras mixed-precision policies.")
+    distribute_dataset: Axis[DistributeDataset] = Field(["experimental_distribute_dataset"], description=(
+        "How the custom loop distributes its dataset (ctl only; fit distributes its own)."))
+    loss: PipelineAxis[KerasObject] | None = Field(None, description=(
+        "A Keras loss name, a table with its arguments ({ name = \"binary_crossentropy\", from_logits = "
+        "true }) or \"package.module:function\". None: what a compiled model brings, else the labels' own "
+        "loss (sparse_categorical_crossentropy for class ids, from the built-in models' logits)."))
+    optimizer: PipelineAxis[KerasObject] | None = Field(None, description=(
+        "A Keras optimizer name, a table with its arguments ({ name = \"adamw\", weight_decay = 0.004 }) "
+        "or \"package.module:function\". None: what a compiled model brings, else Adam."))
+    metrics: list[KerasObject] | None = Field(None, description=(
+        "Keras metric names or tables, updated every step by fit and the custom loop alike (None: a "
+        "compiled model's, else none)."))
+    keras: PipelineAxis[KerasFlavour] = Field("keras3", description=(
+        "keras3, or tf_keras (tf-keras 2.x, TF_USE_LEGACY_KERAS=1 in the variant's processes)."))
+    steps_per_execution: PipelineAxis[PositiveInt] = Field(1, description=(
+        "Steps per call into the compiled function."))
+    jit_compile: PipelineAxis[bool] = Field(False, description="Compile the step with XLA.")
+    float16_on_cpu: Literal["skip", "run"] = Field("skip", description=(
+        "mixed_float16 on CPU runs single-threaded (~400x slower): skip it unless asked to run."))
+    gpu_thread_mode: Literal["global", "gpu_private", "gpu_shared"] | None = Field(None, description=(
+        "TF_GPU_THREAD_MODE for processes that compute on GPUs (None: TensorFlow's default, global). "
+        "gpu_private gives each GPU its own kernel-launch threads, which helps small steps."))
 
     @field_validator("loss", "optimizer")
     @classmethod
