@@ -106,6 +106,15 @@ class DeviceLayout:
             return len(self.devices) > 1
         return self.kind == "gpu" and (self.logical_gpus_per_gpu > 1 or self.shared)
 
+    @property
+    def gpu_memory(self) -> str | None:
+        """How the process's GPUs hand out memory: "limit", a fixed share per logical GPU (logical
+        GPUs need one, and a GPU shared with another process is split between them); "growth", on
+        demand (else TensorFlow reserves nearly all of it at once); None without GPUs."""
+        if self.kind != "gpu":
+            return None
+        return "limit" if self.logical_gpus_per_gpu > 1 or self.shared else "growth"
+
     def to_dict(self) -> dict[str, Any]:
         return {**asdict(self), "simulated": self.simulated}
 
