@@ -222,7 +222,7 @@ def _plan_processes(variant: Variant, inventory: Inventory,
         return [ProcessPlan("main", 0, True, devices, env)]
 
     tasks = plan_tasks(variant)
-    computing = [t for t in tasks if _computes(variant, t)]
+    computing = [t for t in tasks if task_computes(variant, t.type)]
     per_process = gpus_per_process(variant, computing[0]) if computing else 1
     slices, sharers = (_slices(inventory.gpu_ids, len(computing), per_process)
                        if use_gpu and inventory.gpus else ([], 1))
@@ -248,17 +248,18 @@ def gpus_per_process(variant: Variant, task: Task | None = None) -> int:
     Kubeflow GPU limits and Slurm GPU requests come from here too."""
     if task is None:
         return variant.replicas if not variant.is_cluster else 0
-    if not _computes(variant, task):
+    if not task_computes(variant, task.type):
         return 0
     return variant.devices_per_worker if variant.strategy == "multi_worker_mirrored" else 1
 
 
-def _computes(variant: Variant, task: Task) -> bool:
-    """Whether the task runs replicas (and so gets GPUs): MultiWorkerMirrored workers,
-    ParameterServer workers, and ps tasks when the scenario puts them on GPUs."""
+def task_computes(variant: Variant, task_type: str) -> bool:
+    """Whether a cluster task runs replicas (and so gets GPUs): MultiWorkerMirrored workers,
+    ParameterServer workers, and ps tasks when the scenario puts them on GPUs; never the
+    ParameterServer coordinator (the chief)."""
     if variant.strategy == "multi_worker_mirrored":
         return True
-    return task.type == "worker" or (task.type == "ps" and variant.ps_devices == "gpu")
+    return task_type == "worker" or (task_type == "ps" and variant.ps_devices == "gpu")
 
 
 def plan_for_task(plans: list[ProcessPlan], task: Task) -> ProcessPlan:

@@ -21,7 +21,7 @@ from typing import Any
 from bench import fingerprint, results
 from bench.errors import BenchError
 from bench.launch.cluster_plan import is_chief_config, plan_tasks
-from bench.placement import flavour_env
+from bench.placement import flavour_env, task_computes
 from bench.scenario.loading import load_variants
 from bench.scenario.schema import Scenario, Variant
 
@@ -95,11 +95,9 @@ def port_base_for_job(environ: dict[str, str] | os._Environ[str] = os.environ) -
 
 
 def hide_gpus_unless_computing(variant: Variant, task_type: str) -> None:
-    """A ParameterServer coordinator, and its ps tasks unless the scenario puts them on GPUs,
-    do not compute: hide the GPUs a cluster manager gave them (bench.placement's rule)."""
-    if variant.strategy != "parameter_server":
-        return
-    if task_type == "chief" or (task_type == "ps" and variant.ps_devices != "gpu"):
+    """A task that computes nothing (a ParameterServer coordinator, its ps tasks unless the
+    scenario puts them on GPUs) is hidden the GPUs a cluster manager gave it."""
+    if not task_computes(variant, task_type):
         os.environ["CUDA_VISIBLE_DEVICES"] = ""
 
 
