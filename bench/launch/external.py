@@ -31,14 +31,11 @@ def find_variant(path: Path, variant_id: str) -> tuple[str, Variant, Scenario | 
     `bench run --launcher slurm` gives its jobs: the variants as the run's options shaped them).
     Returns the scenario's name, the variant and the scenario (None for a variants file)."""
     if path.name == results.VARIANTS_FILE:
-        variants = [Variant.model_validate(v) for v in results.read_json(path)]
-        scenario = None
+        variants, scenario = results.read_json(path), None
     else:
         scenario, variants = load_variants(path)
-    for variant in variants:
-        if variant.id == variant_id:
-            return variant.scenario_name, variant, scenario
-    raise BenchError(f"{path}: no variant '{variant_id}' (have: {', '.join(v.id for v in variants)})")
+    variant = results.variant_by_id(variants, variant_id, path)
+    return variant.scenario_name, variant, scenario
 
 
 def _gpus_on_node() -> int:
