@@ -106,6 +106,15 @@ class DeviceLayout:
             return len(self.devices) > 1
         return self.kind == "gpu" and (self.logical_gpus_per_gpu > 1 or self.shared)
 
+    @property
+    def gpu_memory(self) -> str | None:
+        """How the process's GPUs hand out memory: "limit", a fixed share per logical GPU (logical
+        GPUs need one, and a GPU shared with another process is split between them); "growth", on
+        demand (else TensorFlow reserves nearly all of it at once); None without GPUs."""
+        if self.kind != "gpu":
+            return None
+        return "limit" if self.logical_gpus_per_gpu > 1 or self.shared else "growth"
+
     def to_dict(self) -> dict[str, Any]:
         return {**asdict(self), "simulated": self.simulated}
 
@@ -213,7 +222,7 @@ def _plan_processes(variant: Variant, inventory: Inventory,
         return [ProcessPlan("main", 0, True, devices, env)]
 
     tasks = plan_tasks(variant)
-    computing = [t for t in tasks if _computes(variant, t)]
+    computing = [t for t in tasks if task_computes(variant, t.type)]
     per_process = gpus_per_process(variant, computing[0]) if computing else 1
     slices, sharers = (_slices(inventory.gpu_ids, len(computing), per_process)
                        if use_gpu and inventory.gpus else ([], 1))
@@ -239,17 +248,18 @@ def gpus_per_process(variant: Variant, task: Task | None = None) -> int:
     Kubeflow GPU limits and Slurm GPU requests come from here too."""
     if task is None:
         return variant.replicas if not variant.is_cluster else 0
-    if not _computes(variant, task):
+    if not task_computes(variant, task.type):
         return 0
     return variant.devices_per_worker if variant.strategy == "multi_worker_mirrored" else 1
 
 
-def _computes(variant: Variant, task: Task) -> bool:
-    """Whether the task runs replicas (and so gets GPUs): MultiWorkerMirrored workers,
-    ParameterServer workers, and ps tasks when the scenario puts them on GPUs."""
+def task_computes(variant: Variant, task_type: str) -> bool:
+    """Whether a cluster task runs replicas (and so gets GPUs): MultiWorkerMirrored workers,
+    ParameterServer workers, and ps tasks when the scenario puts them on GPUs; never the
+    ParameterServer coordinator (the chief)."""
     if variant.strategy == "multi_worker_mirrored":
         return True
-    return task.type == "worker" or (task.type == "ps" and variant.ps_devices == "gpu")
+    return task_type == "worker" or (task_type == "ps" and variant.ps_devices == "gpu")
 
 
 def plan_for_task(plans: list[ProcessPlan], task: Task) -> ProcessPlan:

@@ -17,12 +17,14 @@ import json
 import os
 import re
 import shutil
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from bench.errors import BenchError
 from bench.scaling import add_scaling_efficiency
+from bench.scenario.schema import Variant
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -67,6 +69,18 @@ def write_json(path: Path, obj: Any) -> None:
 
 def read_json(path: Path) -> Any:
     return json.loads(path.read_text(encoding="utf-8"))
+
+
+def variant_by_id(variants: Sequence[Variant] | Sequence[dict[str, Any]], variant_id: str,
+                  source: str | Path) -> Variant:
+    """The variant `variant_id` among a scenario's variants or a run's variants.json entries
+    (only that entry is validated); a missing id is one BenchError line naming `source` and the
+    ids it has."""
+    ids = [v.id if isinstance(v, Variant) else v.get("id") for v in variants]
+    if variant_id not in ids:
+        raise BenchError(f"{source}: no variant '{variant_id}' (have: {', '.join(map(str, ids))})")
+    found = variants[ids.index(variant_id)]
+    return found if isinstance(found, Variant) else Variant.model_validate(found)
 
 
 def init_run(run_dir: Path, scenario_path: Path, variants: list[dict[str, Any]],

@@ -19,7 +19,7 @@ from typing import Any
 from bench import fingerprint, protocol, results
 from bench.checks import suite as checks_suite
 from bench.data import sources as data_mod
-from bench.errors import DataUnavailable, VariantSkipped, WorkloadError
+from bench.errors import BenchError, DataUnavailable, VariantSkipped, WorkloadError
 from bench.perf import overhead
 from bench.protocol import FINISH, GATE_TIMEOUT_ENV, ProgressFn
 from bench.records import (
@@ -340,12 +340,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--record", required=True, help="where to write the JSON record")
     args = parser.parse_args(argv)
     spawn_time = float(os.environ.get("BENCH_SPAWN_TIME") or time.time())
-    all_variants = results.read_json(Path(args.variants))
-    match = [v for v in all_variants if v["id"] == args.id]
-    if not match:
-        print(f"variant {args.id!r} not in {args.variants}", file=sys.stderr)
+    try:
+        variant = results.variant_by_id(results.read_json(Path(args.variants)), args.id,
+                                        args.variants)
+    except BenchError as exc:
+        print(exc, file=sys.stderr)
         return 2
-    record = run_variant(Variant.model_validate(match[0]), spawn_time)
+    record = run_variant(variant, spawn_time)
     # Spawn → record written, on the wall clock the parent also reads: the parent's wall time
     # minus this is the process's teardown.
     record.setdefault("timing", {})["worker_s"] = time.time() - spawn_time

@@ -17,6 +17,7 @@ import os
 import shutil
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -96,6 +97,7 @@ class PageReport:
     dialogs: list[str]  # alert()/confirm()/prompt() messages, recorded instead of shown
     screenshot: Path | None  # the full-page PNG written, if one was asked for
     load_s: float | None = None  # navigation start to loaded with every chart drawn (None: not all drawn)
+    interaction: Any = None  # what `interact` returned, when one was given
 
 
 IN_CI = os.environ.get("CI") == "true"
@@ -120,6 +122,17 @@ def require_chromium() -> None:
         pytest.fail(f"CI=true but {CHROMIUM}, {CHROMEDRIVER} or selenium is missing", pytrace=False)
 
 
+def need_chromium() -> None:
+    """Call in one test of a module that runs without a browser too: skip it where Chromium is
+    missing, except in CI, where that fails instead."""
+    import pytest
+
+    if not chromium_available():
+        if IN_CI:
+            require_chromium()
+        pytest.skip(MISSING_BROWSER)
+
+
 def chromium_available() -> bool:
     """True when Chromium, ChromeDriver and selenium are all present, so browser tests can run."""
     if not (_executable(CHROMIUM) and _executable(CHROMEDRIVER)):
@@ -142,12 +155,15 @@ def open_page(
     screenshot: Path | None = None,
     wait_s: float = 20.0,
     width: int = 1400,
+    interact: Callable[[Any], Any] | None = None,
 ) -> PageReport:
     """Load `path` from file:// in headless Chromium and report errors, network use, charts and text.
 
     Waits until the document has loaded and every `chart_selector` element holds a plotly SVG, or until
     `wait_s` passes (plotly renders asynchronously, so this polls rather than sleeping a fixed time).
     Charts still missing then are reported as False rather than raising, so a test can say which one.
+    `interact`, given the loaded page's WebDriver, acts as a person would (clicks, typing) and returns
+    what it saw, as `interaction`; the errors and dialogs it causes are reported with the rest.
     Raises FileNotFoundError for a missing page (Chromium would just show its error page, with no errors
     logged) and TimeoutError if the document itself has not finished loading within `wait_s`.
     """
@@ -155,7 +171,7 @@ def open_page(
     if not path.is_file():  # Chromium would show its own error page and report no errors at all
         raise FileNotFoundError(path)
     return open_url(path.as_uri(), chart_selector=chart_selector, screenshot=screenshot, wait_s=wait_s,
-                    width=width)
+                    width=width, interact=interact)
 
 
 def open_url(
@@ -168,6 +184,7 @@ def open_url(
     height: int = 1000,
     wait_for_text: tuple[str, ...] = (),
     local_origins: tuple[str, ...] = (),
+    interact: Callable[[Any], Any] | None = None,
 ) -> PageReport:
     """`open_page` for any URL, e.g. a server of ours on 127.0.0.1: requests that start with one of
     `local_origins` count as local. With `wait_for_text`, also waits until every one of those strings
@@ -226,6 +243,7 @@ def open_url(
             # Every further WebDriver command would time out the same way, so there is no report to give.
             raise TimeoutError(f"{url} did not finish loading within {wait_s:g} s")
 
+        interaction = run(interact, driver, retry=False) if interact is not None else None
         dialogs.extend(run(driver.execute_script, "return window.__dialogs || [];"))
         title = run(lambda: driver.title)
         text = run(driver.execute_script, _DEEP_TEXT if wait_for_text else
@@ -248,6 +266,7 @@ def open_url(
             dialogs=dialogs,
             screenshot=screenshot,
             load_s=load_s,
+            interaction=interaction,
         )
     finally:
         try:

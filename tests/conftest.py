@@ -152,10 +152,12 @@ class BenchRun:
         return {r["variant_id"]: r for r in self.records}
 
 
-def bench(*args: str, timeout: float = 600, cwd: Path = REPO) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"}
+def bench(*args: str, timeout: float = 600, cwd: Path = REPO,
+          env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    """The real `bench` CLI in a subprocess; `env` is laid over this process's environment."""
+    full_env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2", **(env or {})}
     return subprocess.run([sys.executable, "-m", "bench", *args], capture_output=True, text=True,
-                          timeout=timeout, cwd=cwd, env=env, stdin=subprocess.DEVNULL)
+                          timeout=timeout, cwd=cwd, env=full_env, stdin=subprocess.DEVNULL)
 
 
 def run_dirs(results: Path) -> list[Path]:
@@ -163,13 +165,13 @@ def run_dirs(results: Path) -> list[Path]:
 
 
 def bench_run(scenario: Path, results: Path, *args: str, timeout: float = 900,
-              cwd: Path = REPO) -> BenchRun:
+              cwd: Path = REPO, env: dict[str, str] | None = None) -> BenchRun:
     """`bench run` into `results`; its HTML report goes to the sibling `reports/` folder (so every
     end-to-end test also renders its records, whatever state they are in)."""
     before = set(run_dirs(results))
     proc = bench("run", str(scenario), "--results-dir", str(results),
                  "--reports-dir", str(results.parent / "reports"), *args, timeout=timeout,
-                 cwd=cwd)
+                 cwd=cwd, env=env)
     new = [p for p in run_dirs(results) if p not in before]
     run_dir = new[0] if new else None
     records = []
@@ -204,10 +206,11 @@ def clusters_run(tmp_path_factory: pytest.TempPathFactory) -> BenchRun:
 
 
 def run_in_fresh_dir(factory: pytest.TempPathFactory, name: str, body: str,
-                     model: str = "mlp", *args: str) -> BenchRun:
+                     model: str = "mlp", *args: str, env: dict[str, str] | None = None) -> BenchRun:
     """For module-scoped fixtures: one real `bench run` of TINY_SCENARIO + body, shared by tests."""
     tmp = factory.mktemp(name)
-    return bench_run(write_scenario(tmp, body, name=name, model=model), tmp / "results", *args)
+    return bench_run(write_scenario(tmp, body, name=name, model=model), tmp / "results", *args,
+                     env=env)
 
 
 def leftover_processes(marker: str) -> list[str]:

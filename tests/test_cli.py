@@ -3,10 +3,39 @@
 from __future__ import annotations
 
 import json
+from typing import Any
 
 import pytest
+from typer.main import get_command
+from typer.testing import CliRunner
 
+from bench.cli import app
 from tests.conftest import bench
+
+
+def command_tree() -> list[tuple[str, ...]]:
+    """Every command and subcommand of the typer app, as the words that name it (() the root)."""
+    def walk(command: Any, path: tuple[str, ...]) -> list[tuple[str, ...]]:
+        subcommands = getattr(command, "commands", {})
+        return [path] + [p for name, sub in subcommands.items() for p in walk(sub, (*path, name))]
+
+    return walk(get_command(app), ())
+
+
+def command_at(path: tuple[str, ...]) -> Any:
+    command = get_command(app)
+    for name in path:
+        command = command.commands[name]
+    return command
+
+
+def words(text: str) -> str:
+    return " ".join(text.split())
+
+
+def summary(command: Any) -> str:
+    """The first paragraph of a command's help, which `--help` shows in full and its group lists."""
+    return words((command.help or "").split("\n\n")[0])
 
 
 def test_help_is_useful_on_every_command() -> None:
@@ -18,6 +47,25 @@ def test_help_is_useful_on_every_command() -> None:
         assert sub.returncode == 0, sub.stderr
         assert "Usage" in sub.stdout
     assert "--quick" in bench("run", "--help").stdout
+    assert len(command_tree()) >= 20  # the walk below reaches the nested groups too
+
+
+@pytest.mark.parametrize("path", command_tree(), ids=lambda path: " ".join(path) or "bench")
+def test_help_of_each_command_says_what_it_does_and_every_option(path: tuple[str, ...]) -> None:
+    """Rendered in this process by typer, as `bench ... --help` renders it (the four commands above
+    go through the real entry point): 23 subprocesses would add seconds to the fast suite."""
+    command = command_at(path)
+    result = CliRunner().invoke(app, [*path, "--help"], prog_name="bench", env={"COLUMNS": "200"})
+    assert result.exit_code == 0, result.output
+    shown = words(result.output)
+    assert f"Usage: bench {' '.join(path)}".strip() in shown, result.output
+    assert summary(command) and summary(command) in shown, (summary(command), result.output)
+    for param in command.params:
+        if param.param_type_name == "option" and param.name != "help":
+            assert param.help, f"{' '.join(path)} {param.opts[0]}: no help text"
+            assert all(opt in shown for opt in param.opts), (param.opts, result.output)
+    for name, sub in getattr(command, "commands", {}).items():
+        assert f"{name} {summary(sub)[:40]}" in shown, (name, result.output)
 
 
 def test_list_without_devices_names_everything_and_skips_tensorflow() -> None:

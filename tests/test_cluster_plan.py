@@ -3,15 +3,26 @@
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pytest
 import yaml
 
 from bench.errors import ScenarioError
-from bench.launch.cluster_plan import chief_of, cluster_spec, is_chief_config, plan_tasks, tf_config
+from bench.launch.cluster_plan import (
+    chief_of,
+    cluster_spec,
+    is_chief,
+    is_chief_config,
+    plan_tasks,
+    tf_config,
+)
+from bench.launch.external import hide_gpus_unless_computing
+from bench.placement import Inventory, plan_variant, task_computes
 from bench.scenario.loading import parse_scenario
 from bench.scenario.matrix import expand
+from bench.training import checkpointing
 from tests.conftest import bench
 
 DOC = {
@@ -72,6 +83,38 @@ def test_roles_and_tf_config() -> None:
     assert not is_chief_config(config)
     mw_spec = cluster_spec(mw_tasks, addresses[:2])
     assert is_chief_config(json.loads(tf_config(mw_spec, mw_tasks[0])))
+
+
+@pytest.mark.parametrize("variant_id", ["multi_worker_mirrored-w2x2-ctl-float32-gb64",
+                                        "parameter_server-ps2w3-ctl-float32-gb16"])
+def test_every_part_names_the_same_chief(variant_id: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The launcher (chief_of), `bench worker` (is_chief_config) and the checkpoint writer (its
+    TF_CONFIG) ask one rule; exactly one task is the chief."""
+    tasks = plan_tasks(variants()[variant_id])
+    spec = cluster_spec(tasks, [f"127.0.0.1:{9000 + i}" for i in range(len(tasks))])
+    chief = chief_of(tasks)
+    assert [t for t in tasks if is_chief_config(json.loads(tf_config(spec, t)))] == [chief]
+    for task in tasks:
+        monkeypatch.setenv("TF_CONFIG", tf_config(spec, task))
+        assert checkpointing._task() == (task == chief, task.index)
+    monkeypatch.delenv("TF_CONFIG")
+    assert checkpointing._task() == (True, 0)  # no cluster: the process is its own chief
+    assert is_chief(None, 0, ()) and not is_chief_config({})
+
+
+@pytest.mark.parametrize("variant_id", ["multi_worker_mirrored-w2x2-ctl-float32-gb64",
+                                        "parameter_server-ps2w3-ctl-float32-gb16"])
+def test_a_managed_task_keeps_gpus_exactly_where_the_plan_gives_some(
+        variant_id: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`bench worker` under a cluster manager hides the GPUs of the tasks bench's own plan gives
+    none (on a made-up 8-GPU host): the two ask one rule."""
+    variant = variants()[variant_id]
+    for process in plan_variant(variant, Inventory.fake(8)):
+        monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0,1")  # what the manager gave the task
+        hide_gpus_unless_computing(variant, process.role)
+        planned = process.env["CUDA_VISIBLE_DEVICES"] != ""
+        assert task_computes(variant, process.role) is planned, process
+        assert (os.environ["CUDA_VISIBLE_DEVICES"] != "") is planned, process
 
 
 def _scenario_file(tmp_path: Path) -> Path:

@@ -1,8 +1,10 @@
 """GPU facts: nvidia-smi parsing, its merge with TensorFlow's view, records, peak keys, ps tasks.
 
 This machine has no GPU, so the parsing and merging are fed real hosts' nvidia-smi output, and
-the end-to-end tests check that a GPU-less host says so (count 0, no CUDA build) with real
-TensorFlow rather than leaving the facts out.
+the end-to-end run happens on a made-up host: an `nvidia-smi` first on PATH answers for two T4s
+this TensorFlow cannot use. The record must carry both with their facts, its peak must be the one
+of the device the step ran on (seeded in the cache, so a hit is told from a measurement), and
+which GPU processes grow their memory is checked on made-up inventories through the plan.
 """
 
 from __future__ import annotations
@@ -20,7 +22,17 @@ from typing import Any
 import pytest
 
 from bench import entrypoints, fingerprint
-from bench.fingerprint import GPU_FIELDS, merge_gpu_views, parse_nvidia_smi
+from bench.fingerprint import GPU_FIELDS, HOST_GPUS_ENV, merge_gpu_views, parse_nvidia_smi
+from bench.launch.cluster_plan import Task
+from bench.placement import (
+    GPU_SHARED_ENV,
+    LOGICAL_GPU_MEMORY_ENV,
+    Inventory,
+    gpus_per_process,
+    plan_layout,
+    plan_variant,
+)
+from bench.scenario.loading import load_variants
 from bench.utilization.peak import MATMUL_N, peak_key
 from tests.conftest import REPO, BenchRun, run_in_fresh_dir
 
@@ -40,6 +52,11 @@ T4_PAIR = """\
 """
 WORKSTATION = "0, GPU-5c1d9a3e-7f2b-4e61-a0c8-3b9d2e4f6a17, NVIDIA GeForce RTX 4090, 24564, " \
               "550.54.14, 8.9\n"
+STRATEGIES = REPO / "scenarios" / "mnist_mirrored.toml"
+CLUSTERS = REPO / "scenarios" / "clusters.toml"
+MWMS_2x2 = "multi_worker_mirrored-w2x2-ctl-float32-gb256"
+MWMS_2x1 = "multi_worker_mirrored-w2x1-ctl-float32-gb128"
+PS = "parameter_server-ps1w2-ctl-float32-gb64"
 OLD_DRIVER = "0, GPU-0b5e7c2d-8a1f-6e3b-c4d2-9f1a7e3b5c8d, Tesla V100-SXM2-16GB, 16160, 470.57.02\n"
 OLD_DRIVER_REFUSAL = 'Field "compute_cap" is not a valid field to query.'
 GARBAGE = """\
@@ -198,10 +215,12 @@ def test_an_old_cpu_cache_entry_keeps_its_samples(tmp_path: Path,
 
 def _tensorflow_gpus() -> dict[str, Any]:
     """What a fresh TensorFlow process here sees: the truth the facts must agree with."""
-    code = ("import json, tensorflow as tf; b = tf.sysconfig.get_build_info(); print(json.dumps("
-            "{'count': len(tf.config.list_physical_devices('GPU')), 'cuda': tf.test."
+    code = ("import json, tensorflow as tf; b = tf.sysconfig.get_build_info(); "
+            "g = tf.config.list_physical_devices('GPU'); print(json.dumps("
+            "{'count': len(g), 'cuda': tf.test."
             "is_built_with_cuda(), 'cuda_version': b.get('cuda_version'), "
-            "'cudnn_version': b.get('cudnn_version')}))")
+            "'cudnn_version': b.get('cudnn_version'), 'version': tf.__version__, 'first_gpu': "
+            "tf.config.experimental.get_device_details(g[0]).get('device_name') if g else None}))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
                          env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"})
     return json.loads(out.stdout.strip().splitlines()[-1])
@@ -224,13 +243,50 @@ name = "default"
 """
 
 
+# The peak the run finds in its cache: settled (MEASUREMENTS samples), so a hit measures nothing.
+SEEDED_SAMPLES = [2.0e11, 2.6e11, 2.3e11]
+
+
 @pytest.fixture(scope="module")
-def one_run(tmp_path_factory: pytest.TempPathFactory) -> BenchRun:
-    return run_in_fresh_dir(tmp_path_factory, "gpufacts", ONE_VARIANT)
+def made_up_host(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A directory whose `nvidia-smi` answers for two T4s (this TensorFlow sees none of them)."""
+    directory = tmp_path_factory.mktemp("made-up-host")
+    path = directory / "nvidia-smi"
+    path.write_text(f"#!/bin/sh\nprintf '%s' '{T4_PAIR}'\n")
+    path.chmod(path.stat().st_mode | stat.S_IEXEC)
+    return directory
+
+
+def on_path(directory: Path) -> str:
+    return f"{directory}{os.pathsep}{os.environ['PATH']}"
+
+
+def seeded_peak_key(truth: dict[str, Any]) -> str:
+    """The key the record's peak must have: the model of the device the step runs on."""
+    if truth["count"]:
+        return peak_key(truth["first_gpu"], "gpu", "float32", truth["version"])
+    return peak_key(fingerprint.cpu_model(), "cpu", "float32", truth["version"])
+
+
+@pytest.fixture(scope="module")
+def one_run(tmp_path_factory: pytest.TempPathFactory, made_up_host: Path,
+            truth: dict[str, Any]) -> BenchRun:
+    cache = tmp_path_factory.mktemp("seeded-peak-cache")
+    (cache / "peak.json").write_text(json.dumps({seeded_peak_key(truth): {
+        "flops_per_s": max(SEEDED_SAMPLES), "samples": SEEDED_SAMPLES, "device": "seeded",
+        "dtype": "float32"}}))
+    return run_in_fresh_dir(tmp_path_factory, "gpufacts", ONE_VARIANT,
+                            env={"PATH": on_path(made_up_host), "BENCH_CACHE_DIR": str(cache)})
 
 
 @pytest.mark.slow
-def test_a_worker_record_carries_the_gpu_facts(one_run: BenchRun, truth: dict[str, Any]) -> None:
+def test_a_worker_record_carries_the_gpu_facts(one_run: BenchRun, truth: dict[str, Any],
+                                               made_up_host: Path,
+                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PATH", on_path(made_up_host))  # this process sees the made-up host too
+    monkeypatch.delenv(HOST_GPUS_ENV, raising=False)
+    host = parse_nvidia_smi(T4_PAIR, GPU_FIELDS)
+    assert fingerprint.gpus() == host
     assert one_run.proc.returncode == 0, one_run.proc.stderr
     [record] = one_run.records
     assert record["status"] == "ok", record.get("reason")
@@ -243,13 +299,17 @@ def test_a_worker_record_carries_the_gpu_facts(one_run: BenchRun, truth: dict[st
     if not truth["cuda"]:  # this machine: a CPU build says so instead of leaving the keys out
         assert gpu["cuda_build"] == {"cuda_version": None, "cudnn_version": None}
     assert [g["uuid"] for g in gpu["gpus"] if g["uuid"]] == [g["uuid"] for g in fingerprint.gpus()]
+    # both host GPUs with nvidia-smi's facts; TensorFlow computes on neither (a CPU build here,
+    # and a GPU machine's own GPUs are not T4s): no TensorFlow device is pinned on them
+    assert [g for g in gpu["gpus"] if g["uuid"]] == [{**g, "tf_device": None} for g in host]
     assert one_run.run_dir is not None
     environment = json.loads((one_run.run_dir / "environment.json").read_text())
     assert environment["gpus"] == fingerprint.gpus()
 
 
 @pytest.mark.slow
-def test_the_record_peak_is_keyed_by_the_device_model(one_run: BenchRun) -> None:
+def test_the_record_peak_is_keyed_by_the_device_model(one_run: BenchRun,
+                                                      truth: dict[str, Any]) -> None:
     [record] = one_run.records
     peak = record["utilization"]["peak"]
     tf_version = record["env"]["tensorflow"]
@@ -258,6 +318,37 @@ def test_the_record_peak_is_keyed_by_the_device_model(one_run: BenchRun) -> None
     if kind == "cpu":
         assert peak["key"] == peak_key(fingerprint.cpu_model(), "cpu", "float32", tf_version)
     assert peak["model"] == peak["key"].split("|")[0]
+    # the seeded entry of the device it ran on, not the host's T4s: found, not measured again
+    assert peak["key"] == seeded_peak_key(truth)
+    assert peak["samples"] == SEEDED_SAMPLES and peak["flops_per_s"] == max(SEEDED_SAMPLES)
+    assert "T4" not in peak["model"]
+
+
+@pytest.mark.parametrize("gpus, variant_id, role, expected", [
+    (8, "mirrored-r2-ctl-float32-gb128", "main", "growth"),  # 2 of 8 GPUs, one replica each
+    (1, "mirrored-r2-ctl-float32-gb128", "main", "limit"),  # 2 logical GPUs on one
+    (0, "mirrored-r2-ctl-float32-gb128", "main", None),  # logical CPUs
+    (8, MWMS_2x2, "worker", "growth"),  # disjoint pairs
+    (1, MWMS_2x2, "worker", "limit"),  # two workers split one GPU, two logical GPUs each
+    (1, MWMS_2x1, "worker", "limit"),  # two workers share one GPU, one replica each
+    (8, PS, "chief", None),  # the coordinator computes nothing
+])
+def test_gpu_processes_grow_their_memory_unless_they_split_a_gpu(
+        gpus: int, variant_id: str, role: str, expected: str | None) -> None:
+    """The plan on a made-up host, then each training process's layout as its worker makes it
+    from the GPUs the plan left it: memory growth exactly where no logical-GPU limit is set."""
+    variants = {v.id: v for path in (STRATEGIES, CLUSTERS) for v in load_variants(path)[1]}
+    variant = variants[variant_id]
+    processes = [p for p in plan_variant(variant, Inventory.fake(gpus, memory_mb=16000))
+                 if p.role == role]
+    assert processes and all(p.trains for p in processes), (variant_id, role)
+    for process in processes:
+        visible = [g for g in process.env.get("CUDA_VISIBLE_DEVICES", "").split(",") if g]
+        task = Task(process.role, process.index, process.trains) if variant.is_cluster else None
+        layout = plan_layout(variant.devices, gpus_per_process(variant, task), len(visible),
+                             shared=process.env.get(GPU_SHARED_ENV) == "1")
+        assert layout.gpu_memory == expected, (process, layout)
+        assert (LOGICAL_GPU_MEMORY_ENV in process.env) == (expected == "limit"), process
 
 
 @pytest.mark.slow

@@ -1,5 +1,10 @@
 """jit_compile = true for real through Keras fit and the custom loop, and the XLA limitations of
-this machine recorded as skips with their cause, not as crashes."""
+this machine recorded as skips with their cause, not as crashes.
+
+Whether XLA compiled a variant's step is read from TensorFlow itself: the first XLA compilation
+in a process logs XLA_COMPILED (device_compiler.h, at INFO level, so this run's workers log at
+TF_CPP_MIN_LOG_LEVEL=0) into the variant's own log; a step without jit_compile never logs it.
+"""
 
 from __future__ import annotations
 
@@ -8,6 +13,8 @@ import pytest
 from tests.conftest import BenchRun, run_in_fresh_dir
 
 pytestmark = pytest.mark.slow
+
+XLA_COMPILED = "Compiled cluster using XLA!"
 
 JIT = """
 [train]
@@ -35,7 +42,12 @@ api = "fit"
 @pytest.fixture(scope="module")
 def jit_run(tmp_path_factory: pytest.TempPathFactory) -> BenchRun:
     return run_in_fresh_dir(tmp_path_factory, "jit", JIT, "mlp", "--only", "*xla*",
-                            "--only", "default-r1-spe2-*")
+                            "--only", "default-r1-spe2-*", env={"TF_CPP_MIN_LOG_LEVEL": "0"})
+
+
+def worker_log(run: BenchRun, variant_id: str) -> str:
+    assert run.run_dir is not None, run.proc.stderr
+    return (run.run_dir / "logs" / f"{variant_id}.log").read_text(errors="replace")
 
 
 def test_xla_runs_through_both_apis(jit_run: BenchRun) -> None:
@@ -47,6 +59,10 @@ def test_xla_runs_through_both_apis(jit_run: BenchRun) -> None:
         assert rec["status"] == "ok", (vid, rec.get("reason"))
         assert rec["variant"]["train"]["jit_compile"] is True
         assert rec["throughput"]["headline"] > 0
+        assert XLA_COMPILED in worker_log(jit_run, vid), f"{vid}: XLA compiled nothing"
+    for vid in ("default-r1-spe2-fit-float32-gb16", "default-r1-spe2-ctl-float32-gb16"):
+        assert by_id[vid]["status"] == "ok", (vid, by_id[vid].get("reason"))
+        assert XLA_COMPILED not in worker_log(jit_run, vid), f"{vid}: XLA compiled a step without jit_compile"
     # steps_per_execution = 2: each sample is a block of 2 steps, and the headline counts both
     spe = by_id["default-r1-spe2-fit-float32-gb16"]
     assert spe["status"] == "ok" and spe["timing"]["steps_per_sample"] == 2

@@ -4,12 +4,15 @@ Every import counts, function-level ones included: an import inside a function s
 two modules together, it only hides the tie from the reader. The rules are those of
 CONTRIBUTING.md: no import cycle, no module over 400 lines, at most 15 modules directly in
 `bench/`, and the parent side never reaches worker-side code, directly or through another module.
+CONTRIBUTING.md's layout block is checked against the tree too.
 """
 
 from __future__ import annotations
 
 import ast
 import importlib.util
+import re
+from collections import Counter
 from functools import cache
 from pathlib import Path
 
@@ -18,6 +21,7 @@ import pytest
 from bench import entrypoints
 
 PACKAGE = Path(__file__).resolve().parent.parent / "bench"
+CONTRIBUTING = PACKAGE.parent / "CONTRIBUTING.md"
 MAX_LINES = 400
 MAX_TOP_LEVEL = 15
 
@@ -154,3 +158,40 @@ def test_every_entry_point_exists_and_has_a_main(module: str) -> None:
     assert spec is not None and spec.origin is not None, module
     tree = ast.parse(Path(spec.origin).read_text(encoding="utf-8"))
     assert any(isinstance(node, ast.FunctionDef) and node.name == "main" for node in tree.body), module
+
+
+def layout_block() -> list[tuple[str, list[str]]]:
+    """CONTRIBUTING.md's layout: the one fenced block whose lines all start with `bench/`. Each
+    line is `bench/<package path>/  module module ...  # what they hold`: the folder, then module
+    names (no `.py`) separated by spaces or commas, then an optional `#` comment. A package may
+    take several lines; every module of it (`__init__` and `__main__` aside) is on exactly one."""
+    blocks = re.findall(r"^```[^\n]*\n(.*?)^```", CONTRIBUTING.read_text(encoding="utf-8"),
+                        re.S | re.M)
+    layouts = [b for b in blocks if b.strip() and all(
+        line.startswith("bench/") for line in b.splitlines() if line.strip())]
+    assert len(layouts) == 1, ("CONTRIBUTING.md needs one fenced block of lines "
+                               "`bench/<folder>/  module module ...  # comment`: the layout")
+    [block] = layouts
+    rows = []
+    for line in block.splitlines():
+        if line.strip():
+            folder, *names = line.split("#", 1)[0].replace(",", " ").split()
+            rows.append((folder, names))
+    return rows
+
+
+def test_contributing_lists_every_module_and_only_those() -> None:
+    listed = [f"{folder.rstrip('/').replace('/', '.')}.{name}"
+              for folder, names in layout_block() for name in names]
+    assert [m for m, n in Counter(listed).items() if n > 1] == []  # listed once each
+    actual = {name for name, path in modules().items()
+              if path.name not in ("__init__.py", "__main__.py")}
+    assert {"missing from CONTRIBUTING.md": sorted(actual - set(listed)),
+            "listed but absent": sorted(set(listed) - actual)} == {
+        "missing from CONTRIBUTING.md": [], "listed but absent": []}
+
+
+def test_contributing_lists_every_package() -> None:
+    folders = {folder.rstrip("/").replace("/", ".") for folder, _ in layout_block()}
+    packages = {name for name, path in modules().items() if path.name == "__init__.py"}
+    assert folders == packages

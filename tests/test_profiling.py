@@ -9,6 +9,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -32,6 +33,28 @@ needs_xprof = pytest.mark.skipif(importlib.util.find_spec("xprof") is None and n
 needs_tf = pytest.mark.skipif(importlib.util.find_spec("tensorflow") is None and not IN_CI,
                               reason="TensorFlow not installed")
 SCHEMA = set(profiling.empty_result(Path(".")))
+
+# xprof's input verdict (input_pipeline_analysis): HIGHLY input-bound from 20% of the step time
+# waiting for input, MODERATELY from 5%; below, NOT, or POTENTIALLY when its 'All Others' time is
+# large.
+HIGHLY_INPUT_BOUND_PCT = 20.0
+MODERATELY_INPUT_BOUND_PCT = 5.0
+INPUT_SLEEP_MS = 30.0  # per batch: several times the step's own ~8 ms here
+
+
+def verdict(conclusion: str) -> str:
+    """HIGHLY, MODERATELY, POTENTIALLY or NOT, from "Your program is <X> input-bound because ..."."""
+    found = re.match(r"Your program is (\w+) input-bound because ", conclusion)
+    assert found, conclusion
+    return found[1]
+
+
+def verdicts_for(input_pct: float) -> set[str]:
+    if input_pct >= HIGHLY_INPUT_BOUND_PCT:
+        return {"HIGHLY"}
+    if input_pct >= MODERATELY_INPUT_BOUND_PCT:
+        return {"MODERATELY"}
+    return {"NOT", "POTENTIALLY"}
 
 
 def run_cli(*args: str) -> subprocess.CompletedProcess[str]:
@@ -148,16 +171,18 @@ def test_cross_check_reports_disagreement_without_failing() -> None:
 # Slow: a real trace
 
 
-def make_trace(logdir: Path, onednn: bool) -> tuple[Path, float]:
+def make_trace(logdir: Path, onednn: bool, input_sleep_ms: float = 0.0) -> tuple[Path, float]:
     """(logdir, untraced median step seconds) from a real MirroredStrategy run on 2 logical CPUs.
 
     `onednn` picks TensorFlow's CPU allocator, and with it whether the trace holds allocator
     events: oneDNN's records them, the plain one does not. Left to TensorFlow, the choice follows
-    the CPU (on by default with AVX-512 only), so the tests pin it both ways.
+    the CPU (on by default with AVX-512 only), so the tests pin it both ways. `input_sleep_ms`
+    makes every batch wait that long in the input pipeline.
     """
     env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2", "CUDA_VISIBLE_DEVICES": "",
            "TF_ENABLE_ONEDNN_OPTS": "1" if onednn else "0"}
-    proc = subprocess.run([sys.executable, str(MAKE_TRACE), str(logdir), "--traced", str(TRACED_STEPS)],
+    proc = subprocess.run([sys.executable, str(MAKE_TRACE), str(logdir), "--traced", str(TRACED_STEPS),
+                           "--input-sleep-ms", str(input_sleep_ms)],
                           capture_output=True, text=True, timeout=600, stdin=subprocess.DEVNULL, env=env)
     assert proc.returncode == 0, proc.stderr[-4000:]
     made = json.loads(proc.stdout.splitlines()[-1])
@@ -211,6 +236,9 @@ class TestRealTrace:
         assert 0 <= analysis["input_bound_pct"] <= 100
         assert "input-bound" in analysis["input_conclusion"]
         assert "<" not in analysis["input_conclusion"]
+        # in-memory data: its input share is small, and xprof's verdict says what that share means
+        assert analysis["input_bound_pct"] < HIGHLY_INPUT_BOUND_PCT
+        assert verdict(analysis["input_conclusion"]) in verdicts_for(analysis["input_bound_pct"])
 
     def test_top_ops(self, analysis: dict[str, Any]) -> None:
         ops = analysis["top_ops"]
@@ -245,6 +273,20 @@ class TestRealTrace:
         assert result["step_time_ms"] == analysis["step_time_ms"]
         assert result["files"] == analysis["files"]
         assert listing(logdir) == before
+
+
+@pytest.mark.slow
+@needs_tf
+@needs_xprof
+def test_a_trace_waiting_for_its_input_is_called_input_bound(tmp_path: Path) -> None:
+    logdir, median_s = make_trace(tmp_path / "trace", onednn=False, input_sleep_ms=INPUT_SLEEP_MS)
+    analysis = profiling.analyze(logdir, bench_median_step_s=median_s)
+    assert analysis["status"] == "ok", analysis["error"]
+    pct, conclusion = analysis["input_bound_pct"], analysis["input_conclusion"]
+    assert pct >= HIGHLY_INPUT_BOUND_PCT, analysis["breakdown_ms"]
+    assert verdict(conclusion) == "HIGHLY", conclusion
+    assert conclusion.startswith(f"Your program is HIGHLY input-bound because {pct:.1f}% "), (pct, conclusion)
+    assert analysis["breakdown_ms"]["input"] > analysis["breakdown_ms"]["compute"]
 
 
 @pytest.mark.slow

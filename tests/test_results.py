@@ -3,16 +3,20 @@
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
 
 from bench import results
+from bench.errors import BenchError
 from bench.records import base_record, finish
 from bench.scaling import add_scaling_efficiency
 from bench.scenario.loading import parse_scenario
 from bench.scenario.matrix import expand
+from tests.conftest import REPO
 
 DOC = {
     "scenario": {"name": "r"},
@@ -103,3 +107,35 @@ def _scenario_file(tmp_path: Path) -> Path:
     path = tmp_path / "scenario.src.toml"
     path.write_text(json.dumps(DOC))
     return path
+
+
+def test_a_variant_is_found_by_id_in_a_scenario_or_a_run(tmp_path: Path, variants) -> None:
+    entries = [v.model_dump(mode="json", by_alias=True) for v in variants]
+    wanted = variants[2]
+    assert results.variant_by_id(variants, wanted.id, "s.toml") is wanted
+    assert results.variant_by_id(entries, wanted.id, "variants.json") == wanted  # validated
+    with pytest.raises(BenchError) as info:
+        results.variant_by_id(entries, "nope", "run/variants.json")
+    assert str(info.value) == (f"run/variants.json: no variant 'nope' (have: "
+                               f"{', '.join(v.id for v in variants)})")
+
+
+@pytest.mark.parametrize("entry", [
+    ("bench.worker", "--record", "{record}"),
+    ("bench.launch.supervisor", "--record", "{record}", "--network", "host"),
+    ("bench", "worker", "--variant", "nope", "{variants}"),
+])
+def test_every_entry_point_names_a_missing_variant_in_one_line(
+        tmp_path: Path, variants, entry: tuple[str, ...]) -> None:
+    """The worker, the local-cluster supervisor and `bench worker` look variants up alike."""
+    path = tmp_path / results.VARIANTS_FILE
+    results.write_json(path, [v.model_dump(mode="json", by_alias=True) for v in variants])
+    module, *rest = (a.format(record=tmp_path / "r.json", variants=path) for a in entry)
+    ids = () if module == "bench" else ("--variants", str(path), "--id", "nope")
+    proc = subprocess.run([sys.executable, "-m", module, *rest, *ids], capture_output=True,
+                          text=True, timeout=120, cwd=REPO, stdin=subprocess.DEVNULL)
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert proc.stderr.strip().splitlines()[-1].endswith(
+        f"{path}: no variant 'nope' (have: {', '.join(v.id for v in variants)})"), proc.stderr
+    assert "Traceback" not in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
+    assert not (tmp_path / "r.json").exists()

@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import json
 import math
+import os
 import re
+import subprocess
+import sys
 import tomllib
 from pathlib import Path
 
@@ -289,11 +293,63 @@ def test_model_and_data_must_fit_each_other(model: str, data: dict, message: str
         parse_scenario(scenario(model={"name": model}, data=data), "s.toml")
 
 
+# Each built-in model with synthetic data of a shape it is built for.
+PAIRED = (("lstm", {"shape": [100, 8], "variable_length": True}),
+          ("transformer", {"shape": [28, 28, 1]}), ("transformer", {"shape": [50, 8]}),
+          ("resnet50", {"shape": [224, 224, 3]}), ("cnn", {"shape": [28, 28, 1]}))
+
+
+def paired_scenario(model: str, data: dict, **more: object) -> dict:
+    return scenario(model={"name": model}, data={"name": "synthetic", **data, **more})
+
+
 def test_models_accept_their_paired_data() -> None:
-    for model, data in (("lstm", {"shape": [100, 8], "variable_length": True}),
-                        ("transformer", {"shape": [28, 28, 1]}), ("transformer", {"shape": [50, 8]}),
-                        ("resnet50", {"shape": [224, 224, 3]}), ("cnn", {"shape": [28, 28, 1]})):
-        parse_scenario(scenario(model={"name": model}, data={"name": "synthetic", **data}))
+    """Validation passes each pairing through as given, and it is a decision, not the absence
+    of one: the same model is refused flat vectors, which none of them takes."""
+    for model, data in PAIRED:
+        [variant, *_] = expand(parse_scenario(paired_scenario(model, data)))
+        assert variant.model.name == model
+        assert list(variant.data.shape) == data["shape"]
+        assert variant.data.variable_length is data.get("variable_length", False)
+        with pytest.raises(ScenarioError, match=f"model.name: '{model}' needs"):
+            parse_scenario(paired_scenario(model, {"shape": [64]}), "s.toml")
+
+
+PAIRED_IN_TENSORFLOW = """
+import json, sys
+from bench.data import sources
+from bench.scenario.loading import parse_scenario
+from bench.scenario.matrix import expand
+from bench.training import workload
+
+out = []
+for doc in json.loads(sys.argv[1]):
+    variant = expand(parse_scenario(doc))[0]
+    data = sources.load_for(variant)  # the worker's own pairing check, once examples exist
+    built = workload.build(variant, sources.model_inputs(data, variant.data))
+    x, y = next(iter(sources.make_dataset(data, variant.data, 2).take(1)))
+    out.append({"model": variant.model.name, "input": list(x.shape),
+                "output": built.model(x, training=False).shape.as_list(),
+                "classes": data.outputs,
+                "loss": workload.initial_loss(built, (x, y), variant.model.name)})
+print(json.dumps(out))
+"""
+
+
+@pytest.mark.slow
+def test_models_accept_their_paired_data_in_tensorflow() -> None:
+    """What validation accepts, the real Keras builders take: one batch through each model."""
+    docs = [paired_scenario(model, data, num_examples=4) for model, data in PAIRED]
+    proc = subprocess.run([sys.executable, "-c", PAIRED_IN_TENSORFLOW, json.dumps(docs)],
+                          capture_output=True, text=True, timeout=600, stdin=subprocess.DEVNULL,
+                          env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"})
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    built = json.loads(proc.stdout.splitlines()[-1])
+    assert [b["model"] for b in built] == [model for model, _ in PAIRED]
+    for (model, data), b in zip(PAIRED, built, strict=True):
+        assert b["input"][1:] == data["shape"], (model, b)
+        assert b["output"] == [2, b["classes"]], (model, b)
+        assert math.isfinite(b["loss"]), (model, b)
 
 
 # ---------------------------------------------------------------------------------------------

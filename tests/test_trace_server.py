@@ -108,7 +108,8 @@ def test_export_only_writes_chrome_trace(run_dir: Path) -> None:
     paths = [Path(line) for line in proc.stdout.splitlines() if line.endswith(".trace.json.gz")]
     assert len(paths) == 1, proc.stdout
     out = paths[0]
-    assert out.is_file() and out.parent.glob("*.xplane.pb")
+    source = out.with_name(out.name.replace(".trace.json.gz", ".xplane.pb"))
+    assert out.is_file() and source.is_file(), sorted(p.name for p in out.parent.iterdir())
     assert out.name == next(out.parent.glob("*.xplane.pb")).name.replace(".xplane.pb",
                                                                           ".trace.json.gz")
     with gzip.open(out, "rt") as f:

@@ -7,6 +7,7 @@ Kubeflow TFJob manifest, so the three always agree on roles and counts.
 from __future__ import annotations
 
 import json
+from collections.abc import Collection
 from dataclasses import dataclass
 
 from bench.scenario.schema import Variant
@@ -34,9 +35,21 @@ def plan_tasks(variant: Variant) -> list[Task]:
     raise ValueError(f"strategy {variant.strategy!r} is not a cluster strategy")
 
 
+def is_chief(task_type: str | None, index: int, jobs: Collection[str]) -> bool:
+    """TensorFlow's rule for the task that writes (the record, the real checkpoint): the chief
+    when the cluster's `jobs` have one, else worker 0; a process in no cluster (no task type) is
+    its own chief."""
+    if task_type is None:
+        return True
+    if "chief" in jobs:
+        return task_type == "chief"
+    return task_type == "worker" and index == 0
+
+
 def chief_of(tasks: list[Task]) -> Task:
-    """The task that writes the variant's record: the chief, else worker 0 (TensorFlow's rule)."""
-    return next((t for t in tasks if t.type == "chief"), tasks[0])
+    """The task that writes the variant's record."""
+    jobs = {t.type for t in tasks}
+    return next((t for t in tasks if is_chief(t.type, t.index, jobs)), tasks[0])
 
 
 def cluster_spec(tasks: list[Task], addresses: list[str]) -> dict[str, list[str]]:
@@ -51,8 +64,7 @@ def tf_config(spec: dict[str, list[str]], task: Task) -> str:
 
 
 def is_chief_config(config: dict) -> bool:
+    """Whether TF_CONFIG `config` names the chief task (False without a task)."""
     task = config.get("task") or {}
-    cluster = config.get("cluster") or {}
-    if "chief" in cluster:
-        return task.get("type") == "chief"
-    return task.get("type") == "worker" and task.get("index", 0) == 0
+    return bool(task) and is_chief(task.get("type"), task.get("index", 0),
+                                   config.get("cluster") or {})

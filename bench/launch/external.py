@@ -21,7 +21,7 @@ from typing import Any
 from bench import fingerprint, results
 from bench.errors import BenchError
 from bench.launch.cluster_plan import is_chief_config, plan_tasks
-from bench.placement import flavour_env
+from bench.placement import flavour_env, task_computes
 from bench.scenario.loading import load_variants
 from bench.scenario.schema import Scenario, Variant
 
@@ -31,14 +31,11 @@ def find_variant(path: Path, variant_id: str) -> tuple[str, Variant, Scenario | 
     `bench run --launcher slurm` gives its jobs: the variants as the run's options shaped them).
     Returns the scenario's name, the variant and the scenario (None for a variants file)."""
     if path.name == results.VARIANTS_FILE:
-        variants = [Variant.model_validate(v) for v in results.read_json(path)]
-        scenario = None
+        variants, scenario = results.read_json(path), None
     else:
         scenario, variants = load_variants(path)
-    for variant in variants:
-        if variant.id == variant_id:
-            return variant.scenario_name, variant, scenario
-    raise BenchError(f"{path}: no variant '{variant_id}' (have: {', '.join(v.id for v in variants)})")
+    variant = results.variant_by_id(variants, variant_id, path)
+    return variant.scenario_name, variant, scenario
 
 
 def _gpus_on_node() -> int:
@@ -95,11 +92,9 @@ def port_base_for_job(environ: dict[str, str] | os._Environ[str] = os.environ) -
 
 
 def hide_gpus_unless_computing(variant: Variant, task_type: str) -> None:
-    """A ParameterServer coordinator, and its ps tasks unless the scenario puts them on GPUs,
-    do not compute: hide the GPUs a cluster manager gave them (bench.placement's rule)."""
-    if variant.strategy != "parameter_server":
-        return
-    if task_type == "chief" or (task_type == "ps" and variant.ps_devices != "gpu"):
+    """A task that computes nothing (a ParameterServer coordinator, its ps tasks unless the
+    scenario puts them on GPUs) is hidden the GPUs a cluster manager gave it."""
+    if not task_computes(variant, task_type):
         os.environ["CUDA_VISIBLE_DEVICES"] = ""
 
 

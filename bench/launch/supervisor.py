@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from bench import protocol, results
+from bench.errors import BenchError
 from bench.launch import recovery
 from bench.launch.cluster_plan import Task, chief_of, plan_tasks
 from bench.launch.cluster_tasks import Cluster, NativeCrash, Restart
@@ -170,8 +171,11 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.network == "isolated":
         bring_loopback_up()
-    match = [v for v in results.read_json(args.variants) if v["id"] == args.id]
-    variant = Variant.model_validate(match[0])
+    try:
+        variant = results.variant_by_id(results.read_json(args.variants), args.id, args.variants)
+    except BenchError as exc:
+        print(exc, file=sys.stderr)
+        return 2
     record = supervise(variant, args.variants, args.record.parent, args.network)
     results.write_json(args.record, record)
     return 0

@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from bench.launch.cluster_plan import is_chief
 from bench.protocol import CHECKPOINT_DIR_ENV
 from bench.records import extra_failed
 from bench.timing import round_up, summarize
@@ -65,15 +66,11 @@ def abba(pairs: int) -> tuple[bool, ...]:
 
 
 def _task() -> tuple[bool, int]:
-    """(chief?, task index) from TF_CONFIG: worker 0 is the chief unless there is a chief task."""
+    """(chief?, task index) from TF_CONFIG (a process outside a cluster is its own chief)."""
     config = json.loads(os.environ.get("TF_CONFIG") or "{}")
-    task, cluster = config.get("task") or {}, config.get("cluster") or {}
+    task = config.get("task") or {}
     index = int(task.get("index", 0))
-    if not task:
-        return True, 0
-    if "chief" in cluster:
-        return task.get("type") == "chief", index
-    return task.get("type") == "worker" and index == 0, index
+    return is_chief(task.get("type"), index, config.get("cluster") or {}), index
 
 
 def plan_for(every: int, keep: int, window_steps: int, repeats: int, block: int,

@@ -38,14 +38,13 @@ def configure(requested: str, replicas: int) -> DeviceLayout:
         gpus = []
     layout = plan_layout(requested, replicas, len(gpus),
                          shared=os.environ.get(GPU_SHARED_ENV) == "1")
-    if layout.kind == "gpu" and (layout.logical_gpus_per_gpu > 1 or layout.shared):
-        # Logical GPUs need a memory limit, and memory growth cannot be set beside them.
+    if layout.gpu_memory == "limit":  # memory growth cannot be set beside logical GPUs
         limit = int(os.environ.get(LOGICAL_GPU_MEMORY_ENV, DEFAULT_LOGICAL_GPU_MEMORY_MB))
         for gpu in gpus:
             tf.config.set_logical_device_configuration(
                 gpu, [tf.config.LogicalDeviceConfiguration(memory_limit=limit)]
                 * layout.logical_gpus_per_gpu)
-    elif layout.kind == "gpu":
+    elif layout.gpu_memory == "growth":
         enable_memory_growth()
     elif layout.logical_cpus > 1:
         cpu = tf.config.list_physical_devices("CPU")[0]

@@ -24,6 +24,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from bench.launch.cluster_plan import is_chief
 from bench.protocol import BACKUP_ENV, EventLog, ProgressFn
 from bench.records import informative_line
 from bench.timing import Phases, summarize, throughput
@@ -39,7 +40,8 @@ def _write_dir(base: Path, strategy: Any) -> tuple[Path, bool]:
     resolver = getattr(strategy, "cluster_resolver", None)
     task_type = getattr(resolver, "task_type", None)
     task_id = getattr(resolver, "task_id", 0)
-    if task_type in (None, "chief") or (task_type == "worker" and task_id == 0):
+    jobs = resolver.cluster_spec().jobs if task_type is not None else ()
+    if is_chief(task_type, task_id, jobs):
         return base, True
     return base.parent / f"{base.name}.tmp-{task_type}-{task_id}", False
 
