@@ -29,6 +29,7 @@ REPO = HERE.parent.parent
 sys.path.insert(0, str(REPO))  # run as a script: the repository's tests package
 
 from tests.benchmarks.intervals import bootstrap_median_interval  # noqa: E402
+
 SCENARIO = REPO / "scenarios" / "mnist_mirrored.toml"
 # variant id in the default scenario -> the plain loop's arguments
 VARIANTS = {
