@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from bench.records import headline
+from bench.record.model import VariantRecord
 from bench.timing import MAD_TO_SIGMA
 from bench.trace.metrics import AGREEMENT
 from tests.conftest import BenchRun, bench_run, run_in_fresh_dir, write_scenario
@@ -109,7 +109,8 @@ def test_scaling_efficiency_in_the_summary(matrix_run: BenchRun) -> None:
     assert "scaling eff." in out
     records = matrix_run.records
     # weak scaling: n replicas against the 1-replica mirrored point of the same API path
-    one = {(r["variant"]["api"], r["variant"]["distribute_dataset"]): headline(r) for r in records
+    one = {(r["variant"]["api"], r["variant"]["distribute_dataset"]):
+           VariantRecord.load(r).headline for r in records
            if r["variant"]["strategy"] == "mirrored" and r["variant"]["replicas"] == 1}
     rows = summary_rows(out)
     assert len(rows) == len(records), rows
@@ -118,7 +119,7 @@ def test_scaling_efficiency_in_the_summary(matrix_run: BenchRun) -> None:
         assert f"     ok {rec['variant_id']}  " in out  # its own outcome line
         assert row[0].startswith(v["strategy"]) and row[1] == str(v["replicas"]), row
         if v["strategy"] == "mirrored":
-            eff = headline(rec) / (v["replicas"] * one[v["api"], v["distribute_dataset"]])
+            eff = VariantRecord.load(rec).headline / (v["replicas"] * one[v["api"], v["distribute_dataset"]])
             assert row[-2] == f"{eff:.2f} (weak)", (rec["variant_id"], row)
         else:  # no replica sweep to compare against (central_storage runs at 2 only)
             assert row[-2] == "-", (rec["variant_id"], row)
@@ -143,7 +144,8 @@ def test_run_directory_layout(matrix_run: BenchRun) -> None:
     assert len(frame) == len(matrix_run.records)
     m2 = frame[(frame.strategy == "mirrored") & (frame.replicas == 2)]
     assert m2["scaling_efficiency"].notna().all()
-    assert frame["examples_per_sec"].tolist() == pytest.approx(
+    # the typical-step rate has its own column; `examples_per_sec` is the headline
+    assert frame["typical_step_examples_per_sec"].tolist() == pytest.approx(
         [r["throughput"]["median"] for r in matrix_run.records])
 
 
