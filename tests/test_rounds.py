@@ -341,7 +341,7 @@ class TestInterleavedRun:
 
     def test_noise_floor_line_and_within_noise_marks(self, interleaved: BenchRun) -> None:
         out = interleaved.proc.stdout
-        floor = noise_floor(interleaved.records)
+        floor = noise_floor(load_all(interleaved.records))
         assert floor is not None and floor["rounds"] == 4
         assert describe(floor) in " ".join(out.split())
         assert math.isfinite(floor["difference_pct"])

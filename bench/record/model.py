@@ -18,7 +18,7 @@ import json
 from collections.abc import Iterable, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import Field, ValidationError
 
@@ -50,7 +50,9 @@ from bench.record.provenance import (
 )
 from bench.record.section import Number, Section, field
 from bench.record.variant import RecordedVariant
-from bench.scenario.schema import Variant
+
+if TYPE_CHECKING:  # a reader of records never needs the scenario's schema
+    from bench.scenario.schema import Variant
 
 SCHEMA = 2  # what this bench writes
 READABLE_SCHEMAS = (1, 2)
