@@ -208,10 +208,11 @@ def run(path: Path, opts: RunOptions, console: Console) -> RunOutcome:
     interleave = opts.interleave if opts.interleave is not None else scenario.measure.interleave
     if scenario.fault is not None:
         interleave = False  # the recovery is what is measured, on a cluster left to itself
+    interleave = interleave and opts.slurm is None
     try:
         with terminate_as_interrupt():
             _run_variants(runnable, run_dir, outcome, forkservers, console,
-                          interleave and opts.slurm is None, scenario.measure.max_live,
+                          interleave, scenario.measure.max_live,
                           opts.slurm, envs.failed_records())
     except KeyboardInterrupt:
         outcome.interrupted = True
@@ -223,12 +224,13 @@ def run(path: Path, opts: RunOptions, console: Console) -> RunOutcome:
         shutil.rmtree(data_cache_dir(run_dir), ignore_errors=True)
     conclude(run_dir, outcome.records, opts, console, started, {
         "forkserver_ready_s": forkservers.ready_s, "start_method": opts.start_method,
-        "environments_s": envs.seconds if envs.environments else None})
+        "environments_s": envs.seconds if envs.environments else None},
+        untimed_width=rounds.untimed_width() if interleave else 1)
     return outcome
 
 
 def conclude(run_dir: Path, records: list[VariantRecord], opts: RunOptions, console: Console,
-             started: float, extra: dict[str, Any]) -> dict[str, Any]:
+             started: float, extra: dict[str, Any], untimed_width: int = 1) -> dict[str, Any]:
     """The end of a run, once every record is in: summary table, report, time breakdown (with
     the runner's peak RSS, which this part drives when there are many variants)."""
     render_summary(console, add_scaling_efficiency(records))
@@ -239,7 +241,7 @@ def conclude(run_dir: Path, records: list[VariantRecord], opts: RunOptions, cons
         render_report(run_dir, opts.reports_dir / run_dir.name, console)
     breakdown = overhead.run_breakdown(records, time.perf_counter() - started, {
         "report_s": time.perf_counter() - report_started, **extra,
-        "runner_peak_rss_mb": overhead.peak_rss_mb()})
+        "runner_peak_rss_mb": overhead.peak_rss_mb()}, untimed_width)
     results.write_json(run_dir / results.TIMING_FILE, breakdown)
     console.print(overhead.describe(breakdown))
     return breakdown

@@ -240,7 +240,7 @@ def measure(variant: Variant, spawn_time: float, progress: ProgressFn) -> dict[s
                              global_batch=global_batch, schedule=schedule,
                              steps_per_execution=k, jit_compile=variant.train.jit_compile,
                              progress=progress, trace=trace, arrays=arrays)
-    _KEPT_UNTIL_EXIT.append(result.iterator)  # see LoopResult.iterator
+    _KEPT_UNTIL_EXIT.append(result.iterators)  # see LoopResult.iterators
     gate.wait(FINISH)
     with phases("final_loss"):
         final_loss = built.objectives.batch_loss(model, probe_batch)

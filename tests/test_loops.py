@@ -56,7 +56,8 @@ def test_fit_returns_keras_own_iterator_and_restores_train_function(workload: di
                            progress=_no_progress)
     assert len(result.samples["warmup"][0]) == STEPS
     # The iterator fit consumed is alive after fit returned and yields the next global batch.
-    x, y = next(result.iterator)
+    assert len(result.iterators) == 1
+    x, y = next(result.iterators[0])
     assert tuple(x.shape) == (BATCH, 4, 4, 1)
     # The wrapper ran for the first step only: every later step called Keras's own function.
     assert "keep_iterator" not in model.train_function.__qualname__
@@ -75,5 +76,6 @@ def test_custom_loop_returns_its_iterator(workload: dict) -> None:
                                    precision="float32", schedule=one_window(), steps_per_execution=1,
                                    jit_compile=False, progress=_no_progress)
     assert len(result.samples["warmup"][0]) == STEPS
-    x, _ = next(result.iterator)
+    assert len(result.iterators) == 1
+    x, _ = next(result.iterators[0])
     assert tuple(x.shape) == (BATCH, 4, 4, 1)

@@ -66,6 +66,10 @@ def test_duty_cycle_is_timed_time_over_the_run_wall() -> None:
     # without harness: build 0.8 + loop setup 0.3 + first step 0.5 + warmup 0.2 + traced 0.2
     # each, and timed 3.0
     assert breakdown["duty_cycle_ceiling"] == pytest.approx(3.0 / (3.0 + 2 * 2.0))
+    # two variants building and warming up at once (interleaved rounds on two cores): their
+    # build, loop setup, first step and warmup (1.8 s each) cost the wall clock half their sum
+    side_by_side = overhead.run_breakdown(records, wall_s=12.0, untimed_width=2)
+    assert side_by_side["duty_cycle_ceiling"] == pytest.approx(3.0 / (3.0 + 2 * 0.2 + 1.8))
     assert breakdown["outside_variants_s"] == pytest.approx(12.0 - 2 * 5.2)
     line = overhead.describe(breakdown)
     assert "duty cycle 25%, at most 43% for this scenario" in line and "runner peak RSS 50 MB" in line

@@ -85,7 +85,10 @@ def test_strong_scaling_and_steps_per_execution(tmp_path: Path) -> None:
     path = write_scenario(tmp_path, STRONG, name="strong", replace=("batch",))
     run = bench_run(path, tmp_path / "results")
     assert run.proc.returncode == 0, run.proc.stdout + run.proc.stderr
-    by_replicas = {r["variant"]["replicas"]: r for r in run.records}
+    # the scenario's own variants: not its A/A twin or the yardstick, which every run adds
+    by_replicas = {r["variant"]["replicas"]: r for r in run.records
+                   if r["variant"]["control"] not in ("twin", "yardstick")}
+    assert sorted(by_replicas) == [1, 2]
     for replicas, rec in by_replicas.items():
         assert rec["status"] == "ok", rec["reason"]
         assert rec["variant"]["global_batch"] == 64

@@ -164,7 +164,7 @@ def start(variant: Variant, run_dir: Path, forkservers: ForkServers | None,
     return LiveVariant(variant, run_dir, proc, fifo, announced, _writer=writer)
 
 
-def _per_core() -> int:
+def untimed_width() -> int:
     """How many variants run untimed work at once: one per core (building is mostly
     single-threaded Python tracing and graph optimisation), at most BUILD_PARALLELISM."""
     return max(1, min(BUILD_PARALLELISM, os.cpu_count() or 1))
@@ -172,7 +172,7 @@ def _per_core() -> int:
 
 def _groups_per_core(variants: list[Any]) -> list[list[Any]]:
     """Variants that build and warm up (or run other untimed work) at the same time."""
-    width = _per_core()
+    width = untimed_width()
     return [variants[k:k + width] for k in range(0, len(variants), width)]
 
 
@@ -182,7 +182,7 @@ def finishing_width(variants: list[Variant]) -> int:
     cost, which it does after its windows and which must have the machine to itself."""
     if any(v.measure.checkpoint is not None for v in variants):
         return 1
-    return _per_core()
+    return untimed_width()
 
 
 def gate_timeout(variants: list[Variant]) -> float:

@@ -2,8 +2,8 @@
 
 Pure Python over records (no TensorFlow), so `bench run` prints it at the end and `bench perf`
 aggregates it over repeated runs. A variant's *fixed cost* is everything outside its timed and
-traced windows (process start, imports, building, warmup, the unobserved block, checks,
-teardown, trace analysis); the run's *duty cycle* is the time spent inside timed windows over
+traced windows (process start, imports, building, warmup, checks, teardown, trace
+analysis); the run's *duty cycle* is the time spent inside timed windows over
 the run's whole wall time. An interleaved variant's time idle at its gate is no cost of its own:
 another variant runs meanwhile.
 """
@@ -32,6 +32,9 @@ PER_WINDOW_PHASES = ("settling",)
 # its step (the first step), run its warmup, timed, settling and traced steps.
 WORKLOAD_PHASES = ("build", "loop_other", "first_step", "warmup", "timed", "observed", "settling",
                    "traced")
+# The workload phases interleaved rounds run for several variants at once (one per core): each
+# variant's untimed work before its first gate. The rest run one variant at a time.
+CONCURRENT_PHASES = ("build", "loop_other", "first_step", "warmup")
 
 
 def peak_rss_mb(pid: int | str = "self") -> float | None:
@@ -107,16 +110,21 @@ def fixed_cost_s(phases: dict[str, float]) -> float:
     return sum(v for k, v in phases.items() if k not in (*MEASURED_PHASES, *PER_WINDOW_PHASES))
 
 
-def duty_cycle_ceiling(totals: dict[str, float]) -> float:
+def duty_cycle_ceiling(totals: dict[str, float], untimed_width: int = 1) -> float:
     """The duty cycle a harness that cost nothing would reach on these variants: the scenario's
-    own warmup, compilation and build bound it, whatever the harness does."""
-    workload = sum(totals[p] for p in WORKLOAD_PHASES)
+    own warmup, compilation and build bound it, whatever the harness does. `untimed_width`
+    variants do their untimed work at once (interleaved rounds), so it costs the wall clock
+    that share of its sum."""
+    concurrent = sum(totals[p] for p in CONCURRENT_PHASES)
+    alone = sum(totals[p] for p in WORKLOAD_PHASES if p not in CONCURRENT_PHASES)
+    workload = alone + concurrent / max(1, untimed_width)
     return (totals["timed"] + totals["observed"]) / workload if workload > 0 else 0.0
 
 
 def run_breakdown(records: list[VariantRecord], wall_s: float,
-                  extra: dict[str, float] | None = None) -> dict[str, Any]:
-    """The run's totals: per-phase sums, fixed cost per variant, duty cycle."""
+                  extra: dict[str, Any] | None = None, untimed_width: int = 1) -> dict[str, Any]:
+    """The run's totals: per-phase sums, fixed cost per variant, duty cycle (`untimed_width`:
+    how many variants did their untimed work at once)."""
     per_variant = {str(r.variant_id): variant_phases(r) for r in records}
     totals = {p: sum(v[p] for v in per_variant.values()) for p in PHASES}
     fixed = [fixed_cost_s(v) for v in per_variant.values()]
@@ -127,7 +135,7 @@ def run_breakdown(records: list[VariantRecord], wall_s: float,
         "wall_s": wall_s,
         "timed_s": windows,
         "duty_cycle": windows / wall_s if wall_s > 0 else 0.0,
-        "duty_cycle_ceiling": duty_cycle_ceiling(totals),
+        "duty_cycle_ceiling": duty_cycle_ceiling(totals, untimed_width),
         "fixed_cost_median_s": statistics.median(fixed) if fixed else None,
         "phases_s": totals,
         "outside_variants_s": max(0.0, wall_s - sum(sum(v.values()) for v in per_variant.values())),

@@ -26,7 +26,7 @@ from bench.training.tracing import TraceWindow
 
 
 def _keep_iterator_callback() -> Any:
-    """A callback that keeps the iterator Keras makes inside `fit` (see LoopResult.iterator).
+    """A callback that keeps the iterator Keras makes inside `fit` (see LoopResult.iterators).
 
     Keras hands that iterator to `train_function` at every step: a one-shot wrapper keeps it and
     puts the original function back, so only the untimed first step goes through the wrapper.
@@ -148,7 +148,7 @@ def loop_checkpointed(run_steps: Callable[[int], Any], chunk: int | None,
     return run
 
 
-# Iterators of extra `fit` calls, kept alive until the worker's os._exit (see LoopResult.iterator).
+# Iterators of extra `fit` calls, kept alive until the worker's os._exit (see LoopResult.iterators).
 _KEPT: list[Any] = []
 
 

@@ -163,7 +163,7 @@ def train_coordinator(strategy: Any, workload: Workload, metrics: list[Any], dat
         tracker.step(done, (time.perf_counter() - began) / block, loss)
 
 
-# Iterators kept alive until the worker's exit (see bench.training.schedule.LoopResult.iterator).
+# Iterators kept alive until the worker's exit (see bench.training.schedule.LoopResult.iterators).
 _KEPT: list[Any] = []
 
 

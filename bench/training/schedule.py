@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -124,11 +124,12 @@ class LoopResult:
     # Seconds spent in bench's own per-step code (hooks, stamps, progress) during the warmup
     # and the turns, outside the gate and the profiler: its cost on the figures it reports.
     harness_s: float = 0.0
-    # The loop's input iterator (Keras fit's own, or the custom loop's), kept alive on purpose:
+    # The loop's input iterators, one per epoch (Keras fit's own, or the custom loop's), kept
+    # alive on purpose:
     # destroying a tf.data iterator waits for its background threads (0.3-3 s per variant
     # inside a run of the default scenario). Workers end with os._exit, so it is never
     # destroyed and never costs the run that wait.
-    iterator: Any = None
+    iterators: list[Any] = field(default_factory=list)
     # When each turn's first window started (time.time(), the clock every process shares), so
     # a run can show that no two variants' turns overlapped.
     window_started_at: list[float] = field(default_factory=list)
@@ -260,7 +261,7 @@ class LoopClock:
     def _account(self, entered: float) -> None:
         self.harness_s += time.perf_counter() - entered
 
-    def result(self, notes: list[str], iterator: Any = None) -> LoopResult:
+    def result(self, notes: list[str], iterators: Sequence[Any] = ()) -> LoopResult:
         """Samples and clocks from the completion stamps: a window's clock runs from the
         completion of the step before it (or its turn's release) to its last step's."""
         samples: dict[str, list[list[float]]] = {}
@@ -282,5 +283,5 @@ class LoopClock:
                         [(b - a) / self.k for a, b in zip(ends, ends[1:], strict=False)])
             start = stop
         order = [self.schedule.window_order(t) for t in range(self.schedule.repeats)]
-        return LoopResult(self.first_step_end, samples, clocks, notes, self.harness_s, iterator,
+        return LoopResult(self.first_step_end, samples, clocks, notes, self.harness_s, list(iterators),
                           self.window_started_at, settling_s=settling, order=order)

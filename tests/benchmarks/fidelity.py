@@ -26,6 +26,10 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent.parent
+sys.path.insert(0, str(REPO))  # run as a script: the repository's tests package
+
+from tests.benchmarks.intervals import bootstrap_median_interval  # noqa: E402
+
 SCENARIO = REPO / "scenarios" / "mnist_mirrored.toml"
 # variant id in the default scenario -> the plain loop's arguments
 VARIANTS = {
@@ -64,15 +68,6 @@ def bench_headlines(work: Path) -> dict[str, float]:
     return out
 
 
-def median_interval(values: list[float], resamples: int = 5000) -> tuple[float, float]:
-    """Percentile bootstrap 95% interval of the median (seeded: the same figures, the same
-    interval)."""
-    rng = random.Random(0)
-    medians = sorted(statistics.median(rng.choices(values, k=len(values)))
-                     for _ in range(resamples))
-    return medians[int(0.025 * resamples)], medians[int(0.975 * resamples) - 1]
-
-
 def measure(rounds: int) -> dict[str, dict[str, object]]:
     ratios: dict[str, list[float]] = {vid: [] for vid in VARIANTS}
     slow: dict[str, list[float]] = {vid: [] for vid in VARIANTS}
@@ -93,7 +88,7 @@ def measure(rounds: int) -> dict[str, dict[str, object]]:
             print(f"round {k + 1}: " + ", ".join(f"{vid} {ratios[vid][-1]:.3f}"
                                                  for vid in VARIANTS), flush=True)
     return {vid: {"ratios": values, "median": statistics.median(values),
-                  "interval": median_interval(values),
+                  "interval": bootstrap_median_interval(values),
                   "plain_slow_share": statistics.mean(slow[vid])}
             for vid, values in ratios.items()}
 

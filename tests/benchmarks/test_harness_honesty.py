@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import json
 import os
-import random
 import statistics
 import subprocess
 import sys
@@ -29,6 +28,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.benchmarks.intervals import bootstrap_median_interval
 from tests.conftest import bench_run
 
 pytestmark = pytest.mark.benchmark
@@ -48,15 +48,6 @@ def handwritten() -> list[float]:
 
 
 ROUNDS = 10
-
-
-def bootstrap_median_interval(values: list[float], rounds: int = 5000) -> tuple[float, float]:
-    """Percentile bootstrap 95% interval of the median (seeded: the same figures, the same
-    interval)."""
-    rng = random.Random(0)
-    medians = sorted(statistics.median(rng.choices(values, k=len(values)))
-                     for _ in range(rounds))
-    return medians[int(0.025 * rounds)], medians[int(0.975 * rounds) - 1]
 
 
 def test_bench_fit_matches_a_handwritten_loop(benchmark, tmp_path: Path) -> None:
