@@ -23,7 +23,7 @@ from bench.errors import BenchError
 from bench.interrupts import terminate_as_interrupt
 from bench.launch import env_prepare, launcher_for, rounds
 from bench.launch.forkserver import ForkServer, ForkServers
-from bench.launch.local import data_cache_dir, worker_env
+from bench.launch.local import data_cache_dir, temp_dir, worker_env
 from bench.launch.slurm import SlurmOptions, slurm_problem
 from bench.perf import overhead
 from bench.placement import needs_fresh_interpreter
@@ -202,6 +202,7 @@ def run(path: Path, opts: RunOptions, console: Console) -> RunOutcome:
                      {**fingerprint.environment(scenario.digest()),
                       **({"environments": envs.environments} if envs.environments else {})})
     console.print(f"[bold]{scenario.name}[/]: {len(variants)} variant(s) → {run_dir}")
+    temp_dir(run_dir).mkdir()
     outcome = RunOutcome(run_dir, [])
     runnable = envs.runnable()
     forkservers = _start_forkservers(opts, runnable, run_dir)
@@ -221,7 +222,8 @@ def run(path: Path, opts: RunOptions, console: Console) -> RunOutcome:
     finally:
         forkservers.close()
         envs.release()
-        shutil.rmtree(data_cache_dir(run_dir), ignore_errors=True)
+        for scratch in (data_cache_dir(run_dir), temp_dir(run_dir)):
+            shutil.rmtree(scratch, ignore_errors=True)
     conclude(run_dir, outcome.records, opts, console, started, {
         "forkserver_ready_s": forkservers.ready_s, "start_method": opts.start_method,
         "environments_s": envs.seconds if envs.environments else None},

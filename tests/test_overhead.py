@@ -68,7 +68,7 @@ def test_duty_cycle_is_timed_time_over_the_run_wall() -> None:
     assert breakdown["duty_cycle_ceiling"] == pytest.approx(3.0 / (3.0 + 2 * 2.0))
     # two variants building and warming up at once (interleaved rounds on two cores): their
     # build, loop setup, first step and warmup (1.8 s each) cost the wall clock half their sum
-    side_by_side = overhead.run_breakdown(records, wall_s=12.0, untimed_width=2)
+    side_by_side = overhead.run_breakdown(load_all(records), wall_s=12.0, untimed_width=2)
     assert side_by_side["duty_cycle_ceiling"] == pytest.approx(3.0 / (3.0 + 2 * 0.2 + 1.8))
     assert breakdown["outside_variants_s"] == pytest.approx(12.0 - 2 * 5.2)
     line = overhead.describe(breakdown)

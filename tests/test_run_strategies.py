@@ -39,8 +39,22 @@ replicas = 2
 
 
 @pytest.fixture(scope="module")
-def matrix_run(tmp_path_factory: pytest.TempPathFactory) -> BenchRun:
-    return run_in_fresh_dir(tmp_path_factory, "matrix", MATRIX)
+def outer_tmp(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The TMPDIR `bench run` itself is started with."""
+    return tmp_path_factory.mktemp("outer_tmp")
+
+
+@pytest.fixture(scope="module")
+def matrix_run(tmp_path_factory: pytest.TempPathFactory, outer_tmp: Path) -> BenchRun:
+    return run_in_fresh_dir(tmp_path_factory, "matrix", MATRIX, env={"TMPDIR": str(outer_tmp)})
+
+
+def test_workers_leave_no_temporary_files(matrix_run: BenchRun, outer_tmp: Path) -> None:
+    """Workers end with os._exit, before TensorFlow removes its autograph files: they write
+    them into the run's own temporary folder, which the run removes."""
+    assert matrix_run.proc.returncode == 0 and matrix_run.run_dir is not None
+    assert not list(outer_tmp.glob("__autograph_generated_file*"))
+    assert not (matrix_run.run_dir / "tmp").exists()
 
 
 def test_all_variants_ok(matrix_run: BenchRun) -> None:

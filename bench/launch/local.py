@@ -58,6 +58,13 @@ def data_cache_dir(run_dir: Path) -> Path:
     return run_dir / "cache"
 
 
+def temp_dir(run_dir: Path) -> Path:
+    """Every process of a run writes its temporary files here (TMPDIR): workers end with
+    os._exit, so TensorFlow's autograph files, which it removes at interpreter exit, stay behind;
+    the runner removes this folder at the end of the run."""
+    return run_dir / "tmp"
+
+
 def run_worker_command(variant: Variant, run_dir: Path, cmd: list[str], record_path: Path,
                        budget_s: float, progress: ProgressFn | None,
                        extra_env: dict[str, str] | None = None,
@@ -140,9 +147,10 @@ def variant_env(run_dir: Path, variant: Variant) -> dict[str, str]:
 
 
 def run_paths_env(run_dir: Path, variant: Variant, task: str | None = None) -> dict[str, str]:
-    """Where a variant's worker (or one cluster task) traces, saves checkpoints and finds the
-    run's shared data cache, and the run it belongs to (`run_dir`: how a test finds every
-    process a run left behind)."""
-    return ChildEnv(run_dir=str(run_dir), trace_dir=str(trace_dir(run_dir, variant, task)),
-                    data_cache=str(data_cache_dir(run_dir)),
-                    checkpoint_dir=str(checkpoint_dir(run_dir, variant))).to_env()
+    """Where a variant's worker (or one cluster task) traces, saves checkpoints, finds the
+    run's shared data cache and writes temporary files, and the run it belongs to (`run_dir`:
+    how a test finds every process a run left behind)."""
+    return {**ChildEnv(run_dir=str(run_dir), trace_dir=str(trace_dir(run_dir, variant, task)),
+                       data_cache=str(data_cache_dir(run_dir)),
+                       checkpoint_dir=str(checkpoint_dir(run_dir, variant))).to_env(),
+            "TMPDIR": str(temp_dir(run_dir))}
