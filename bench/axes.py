@@ -2,8 +2,9 @@
 
 `bench compare` matches records across runs by them, scaling efficiency groups by all of them but
 the replica count, the report pairs precisions and finds baselines by them, export writes them as
-parameters, and `Variant.axes()` lists them. Pure and light (no pydantic): `bench compare` must
-start instantly, and it reads plain record dicts.
+parameters, and `Variant.axes()` lists them. Pure and light (no pydantic): the functions read a
+variant as JSON, the scenario's `Variant` dumped or a record's (`RecordedVariant.axis`), so a
+record from before an axis existed reads with the value it meant then.
 """
 
 from __future__ import annotations

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from bench import entrypoints
+from bench.child_env import ChildEnv
 
 _PACKAGES = ("tensorflow", "tensorflow-cpu", "tf-keras", "keras", "numpy", "pandas", "bench")
 
@@ -72,19 +73,16 @@ def parse_nvidia_smi(text: str, fields: tuple[str, ...]) -> list[dict[str, Any]]
     return found
 
 
-HOST_GPUS_ENV = "BENCH_HOST_GPUS"  # gpus() as the launcher found them, JSON
-
-
 def gpus(timeout_s: float = 15.0) -> list[dict[str, Any]]:
     """The host's NVIDIA GPUs from nvidia-smi, [] without one (no driver, no nvidia-smi, no GPU).
 
     Drivers older than 510 reject the `compute_cap` field, so the query is retried without it
     (compute_capability None). No retry after a timeout: a hung driver would only hang twice.
-    A worker reads what its launcher already asked (HOST_GPUS_ENV) instead: an nvidia-smi call
-    while other variants are in their timed windows would disturb them.
+    A worker reads what its launcher already asked (`ChildEnv.host_gpus`) instead: an
+    nvidia-smi call while other variants are in their timed windows would disturb them.
     """
-    if (known := os.environ.get(HOST_GPUS_ENV)) is not None:
-        return list(json.loads(known))
+    if (known := ChildEnv.from_env().host_gpus) is not None:
+        return list(known)
     for fields in (GPU_FIELDS, GPU_FIELDS[:-1]):
         try:
             out = subprocess.run(["nvidia-smi", f"--query-gpu={','.join(fields)}",

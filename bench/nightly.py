@@ -31,6 +31,7 @@ from bench.compare.detector import DEFAULT_ALPHA, Comparison, compare_records, c
 from bench.compare.figures import RunFigures, run_figures
 from bench.compare.stores import Store, candidate, load_store, prune_traces, write_reports
 from bench.errors import BenchError
+from bench.record.model import VariantRecord
 from bench.report.manifest import Manifest, run_stamp
 from bench.report.site import prepare_out_dir
 from bench.report.terminal import render_comparison
@@ -90,7 +91,7 @@ def gate(run_dir: Path, store: Path, out_dir: Path, console: Console,
     by_runs = runlevel.usable(baseline.history)
     figures = stored_figures(baseline, out_dir)
 
-    def judge(candidate_records: list[dict]) -> Comparison:
+    def judge(candidate_records: list[VariantRecord]) -> Comparison:
         # Re-runs stand in for the run-to-run interval, whose t-quantile for a few stored runs
         # would hide all but huge slowdowns (bench.compare.simulation.nightly_rates).
         result = compare_records(baseline.history[-1], candidate_records,
@@ -121,10 +122,9 @@ def gate(run_dir: Path, store: Path, out_dir: Path, console: Console,
     return result.regressed
 
 
-def pinned(records: list[dict]) -> list[dict]:
+def pinned(records: list[VariantRecord]) -> list[VariantRecord]:
     """The records the store gate judges: all but an upgrade candidate's (--candidate-env)."""
-    return [r for r in records if not ((r.get("variant") or {}).get("environment") or {}).get(
-        "candidate")]
+    return [r for r in records if not (r.variant.environment and r.variant.environment.candidate)]
 
 
 def upgrade_gate(run_dir: Path, out_dir: Path, console: Console) -> bool | None:
@@ -136,7 +136,8 @@ def upgrade_gate(run_dir: Path, out_dir: Path, console: Console) -> bool | None:
 
     records = results.read_records(run_dir)
     kept = pinned(records)
-    labels = sorted({r["variant"]["environment"]["label"] for r in records if r not in kept})
+    labels = sorted({str(r.variant.environment.label) for r in records
+                     if r not in kept and r.variant.environment})
     if not labels:
         return None
     regressed = False

@@ -28,16 +28,15 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from bench import fingerprint
+from bench.child_env import ChildEnv
 from bench.errors import VariantSkipped
 from bench.launch.cluster_plan import Task, cluster_spec, plan_tasks, tf_config
 from bench.scenario.schema import Variant
 
-# Worker-side knobs the plan sets (read by bench.training.devices.configure).
-LOGICAL_GPU_MEMORY_ENV = "BENCH_LOGICAL_GPU_MEMORY_MB"  # memory limit of each logical GPU
-GPU_SHARED_ENV = "BENCH_GPU_SHARED"  # "1": other processes of the variant use the same GPUs
-# What a cluster's computing tasks run on ("gpu" | "cpu"): the ParameterServer coordinator, which
-# writes the record, computes nothing itself, so its own device kind would misstate the variant.
-CLUSTER_DEVICE_ENV = "BENCH_CLUSTER_COMPUTES_ON"
+# The plan tells each process (bench.child_env, read by bench.training.devices.configure) the
+# memory limit of its logical GPUs, whether other processes share its GPUs, and, in a cluster,
+# what the computing tasks run on: the ParameterServer coordinator, which writes the record,
+# computes nothing itself, so its own device kind would misstate the variant.
 # tf-keras instead of Keras 3: TensorFlow reads it once, at import, so it is in the environment a
 # tf_keras variant's processes start with (and such a process is never forked from the fork
 # server, which has imported TensorFlow with Keras 3).
@@ -159,12 +158,12 @@ def _gpu_process(ids: list[str], replicas: int, sharers: int, inventory: Invento
         env["TF_GPU_THREAD_MODE"] = thread_mode
     per_gpu = math.ceil(replicas / len(ids))
     if sharers > 1:
-        env[GPU_SHARED_ENV] = "1"
+        env.update(ChildEnv(gpu_shared=True).to_env())
     if per_gpu > 1 or sharers > 1:
         memory = inventory.memory_mb
         limit = (int(memory * MEMORY_SHARE / (per_gpu * sharers)) if memory
                  else DEFAULT_LOGICAL_GPU_MEMORY_MB)
-        env[LOGICAL_GPU_MEMORY_ENV] = str(limit)
+        env.update(ChildEnv(logical_gpu_memory_mb=limit).to_env())
     if per_gpu > 1:
         return tuple(f"gpu:{g} ({per_gpu} logical)" for g in ids), env
     return tuple(f"gpu:{g}" for g in ids[:replicas]), env
@@ -211,7 +210,7 @@ def _plan_processes(variant: Variant, inventory: Inventory,
     are left out."""
     thread_mode = variant.train.gpu_thread_mode
     use_gpu = variant.devices == "gpu" or (variant.devices == "auto" and inventory.gpus > 0)
-    if variant.strategy == "tpu":
+    if variant.kind.resolved:  # a TPU: the resolver finds its devices
         return [ProcessPlan("main", 0, True, ("tpu",), {})]
     if not variant.is_cluster:
         if use_gpu and inventory.gpus:
@@ -238,7 +237,8 @@ def _plan_processes(variant: Variant, inventory: Inventory,
             devices, env = ("cpu",), ({"CUDA_VISIBLE_DEVICES": ""} if inventory.gpus else {})
         plans.append(ProcessPlan(task.type, task.index, task.trains, devices,
                                  {**env, "TF_CONFIG": tf_config(spec, task),
-                                  CLUSTER_DEVICE_ENV: "gpu" if slices else "cpu"}))
+                                  **ChildEnv(cluster_computes_on="gpu" if slices else "cpu"
+                                             ).to_env()}))
     return plans
 
 
@@ -250,16 +250,14 @@ def gpus_per_process(variant: Variant, task: Task | None = None) -> int:
         return variant.replicas if not variant.is_cluster else 0
     if not task_computes(variant, task.type):
         return 0
-    return variant.devices_per_worker if variant.strategy == "multi_worker_mirrored" else 1
+    return variant.kind.process_replicas(variant)
 
 
 def task_computes(variant: Variant, task_type: str) -> bool:
-    """Whether a cluster task runs replicas (and so gets GPUs): MultiWorkerMirrored workers,
-    ParameterServer workers, and ps tasks when the scenario puts them on GPUs; never the
-    ParameterServer coordinator (the chief)."""
-    if variant.strategy == "multi_worker_mirrored":
-        return True
-    return task_type == "worker" or (task_type == "ps" and variant.ps_devices == "gpu")
+    """Whether a cluster task runs replicas (and so gets GPUs), as its strategy's role says:
+    MultiWorkerMirrored workers, ParameterServer workers, and ps tasks when the scenario puts
+    them on GPUs; never the ParameterServer coordinator (the chief)."""
+    return variant.kind.computes(task_type, variant.ps_devices)
 
 
 def plan_for_task(plans: list[ProcessPlan], task: Task) -> ProcessPlan:

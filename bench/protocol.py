@@ -2,31 +2,27 @@
 
 Records travel as files (robust to TensorFlow's own chatter on stdout/stderr); only what must be
 live uses the pipe: progress, and the gate. At a gate the worker prints which segment it is
-about to run and blocks until the parent writes `go` into the FIFO named by BENCH_GATE; that is
-how the runner interleaves the timed windows of many live variants, one at a time.
+about to run and blocks until the parent writes `go` into the FIFO its environment names
+(`ChildEnv.gate`); that is how the runner interleaves the timed windows of many live variants,
+one at a time.
 """
 
 from __future__ import annotations
 
 import json
-import os
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
+
+from bench.child_env import ChildEnv
 
 # Where progress goes, on both sides of the pipe: (steps done, total steps).
 ProgressFn = Callable[[int, int], None]
 
 PROGRESS_PREFIX = "@@bench-progress "
 GATE_PREFIX = "@@bench-gate "
-GATE_ENV = "BENCH_GATE"  # path of the FIFO the parent writes GO into, one line per release
-# How long a worker may wait at its gate before it decides the parent is gone (set by the parent:
-# the budgets of every variant that may run before this one is released).
-GATE_TIMEOUT_ENV = "BENCH_GATE_TIMEOUT"
 GO = b"go\n"
-# Where a variant's checkpoints go (measure.checkpoint): its folder in the run directory, shared
-# by every task of a cluster (the chief writes there; the others write temporary copies inside).
-CHECKPOINT_DIR_ENV = "BENCH_CHECKPOINT_DIR"
 
 # The segments a worker waits at a gate before, in its order: its turns (one per round: settling
 # steps, then an observed and an unobserved window), the traced turn, then the rest of the
@@ -64,22 +60,32 @@ def parse_gate(line: str) -> tuple[str, int] | None:
         return None
 
 
-# A [fault] variant's tasks (bench.training.recovery, bench.launch.ps_server) append what they do
-# to the events file the supervisor names (JSON lines with wall-clock times); the supervisor reads
-# the recovery timeline from them (bench.launch.recovery). The backup directory is shared by
-# every attempt at the cluster.
-EVENTS_ENV = "BENCH_FAULT_EVENTS"
-BACKUP_ENV = "BENCH_BACKUP_DIR"
-
-
 class EventLog:
-    """This task's events file (nothing is written when the launcher named none)."""
+    """This task's events file (nothing is written when the launcher named none).
+
+    A [fault] variant's tasks (bench.training.recovery, bench.launch.ps_server) append what they
+    do to the events file the supervisor names (`ChildEnv.fault_events`: JSON lines with
+    wall-clock times); the supervisor reads the recovery timeline from them
+    (bench.launch.recovery_timeline)."""
 
     def __init__(self, path: str | None = None) -> None:
-        path = path if path is not None else os.environ.get(EVENTS_ENV)
+        path = path if path is not None else ChildEnv.from_env().fault_events
         self._fh = open(path, "a", encoding="utf-8") if path else None
 
     def write(self, event: str, **fields: Any) -> None:
         if self._fh is not None:
             self._fh.write(json.dumps({"event": event, "t": time.time(), **fields}) + "\n")
             self._fh.flush()
+
+
+def read_events(path: Path) -> list[dict[str, Any]]:
+    """The events a task wrote (a line cut short by a kill is left out)."""
+    if not path.exists():
+        return []
+    out = []
+    for line in path.read_text(encoding="utf-8").splitlines():
+        try:
+            out.append(json.loads(line))
+        except json.JSONDecodeError:
+            pass  # a line cut short by the kill
+    return out

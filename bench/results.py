@@ -6,7 +6,8 @@ A run directory is the unit every later tool (report, compare) reads:
         scenario.toml       the scenario exactly as given
         variants.json       the expanded matrix
         environment.json    the parent's environment fingerprint
-        records.jsonl       one JSON record per finished variant, appended as each finishes
+        records.jsonl       one record per finished variant (bench.record.model.VariantRecord),
+                            one JSON line each, appended as each finishes
         logs/<variant>.log  each worker's stdout/stderr
         traces/<variant>/   its profile and TensorBoard event files (bench.report.tensorboard_events)
 """
@@ -23,11 +24,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from bench.errors import BenchError
+from bench.record.model import VariantRecord
 from bench.scaling import add_scaling_efficiency
-from bench.scenario.schema import Variant
 
 if TYPE_CHECKING:
     import pandas as pd
+
+    from bench.scenario.schema import Variant
 
 RECORDS_FILE = "records.jsonl"
 VARIANTS_FILE = "variants.json"
@@ -76,6 +79,8 @@ def variant_by_id(variants: Sequence[Variant] | Sequence[dict[str, Any]], varian
     """The variant `variant_id` among a scenario's variants or a run's variants.json entries
     (only that entry is validated); a missing id is one BenchError line naming `source` and the
     ids it has."""
+    from bench.scenario.schema import Variant  # the scenario's schema: not for readers of runs
+
     ids = [v.id if isinstance(v, Variant) else v.get("id") for v in variants]
     if variant_id not in ids:
         raise BenchError(f"{source}: no variant '{variant_id}' (have: {', '.join(map(str, ids))})")
@@ -90,25 +95,32 @@ def init_run(run_dir: Path, scenario_path: Path, variants: list[dict[str, Any]],
     write_json(run_dir / ENVIRONMENT_FILE, environment)
 
 
-def append_record(run_dir: Path, record: dict[str, Any]) -> None:
+def append_record(run_dir: Path, record: VariantRecord) -> None:
     """Append one line and flush it to disk: an interrupted run keeps every finished variant."""
-    line = json.dumps(record, default=str)
+    line = json.dumps(record.to_json(), default=str)
     with open(run_dir / RECORDS_FILE, "a", encoding="utf-8") as fh:
         fh.write(line + "\n")
         fh.flush()
         os.fsync(fh.fileno())
 
 
-def read_records(run_dir: Path) -> list[dict[str, Any]]:
+def read_records(run_dir: Path) -> list[VariantRecord]:
+    """The run's records, of either schema (bench.record.model); a line that is no record is one
+    BenchError naming the file and the line."""
     path = Path(run_dir) / RECORDS_FILE
     if not path.exists():
         return []
     records = []
     with open(path, encoding="utf-8") as fh:
-        for line in fh:
+        for number, line in enumerate(fh, 1):
             line = line.strip()
-            if line:
-                records.append(json.loads(line))
+            if not line:
+                continue
+            try:
+                data = json.loads(line)
+            except ValueError as exc:
+                raise BenchError(f"{path}: line {number}: not JSON ({exc})") from None
+            records.append(VariantRecord.load(data, f"{path}: line {number}"))
     return records
 
 
@@ -138,57 +150,60 @@ def runs_of_scenario(store: Path, scenario: str, exclude: Path | None = None) ->
                   key=lambda r: r.name)
 
 
-def _flatten(run_dir: Path, env: dict[str, Any], rec: dict[str, Any]) -> dict[str, Any]:
-    variant = rec.get("variant", {})
-    thr = rec.get("throughput") or {}
-    step = rec.get("step_time") or {}
-    timing = rec.get("timing") or {}
-    loss = rec.get("loss") or {}
-    effective = rec.get("effective") or {}
+def _flatten(run_dir: Path, env: dict[str, Any], rec: VariantRecord) -> dict[str, Any]:
+    """One row: the variant's axes and its figures. `examples_per_sec` is the headline (THE
+    throughput), `typical_step_examples_per_sec` the global batch ÷ the median step."""
+    variant = rec.variant
+    thr = rec.throughput
+    step = rec.step_time
+    timing = rec.timing
+    loss = rec.loss
+    use = rec.utilization
     return {
         "run": run_dir.name,
         "run_dir": str(run_dir),
-        "scenario": variant.get("scenario_name"),
-        "scenario_digest": variant.get("scenario_digest"),
-        "variant_id": rec.get("variant_id"),
-        "status": rec.get("status"),
-        "reason": rec.get("reason"),
-        "strategy": variant.get("strategy"),
-        "replicas": effective.get("replicas", variant.get("replicas")),
-        "planned_replicas": variant.get("replicas"),
-        "workers": variant.get("workers"),
-        "ps": variant.get("ps"),
-        "cross_device_ops": variant.get("cross_device_ops"),
-        "collective": variant.get("collective"),
-        "api": variant.get("api"),
-        "distribute_dataset": variant.get("distribute_dataset"),
-        "precision": variant.get("precision"),
-        "batch_rule": variant.get("batch_rule"),
-        "per_replica_batch": effective.get("per_replica_batch", variant.get("per_replica_batch")),
-        "global_batch": effective.get("global_batch", variant.get("global_batch")),
-        "learning_rate": variant.get("learning_rate"),
-        "model": (variant.get("model") or {}).get("name"),
-        "data_source": rec.get("data_source"),
-        "device_kind": (rec.get("devices") or {}).get("kind"),
-        "examples_per_sec": thr.get("median"),
-        "examples_per_sec_mean_rate": thr.get("mean_rate"),
-        "spread_pct": thr.get("spread_pct"),
-        "step_time_median_s": step.get("median"),
-        "step_time_mean_s": step.get("mean"),
-        "step_time_stdev_s": step.get("stdev"),
-        "step_time_p5_s": step.get("p5"),
-        "step_time_p95_s": step.get("p95"),
-        "timed_steps": step.get("n"),
-        "startup_s": timing.get("startup_s"),
-        "first_step_s": timing.get("first_step_s"),
-        "initial_loss": loss.get("initial"),
-        "final_loss": loss.get("final"),
+        "scenario": variant.scenario_name,
+        "scenario_digest": variant.scenario_digest,
+        "variant_id": rec.variant_id,
+        "status": rec.status,
+        "reason": rec.reason,
+        "strategy": variant.strategy,
+        "replicas": rec.replicas,
+        "planned_replicas": variant.replicas,
+        "workers": variant.workers,
+        "ps": variant.ps,
+        "cross_device_ops": variant.cross_device_ops,
+        "collective": variant.collective,
+        "api": variant.api,
+        "distribute_dataset": variant.distribute_dataset,
+        "precision": variant.precision,
+        "batch_rule": variant.batch_rule,
+        "per_replica_batch": rec.per_replica_batch,
+        "global_batch": rec.global_batch,
+        "learning_rate": variant.learning_rate,
+        "model": variant.model_name,
+        "data_source": rec.data_source,
+        "device_kind": rec.device_kind,
+        "examples_per_sec": rec.headline,
+        "typical_step_examples_per_sec": rec.typical_step_rate,
+        "examples_per_sec_mean_rate": thr.mean_rate if thr else None,
+        "spread_pct": rec.spread_pct,
+        "step_time_median_s": rec.median_step_s,
+        "step_time_mean_s": step.mean if step else None,
+        "step_time_stdev_s": step.stdev if step else None,
+        "step_time_p5_s": step.p5 if step else None,
+        "step_time_p95_s": step.p95 if step else None,
+        "timed_steps": step.n if step else None,
+        "startup_s": timing.startup_s if timing else None,
+        "first_step_s": timing.first_step_s if timing else None,
+        "initial_loss": loss.initial if loss else None,
+        "final_loss": loss.final if loss else None,
         "git_commit": env.get("git_commit"),
         "started_at": env.get("started_at"),
-        "scaling_efficiency": rec.get("scaling_efficiency"),
-        "achieved_flops_per_s": (rec.get("utilization") or {}).get("achieved_flops_per_s"),
-        "mfu": (rec.get("utilization") or {}).get("mfu"),
-        "scaling_kind": rec.get("scaling_kind"),
+        "scaling_efficiency": rec.scaling_efficiency,
+        "achieved_flops_per_s": use.achieved_flops_per_s if use else None,
+        "mfu": use.mfu if use else None,
+        "scaling_kind": rec.scaling_kind,
     }
 
 
@@ -209,5 +224,5 @@ def load_records_frame(*paths: str | Path) -> pd.DataFrame:
         env = read_json(env_path) if env_path.exists() else {}
         records = add_scaling_efficiency(read_records(run_dir))
         rows.extend(_flatten(run_dir, env, rec) for rec in records)
-    frame = pd.DataFrame(rows, columns=list(_flatten(Path("."), {}, {}).keys()))
+    frame = pd.DataFrame(rows, columns=list(_flatten(Path("."), {}, VariantRecord()).keys()))
     return frame.astype(_DTYPES)

@@ -23,18 +23,18 @@ from bench.errors import BenchError
 from bench.interrupts import terminate_as_interrupt
 from bench.launch import env_prepare, launcher_for, rounds
 from bench.launch.forkserver import ForkServer, ForkServers
-from bench.launch.local import data_cache_dir, worker_env
+from bench.launch.local import data_cache_dir, temp_dir, worker_env
 from bench.launch.slurm import SlurmOptions, slurm_problem
 from bench.perf import overhead
 from bench.placement import needs_fresh_interpreter
 from bench.protocol import ProgressFn
+from bench.record.model import VariantRecord
 from bench.report.terminal import render_outcome_line, render_summary
 from bench.scaling import add_scaling_efficiency
 from bench.scenario.environment import candidate_point, interpreter
 from bench.scenario.loading import load_scenario
 from bench.scenario.matrix import block_steps, expand, with_candidate
 from bench.scenario.schema import (
-    BASELINE_STRATEGIES,
     CheckConfig,
     DataConfig,
     ModelConfig,
@@ -78,14 +78,14 @@ class RunOptions:
 @dataclass
 class RunOutcome:
     run_dir: Path
-    records: list[dict[str, Any]]
+    records: list[VariantRecord]
     interrupted: bool = False
 
     @property
     def exit_code(self) -> int:
         if self.interrupted:
             return 130
-        return 1 if any(r["status"] == "failed" for r in self.records) else 0
+        return 1 if any(r.status == "failed" for r in self.records) else 0
 
 
 def apply_overrides(scenario: Scenario, opts: RunOptions) -> Scenario:
@@ -133,7 +133,7 @@ def prepare(path: Path, opts: RunOptions) -> tuple[Scenario, list[Variant]]:
             raise BenchError(f"--candidate-env: {exc}") from None
     variants = select(variants, opts.only, str(path))
     if scenario.check.loss_parity:  # baselines first: every other variant is judged against one
-        variants.sort(key=lambda v: v.strategy not in BASELINE_STRATEGIES)
+        variants.sort(key=lambda v: not v.kind.baseline)
     # a [fault] variant's recovery is what it measures, one at a time: no twin to pair it with
     control = opts.control if opts.control is not None else scenario.measure.control
     if control and scenario.fault is None:
@@ -172,7 +172,7 @@ def with_control_twin(variants: list[Variant]) -> list[Variant]:
     after them. Every run so states its own noise floor."""
     if not variants:
         return variants
-    baseline = next((v for v in variants if v.strategy in BASELINE_STRATEGIES), variants[0])
+    baseline = next((v for v in variants if v.kind.baseline), variants[0])
     base = baseline.model_copy(update={"control": "baseline"})
     twin = baseline.model_copy(update={"id": f"{baseline.id}-control", "control": "twin"})
     rest = [v for v in variants if v is not baseline]
@@ -202,6 +202,7 @@ def run(path: Path, opts: RunOptions, console: Console) -> RunOutcome:
                      {**fingerprint.environment(scenario.digest()),
                       **({"environments": envs.environments} if envs.environments else {})})
     console.print(f"[bold]{scenario.name}[/]: {len(variants)} variant(s) → {run_dir}")
+    temp_dir(run_dir).mkdir()
     outcome = RunOutcome(run_dir, [])
     runnable = envs.runnable()
     forkservers = _start_forkservers(opts, runnable, run_dir)
@@ -221,7 +222,8 @@ def run(path: Path, opts: RunOptions, console: Console) -> RunOutcome:
     finally:
         forkservers.close()
         envs.release()
-        shutil.rmtree(data_cache_dir(run_dir), ignore_errors=True)
+        for scratch in (data_cache_dir(run_dir), temp_dir(run_dir)):
+            shutil.rmtree(scratch, ignore_errors=True)
     conclude(run_dir, outcome.records, opts, console, started, {
         "forkserver_ready_s": forkservers.ready_s, "start_method": opts.start_method,
         "environments_s": envs.seconds if envs.environments else None},
@@ -229,7 +231,7 @@ def run(path: Path, opts: RunOptions, console: Console) -> RunOutcome:
     return outcome
 
 
-def conclude(run_dir: Path, records: list[dict[str, Any]], opts: RunOptions, console: Console,
+def conclude(run_dir: Path, records: list[VariantRecord], opts: RunOptions, console: Console,
              started: float, extra: dict[str, Any], untimed_width: int = 1) -> dict[str, Any]:
     """The end of a run, once every record is in: summary table, report, time breakdown (with
     the runner's peak RSS, which this part drives when there are many variants)."""
@@ -267,7 +269,7 @@ def _start_forkservers(opts: RunOptions, variants: list[Variant], run_dir: Path)
 def _run_variants(variants: list[Variant], run_dir: Path, outcome: RunOutcome,
                   forkservers: ForkServers, console: Console, interleave: bool,
                   max_live: int | str, slurm: SlurmOptions | None = None,
-                  unbuilt: list[dict[str, Any]] | None = None) -> None:
+                  unbuilt: list[VariantRecord] | None = None) -> None:
     """Variants in interleaved rounds (batches of at most `max_live` alive at once; a cluster
     variant is one participant), or one after another. Each record is analysed, judged,
     appended and printed as it arrives; `unbuilt` (variants whose environment did not build)
@@ -287,22 +289,21 @@ def _run_variants(variants: list[Variant], run_dir: Path, outcome: RunOutcome,
 
         tasks: dict[str, Any] = {}
 
-        def take(record: dict[str, Any], started: float) -> None:
+        def take(record: VariantRecord, started: float) -> None:
             analysis_started = time.perf_counter()
-            if (record.get("trace") or {}).get("status") == "captured":
-                python = pythons.get(record["variant_id"], sys.executable)
+            if record.trace is not None and record.trace.status == "captured":
+                python = pythons.get(str(record.variant_id), sys.executable)
                 record = attach_trace_analysis(record, run_dir / "logs",
                                                forkservers.get(python), python)
             record = parity.judge(record)
             analysis_s = time.perf_counter() - analysis_started
             # interleaved: its own running time (the batch's wall time is every variant's)
-            total_s = (record.get("wall_s", 0.0) + analysis_s if record.get("interleave")
+            total_s = ((record.wall_s or 0.0) + analysis_s if record.interleave
                        else time.perf_counter() - started)
-            record.setdefault("timing", {})["parent"] = {"analysis_s": analysis_s,
-                                                         "total_s": total_s}
+            record.section("timing").parent = {"analysis_s": analysis_s, "total_s": total_s}
             results.append_record(run_dir, record)
             outcome.records.append(record)
-            if (task := tasks.pop(record["variant_id"], None)) is not None:
+            if (task := tasks.pop(str(record.variant_id), None)) is not None:
                 progress.remove_task(task)
             progress.advance(overall)
             console.print(render_outcome_line(record))

@@ -18,15 +18,13 @@ from typing import Any
 
 from bench import fingerprint, protocol, results
 from bench.checks import suite as checks_suite
+from bench.child_env import ChildEnv
 from bench.data import sources as data_mod
 from bench.errors import BenchError, DataUnavailable, VariantSkipped, WorkloadError
 from bench.perf import overhead
-from bench.protocol import FINISH, GATE_TIMEOUT_ENV, ProgressFn
-from bench.records import (
-    base_record,
-    error_from_exception,
-    finish,
-)
+from bench.protocol import FINISH, ProgressFn
+from bench.record.failure import error_from_exception
+from bench.record.model import VariantRecord
 from bench.scenario.schema import Variant
 from bench.timing import (
     Phases,
@@ -41,10 +39,10 @@ from bench.training import (
     devices,
     flavour,
     known_failures,
+    loop_choice,
     models,
     objectives,
     observer,
-    paths,
     precision,
     ps_loops,
     recovery,
@@ -70,16 +68,17 @@ def _task_identity() -> dict[str, Any] | None:
 
 
 def _trace_window(variant: Variant, k: int) -> TraceWindow | None:
-    """A profiler window after the timed steps, where the launcher asked for traces."""
-    logdir = os.environ.get("BENCH_TRACE_DIR")
-    if not logdir or variant.measure.trace_steps == 0 or variant.strategy == "parameter_server":
+    """A profiler window after the timed steps, where the launcher asked for traces (not on a
+    coordinator, which runs no step itself)."""
+    logdir = ChildEnv.from_env().trace_dir
+    if not logdir or variant.measure.trace_steps == 0 or variant.kind.coordinated:
         return None
     return TraceWindow(logdir, round_up(variant.measure.trace_steps, k))
 
 
 def _trace_summary(trace: TraceWindow | None, result: LoopResult,
                    variant: Variant) -> dict[str, Any] | None:
-    if variant.strategy == "parameter_server" and variant.measure.trace_steps:
+    if variant.kind.coordinated and variant.measure.trace_steps:
         return {"status": "off", "reason": "the coordinator only schedules steps; its trace "
                                            "would not show the workers' compute"}
     if trace is None:
@@ -100,28 +99,20 @@ def _trace_summary(trace: TraceWindow | None, result: LoopResult,
 
 def _strategy_and_layout(variant: Variant) -> tuple[Any, devices.DeviceLayout]:
     """Configure devices and build the strategy, in the order TensorFlow requires."""
-    if variant.strategy == "tpu":
+    if variant.kind.resolved:  # a TPU: the resolver finds its devices
         strategy = strategies.build_tpu(variant.tpu)
         names = tuple(d.name for d in strategy.extended.worker_devices)
         return strategy, devices.DeviceLayout("tpu", names, 1)
-    per_process = {"multi_worker_mirrored": variant.devices_per_worker,
-                   "parameter_server": 1}.get(variant.strategy, variant.replicas)
-    layout = devices.configure(variant.devices, per_process)
+    layout = devices.configure(variant.devices, variant.kind.process_replicas(variant))
     strategies.check_supported(variant.strategy, variant.cross_device_ops, layout,
                                variant.collective)
     precision.check_supported(variant.precision, layout.kind, variant.train.float16_on_cpu)
-    if variant.strategy == "multi_worker_mirrored":
-        # Collectives are configured at program startup: before any op touches the context.
-        return strategies.build_multi_worker(variant.collective, variant.measure.timeout_s), layout
-    if variant.strategy == "parameter_server":
-        if problem := strategies.partitioner_problem(variant.partitioner, variant.train.keras):
-            raise VariantSkipped(problem)
-        return strategies.build_parameter_server(variant.partitioner, variant.ps), layout
-    return strategies.build_strategy(variant.strategy, variant.cross_device_ops, layout), layout
+    return strategies.build(variant, layout), layout
 
 
-def _effective_batch(variant: Variant, replicas: int) -> dict[str, Any]:
-    """Batch actually used, from the replicas the strategy really has.
+def _effective_batch(variant: Variant, replicas: int) -> tuple[dict[str, Any], list[str]]:
+    """Batch actually used, from the replicas the strategy really has, and a note when they
+    differ from the plan.
 
     MultiWorkerMirrored on CPU uses only CPU:0 of each worker, so `devices_per_worker = 2`
     yields one replica per worker, not two: the record says so instead of pretending.
@@ -135,8 +126,8 @@ def _effective_batch(variant: Variant, replicas: int) -> dict[str, Any]:
     if replicas != variant.replicas:
         notes.append(f"planned {variant.replicas} replicas, the strategy has {replicas}: "
                      f"global batch {global_batch}, per-replica {per_replica}")
-    return {"replicas": replicas, "per_replica_batch": per_replica, "global_batch": global_batch,
-            "notes": notes}
+    return {"replicas": replicas, "per_replica_batch": per_replica,
+            "global_batch": global_batch}, notes
 
 
 def use_scenario_dir(variant: Variant) -> None:
@@ -183,7 +174,7 @@ def measure(variant: Variant, spawn_time: float, progress: ProgressFn) -> dict[s
         loaded = data_mod.load_for(variant)
         print(f"data source: {loaded.source}", file=sys.stderr, flush=True)
         keras.utils.set_random_seed(variant.data.seed)
-        effective = _effective_batch(variant, int(strategy.num_replicas_in_sync))
+        effective, batch_notes = _effective_batch(variant, int(strategy.num_replicas_in_sync))
         global_batch = effective["global_batch"]
         inputs = data_mod.model_inputs(loaded, variant.data)
 
@@ -227,23 +218,25 @@ def measure(variant: Variant, spawn_time: float, progress: ProgressFn) -> dict[s
 
     if variant.fault is not None:
         return recovery.measure(variant, strategy, built, metrics, dataset, progress,
-                                describe_setup(), phases, probe_batch, initial_loss, spawn_time)
+                                describe_setup(), phases, probe_batch, initial_loss, spawn_time,
+                                global_batch=global_batch, batch_notes=batch_notes)
 
     m, k = variant.measure, variant.train.steps_per_execution
-    if variant.strategy == "parameter_server":
+    coordinated = variant.kind.coordinated  # steps scheduled in blocks on the workers
+    if coordinated:
         k = ps_loops.ps_block(variant)
     steps = round_up(m.steps, k)
     trace = _trace_window(variant, k)
-    gate = Gate.from_env(float(os.environ.get(GATE_TIMEOUT_ENV) or m.timeout_s))
+    gate = Gate.from_env(ChildEnv.from_env().gate_timeout_s or m.timeout_s)
     # turns played back to back (no gate) have no cold start to settle
     settle = round_up(m.settle_steps, k) if gate.interleaved else 0
     schedule = Schedule(round_up(m.warmup_steps, k), steps, m.repeats, gate, settle,
                         trace.steps if trace else 0,
-                        1 if variant.strategy == "parameter_server" else m.iterators)
+                        1 if coordinated else m.iterators)
     arrays = (data_mod.numpy_feed(loaded, schedule.total_steps * global_batch)
               if variant.data.feed == "numpy" else None)
     with phases("loop"):
-        result = paths.train(variant, strategy, built, metrics, dataset,
+        result = loop_choice.train(variant, strategy, built, metrics, dataset,
                              global_batch=global_batch, schedule=schedule,
                              steps_per_execution=k, jit_compile=variant.train.jit_compile,
                              progress=progress, trace=trace, arrays=arrays)
@@ -257,7 +250,7 @@ def measure(variant: Variant, spawn_time: float, progress: ProgressFn) -> dict[s
     warmup = (result.samples.get("warmup") or [[]])[0]
     windows = result.samples.get("observed") or []
     timed = [s for w in windows for s in w]
-    notes = list(result.notes) + effective.pop("notes")
+    notes = list(result.notes) + batch_notes
     step_stats = summarize(timed)
     with phases("utilization"):
         utilised = mfu.utilization(variant, layout, probe_batch, inputs, step_stats.median)
@@ -296,7 +289,7 @@ def measure(variant: Variant, spawn_time: float, progress: ProgressFn) -> dict[s
                                                   global_batch * steps),
                         "window_started_at": result.window_started_at},
         "observer": (observer.summary(unobserved_s, result.clocks.get("observed") or [])
-                     if variant.strategy != "parameter_server" else
+                     if not coordinated else
                      {"status": "skipped", "reason": "the coordinator syncs once per block of "
                                                      "steps in both windows"}),
         "checkpoint": checkpoint,
@@ -314,23 +307,22 @@ def measure(variant: Variant, spawn_time: float, progress: ProgressFn) -> dict[s
 
 
 def run_variant(variant: Variant, spawn_time: float,
-                progress: ProgressFn = _emit_progress) -> dict[str, Any]:
-    record = base_record(variant)
+                progress: ProgressFn = _emit_progress) -> VariantRecord:
+    record = VariantRecord.begin(variant)
     try:
-        record.update(measure(variant, spawn_time, progress))
-        finish(record, "ok")
+        record.add(**measure(variant, spawn_time, progress))
+        record.finish("ok")
     except VariantSkipped as exc:
-        finish(record, "skipped", reason=str(exc))
+        record.finish("skipped", reason=str(exc))
     except (DataUnavailable, WorkloadError) as exc:
-        finish(record, "failed", reason=str(exc), error=error_from_exception(exc))
+        record.finish("failed", reason=str(exc), error=error_from_exception(exc))
     except Exception as exc:  # a crash inside TF is the variant's result, not the worker's
         error = error_from_exception(exc)
         if known := known_failures.skip_reason(variant, exc):
-            finish(record, "skipped", reason=known, error=error)
+            record.finish("skipped", reason=known, error=error)
         else:
-            finish(record, "failed", reason=f"{error['type']}: {error['message']}", error=error)
-    record["peak_rss_mb"] = overhead.peak_rss_mb()
-    return record
+            record.finish("failed", reason=f"{error['type']}: {error['message']}", error=error)
+    return record.add(peak_rss_mb=overhead.peak_rss_mb())
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -339,7 +331,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--id", required=True, help="variant id to run")
     parser.add_argument("--record", required=True, help="where to write the JSON record")
     args = parser.parse_args(argv)
-    spawn_time = float(os.environ.get("BENCH_SPAWN_TIME") or time.time())
+    spawn_time = ChildEnv.from_env().spawn_time or time.time()
     try:
         variant = results.variant_by_id(results.read_json(Path(args.variants)), args.id,
                                         args.variants)
@@ -349,8 +341,8 @@ def main(argv: list[str] | None = None) -> int:
     record = run_variant(variant, spawn_time)
     # Spawn → record written, on the wall clock the parent also reads: the parent's wall time
     # minus this is the process's teardown.
-    record.setdefault("timing", {})["worker_s"] = time.time() - spawn_time
-    results.write_json(Path(args.record), record)
+    record.section("timing").worker_s = time.time() - spawn_time
+    record.write(Path(args.record))
     return 0
 
 

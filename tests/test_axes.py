@@ -9,7 +9,9 @@ import pytest
 
 from bench.axes import NESTED_AXES, VARIANT_AXES, axis_value, variant_axes, variant_key
 from bench.compare.detector import identity
-from bench.report.records import precision_pairs
+from bench.record.model import VariantRecord, load_all
+from bench.record.variant import RecordedVariant
+from bench.report.derived import precision_pairs
 from bench.scaling import group_key
 from bench.scenario.loading import load_variants
 
@@ -27,8 +29,10 @@ def changed(variant: dict[str, Any], axis: str) -> dict[str, Any]:
         return {**variant, "model": {**variant["model"], "name": "another"}}
     if axis in NESTED_AXES:
         section, field = NESTED_AXES[axis]
-        return {**variant, section: {**(variant[section] or {}), field: 99}}  # environment: None
-    return {**variant, axis: "other"}
+        value = "other" if axis == "environment" else 99  # an environment's label is text
+        return {**variant, section: {**(variant[section] or {}), field: value}}  # env.: None
+    # a value of the axis's own type (a record is read typed), that no real variant has
+    return {**variant, axis: 99 if isinstance(variant.get(axis), int) else "other"}
 
 
 def test_variant_axes_are_the_schema_axes() -> None:
@@ -40,21 +44,24 @@ def test_variant_axes_are_the_schema_axes() -> None:
 @pytest.mark.parametrize("axis", list(VARIANT_AXES))
 def test_every_axis_tells_records_apart_in_compare(axis: str) -> None:
     v = a_variant()
-    assert identity({"variant": v}) != identity({"variant": changed(v, axis)})
+    assert identity(VariantRecord.load({"variant": v})) != identity(
+        VariantRecord.load({"variant": changed(v, axis)}))
 
 
 @pytest.mark.parametrize("axis", list(VARIANT_AXES))
 def test_scaling_groups_vary_only_in_the_replica_shape(axis: str) -> None:
     v = a_variant()  # weak scaling: the global batch grows with the replicas
     same_group = axis in ("replicas", "workers", "devices_per_worker", "global_batch")
-    assert (group_key(v) == group_key(changed(v, axis))) is same_group
+    assert (group_key(RecordedVariant.model_validate(v))
+            == group_key(RecordedVariant.model_validate(changed(v, axis)))) is same_group
 
 
 def test_precision_pairs_differ_in_the_policy_only() -> None:
     v = a_variant()
-    f32 = {"status": "ok", "variant": {**v, "precision": "float32"}}
-    bf16 = {"status": "ok", "variant": {**v, "precision": "mixed_bfloat16"}}
-    other = {"status": "ok", "variant": changed(bf16["variant"], "api")}
+    f32, bf16, other = load_all([
+        {"status": "ok", "variant": {**v, "precision": "float32"}},
+        {"status": "ok", "variant": {**v, "precision": "mixed_bfloat16"}},
+        {"status": "ok", "variant": changed({**v, "precision": "mixed_bfloat16"}, "api")}])
     assert precision_pairs([f32, bf16, other]) == [(f32, bf16)]
 
 
@@ -68,8 +75,9 @@ def test_old_records_read_with_the_defaults_and_unknown_axes_are_refused() -> No
 
 def test_the_runs_twin_and_yardstick_are_never_paired() -> None:
     v = a_variant()  # default-r1-fit-float32-gb64: the yardstick's very axes
-    base = {"status": "ok", "variant": {**v, "control": "baseline"}}
-    stick = {"status": "ok", "variant": {**v, "control": "yardstick"}}
-    twin = {"status": "ok", "variant": {**v, "control": "twin"}}
-    bf16 = {"status": "ok", "variant": {**v, "precision": "mixed_bfloat16"}}
+    base, stick, twin, bf16 = load_all([
+        {"status": "ok", "variant": {**v, "control": "baseline"}},
+        {"status": "ok", "variant": {**v, "control": "yardstick"}},
+        {"status": "ok", "variant": {**v, "control": "twin"}},
+        {"status": "ok", "variant": {**v, "precision": "mixed_bfloat16"}}])
     assert precision_pairs([base, twin, stick, bf16]) == [(base, bf16)]

@@ -14,7 +14,7 @@ import pytest
 from bench import results
 from bench.compare.detector import compare_records, compare_samples, mann_whitney_p
 from bench.compare.simulation import rates, synthetic_run
-from bench.records import base_record, finish
+from bench.record.model import VariantRecord
 from bench.scenario.loading import parse_scenario
 from bench.scenario.matrix import expand
 from tests.conftest import bench
@@ -48,12 +48,12 @@ def test_improvement_and_min_effect() -> None:
 
 
 def record(variant, scale: float, rng: np.random.Generator, *, kind: str = "cpu",
-           status: str = "ok") -> dict:
-    rec = base_record(variant)
+           status: str = "ok") -> VariantRecord:
+    rec = VariantRecord.begin(variant)
     if status == "ok":
-        rec.update(samples={"timed": [w.tolist() for w in synthetic_run(rng, scale)]},
-                   devices={"kind": kind}, data_source="synthetic")
-    return finish(rec, status, reason=None if status == "ok" else "boom")
+        rec.add(samples={"timed": [w.tolist() for w in synthetic_run(rng, scale)]},
+                devices={"kind": kind}, data_source="synthetic")
+    return rec.finish(status, reason=None if status == "ok" else "boom")
 
 
 @pytest.fixture
@@ -211,8 +211,8 @@ def test_input_pipeline_axes_tell_variants_apart() -> None:
     from bench.scenario.loading import load_variants
 
     _, variants = load_variants(Path(__file__).parent.parent / "scenarios/input_bound.toml")
-    records = [{"variant": v.model_dump(mode="json", by_alias=True)} for v in variants]
+    records = [VariantRecord.begin(v) for v in variants]
     assert len({identity(r) for r in records}) == len(records) == 4
-    assert len({group_key(r["variant"]) for r in records}) == 4
-    old = {"variant": {**records[0]["variant"], "data": {}}}  # a record from before the axes
-    assert identity(old)[-2:] == ("autotune", "autotune")
+    assert len({group_key(r.variant) for r in records}) == 4
+    old = VariantRecord.load({"variant": {**records[0].variant.as_dict, "data": {}}})  # from
+    assert identity(old)[-2:] == ("autotune", "autotune")  # before the axes

@@ -1,17 +1,18 @@
-"""The reference pages are the code's own words: regenerated, they equal the committed pages, and the
-few tables written by hand (environment variables, the record's fields) name exactly what the code
-uses. Pure Python, no TensorFlow, about 2 s."""
+"""The reference pages are the code's own words: regenerated, they equal the committed pages; the
+environment variables and the record's fields they list are exactly what the code uses, and every
+field says what it holds. Pure Python, no TensorFlow, about 2 s."""
 
 from __future__ import annotations
 
+import ast
 import json
 import re
 from pathlib import Path
 
 import pytest
 
-from bench.cli import docs, docs_scenario
-from bench.records import base_record
+from bench.cli import docs, docs_record, docs_scenario
+from bench.record.model import VariantRecord
 from bench.scenario.loading import load_variants
 
 REPO = Path(__file__).resolve().parent.parent
@@ -72,15 +73,38 @@ def test_every_environment_variable_is_documented() -> None:
     assert _variables_in(REPO / "tests") - set(docs.ENVIRONMENT) == set(docs.TEST_ENVIRONMENT)
 
 
+def test_the_environment_variables_are_named_in_one_place() -> None:
+    """Every BENCH_* variable bench reads or sets is a field of bench.child_env.ChildEnv; no other
+    module writes one's name in its code (a docstring may mention it)."""
+    named = {}
+    for path in (REPO / "bench").rglob("*.py"):
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        docstrings = {id(node.body[0].value) for node in ast.walk(tree)
+                      if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef))
+                      and node.body and isinstance(node.body[0], ast.Expr)}
+        found = {name for node in ast.walk(tree) if isinstance(node, ast.Constant)
+                 and isinstance(node.value, str) and id(node) not in docstrings
+                 for name in re.findall(r"BENCH_[A-Z0-9_]+", node.value)}
+        if found & set(docs.ENVIRONMENT):
+            named[str(path.relative_to(REPO))] = sorted(found & set(docs.ENVIRONMENT))
+    assert list(named) == ["bench/child_env.py"], named
+
+
 def test_every_record_field_is_described() -> None:
-    """The example is a real record; every field it has is described, and it has every field a
-    record always has. (Issue 29 replaces both with the record's JSON Schema: bench.cli.docs.)"""
+    """The example is a real record; every field it has is one of the record's JSON Schema, and
+    it has every field a record always has; every field of every section says what it holds."""
     example = json.loads((REPO / docs.RECORD_EXAMPLE).read_text(encoding="utf-8"))
     assert set(example) == set(docs.RECORD_FIELDS)
     assert not set(docs.RECORD_SOMETIMES) & set(example)
     _, variants = load_variants(REPO / "scenarios" / "mnist_mirrored.toml")
-    assert set(base_record(variants[0])) <= set(example)
+    assert set(VariantRecord.begin(variants[0]).to_json()) <= set(example)
     assert set(example["variant"]) == set(variants[0].model_dump(by_alias=True))
+    schema = docs_record.json_schema()
+    undescribed = [f"{where}.{name}" for where, section in
+                   [("record", schema), *schema["$defs"].items()]
+                   for name, prop in section["properties"].items() if not prop.get("description")]
+    assert undescribed == []
+    assert VariantRecord.load(example).to_json() == example  # read and written back: the same
 
 
 @pytest.mark.parametrize("page", ["commands.md", "exit-codes.md"])

@@ -20,6 +20,7 @@ from typing import Any
 import pytest
 
 from bench import entrypoints
+from bench.child_env import ChildEnv
 from bench.errors import ScenarioError
 from bench.fingerprint import installed_distributions, packages_digest
 from bench.launch import environments
@@ -131,9 +132,9 @@ def test_the_digest_is_the_installed_set_whatever_the_names_order() -> None:
 def test_the_cache_folder_moves_with_the_variables(monkeypatch: pytest.MonkeyPatch,
                                                    tmp_path: Path) -> None:
     monkeypatch.setenv("BENCH_CACHE_DIR", str(tmp_path / "cache"))
-    monkeypatch.delenv(environments.CACHE_ENV, raising=False)
+    monkeypatch.delenv(ChildEnv.name("env_cache"), raising=False)
     assert environments.cache_root() == tmp_path / "cache" / "envs"
-    monkeypatch.setenv(environments.CACHE_ENV, str(tmp_path / "mine"))
+    monkeypatch.setenv(ChildEnv.name("env_cache"), str(tmp_path / "mine"))
     assert environments.cache_root() == tmp_path / "mine"
     assert environments.cache_root(tmp_path / "option") == tmp_path / "option"
 

@@ -13,7 +13,8 @@ from pathlib import Path
 import pytest
 
 from bench.errors import ScenarioError
-from bench.launch.recovery import TERM_GRACE_S, FaultInjector, complete, timeline
+from bench.launch.fault_injector import TERM_GRACE_S, FaultInjector
+from bench.launch.recovery_timeline import complete, timeline
 from bench.scenario.fault import FaultConfig
 from bench.scenario.loading import parse_scenario
 from bench.scenario.matrix import expand

@@ -22,11 +22,10 @@ from typing import Any
 import pytest
 
 from bench import entrypoints, fingerprint
-from bench.fingerprint import GPU_FIELDS, HOST_GPUS_ENV, merge_gpu_views, parse_nvidia_smi
+from bench.child_env import ChildEnv
+from bench.fingerprint import GPU_FIELDS, merge_gpu_views, parse_nvidia_smi
 from bench.launch.cluster_plan import Task
 from bench.placement import (
-    GPU_SHARED_ENV,
-    LOGICAL_GPU_MEMORY_ENV,
     Inventory,
     gpus_per_process,
     plan_layout,
@@ -284,7 +283,7 @@ def test_a_worker_record_carries_the_gpu_facts(one_run: BenchRun, truth: dict[st
                                                made_up_host: Path,
                                                monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("PATH", on_path(made_up_host))  # this process sees the made-up host too
-    monkeypatch.delenv(HOST_GPUS_ENV, raising=False)
+    monkeypatch.delenv(ChildEnv.name("host_gpus"), raising=False)
     host = parse_nvidia_smi(T4_PAIR, GPU_FIELDS)
     assert fingerprint.gpus() == host
     assert one_run.proc.returncode == 0, one_run.proc.stderr
@@ -346,9 +345,10 @@ def test_gpu_processes_grow_their_memory_unless_they_split_a_gpu(
         visible = [g for g in process.env.get("CUDA_VISIBLE_DEVICES", "").split(",") if g]
         task = Task(process.role, process.index, process.trains) if variant.is_cluster else None
         layout = plan_layout(variant.devices, gpus_per_process(variant, task), len(visible),
-                             shared=process.env.get(GPU_SHARED_ENV) == "1")
+                             shared=process.env.get(ChildEnv.name("gpu_shared")) == "1")
         assert layout.gpu_memory == expected, (process, layout)
-        assert (LOGICAL_GPU_MEMORY_ENV in process.env) == (expected == "limit"), process
+        assert (ChildEnv.name("logical_gpu_memory_mb") in process.env) == (
+            expected == "limit"), process
 
 
 @pytest.mark.slow

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from bench.compare.detector import identity
+from bench.record.model import VariantRecord
 from tests.browser import IN_CI
 from tests.conftest import (
     REPO,
@@ -130,7 +131,7 @@ def test_the_flavours_stay_apart_in_compare_and_meet_in_the_report(
         flavours_run: BenchRun) -> None:
     by_id = flavours_run.by_id()
     k3, tfk = by_id["default-r1-fit-float32-gb16"], by_id["default-r1-tf_keras-fit-float32-gb16"]
-    assert identity(k3) != identity(tfk)
+    assert identity(VariantRecord.load(k3)) != identity(VariantRecord.load(tfk))
     out = flavours_run.proc.stdout
     assert "Keras 3 vs tf-keras" in out
     reports = flavours_run.run_dir.parent.parent / "reports"  # type: ignore[union-attr]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from bench.records import counts_as_variant
+from bench.record.model import VariantRecord
 from tests.conftest import BenchRun, run_in_fresh_dir
 
 pytestmark = pytest.mark.slow
@@ -37,7 +37,7 @@ def broken(tmp_path_factory: pytest.TempPathFactory) -> BenchRun:
 def parity_of(run: BenchRun) -> dict[str, dict]:
     """Each variant's parity check (the control twin and the yardstick measure the machine)."""
     return {r["variant_id"]: r["checks"]["loss_parity"] for r in run.records
-            if counts_as_variant(r)}
+            if VariantRecord.load(r).counts_as_variant}
 
 
 def test_default_mirrored_and_central_storage_train_the_same_model(healthy: BenchRun) -> None:

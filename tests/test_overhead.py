@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from bench.perf import overhead
+from bench.record.model import VariantRecord, load_all
 
 
 def record(vid: str, timed: list[list[float]], k: int = 1, harness_s: float = 0.0) -> dict:
@@ -24,7 +25,7 @@ def record(vid: str, timed: list[list[float]], k: int = 1, harness_s: float = 0.
 
 
 def test_phases_add_up_to_the_variants_total() -> None:
-    phases = overhead.variant_phases(record("a", [[0.2] * 5, [0.2] * 5]))
+    phases = overhead.variant_phases(VariantRecord.load(record("a", [[0.2] * 5, [0.2] * 5])))
     assert sum(phases.values()) == pytest.approx(5.2)
     assert phases["timed"] == pytest.approx(2.0)
     assert phases["first_step"] == pytest.approx(0.5)
@@ -41,23 +42,25 @@ def test_settling_steps_are_their_own_phase_and_no_fixed_cost() -> None:
     settled["timing"]["phases"]["loop"] += 0.25  # two windows' settling steps, inside the loop
     settled["timing"]["parent"]["total_s"] += 0.25  # and so inside the variant's whole time
     settled["measurement"] = {"settling_s": 0.25}
-    phases = overhead.variant_phases(settled)
+    phases = overhead.variant_phases(VariantRecord.load(settled))
     assert phases["settling"] == pytest.approx(0.25)
     assert phases["loop_other"] == pytest.approx(0.3)  # not counted twice
     assert overhead.fixed_cost_s(phases) == pytest.approx(
-        overhead.fixed_cost_s(overhead.variant_phases(record("a", [[0.2] * 5, [0.2] * 5]))))
-    line = overhead.describe(overhead.run_breakdown([settled], wall_s=6.0))
+        overhead.fixed_cost_s(overhead.variant_phases(
+            VariantRecord.load(record("a", [[0.2] * 5, [0.2] * 5])))))
+    line = overhead.describe(overhead.run_breakdown(load_all([settled]), wall_s=6.0))
     assert "2.0 s in timed windows and 0.2 s settling before them" in line
 
 
 def test_blocks_of_steps_count_k_steps_each() -> None:
-    phases = overhead.variant_phases(record("a", [[0.1] * 4], k=4))
+    phases = overhead.variant_phases(VariantRecord.load(record("a", [[0.1] * 4], k=4)))
     assert phases["timed"] == pytest.approx(1.6)
 
 
 def test_duty_cycle_is_timed_time_over_the_run_wall() -> None:
     records = [record("a", [[0.2] * 5]), record("b", [[0.2] * 10])]
-    breakdown = overhead.run_breakdown(records, wall_s=12.0, extra={"runner_peak_rss_mb": 50.0})
+    breakdown = overhead.run_breakdown(load_all(records), wall_s=12.0,
+                                       extra={"runner_peak_rss_mb": 50.0})
     assert breakdown["timed_s"] == pytest.approx(3.0)
     assert breakdown["duty_cycle"] == pytest.approx(0.25)
     # without harness: build 0.8 + loop setup 0.3 + first step 0.5 + warmup 0.2 + traced 0.2
@@ -65,7 +68,7 @@ def test_duty_cycle_is_timed_time_over_the_run_wall() -> None:
     assert breakdown["duty_cycle_ceiling"] == pytest.approx(3.0 / (3.0 + 2 * 2.0))
     # two variants building and warming up at once (interleaved rounds on two cores): their
     # build, loop setup, first step and warmup (1.8 s each) cost the wall clock half their sum
-    side_by_side = overhead.run_breakdown(records, wall_s=12.0, untimed_width=2)
+    side_by_side = overhead.run_breakdown(load_all(records), wall_s=12.0, untimed_width=2)
     assert side_by_side["duty_cycle_ceiling"] == pytest.approx(3.0 / (3.0 + 2 * 0.2 + 1.8))
     assert breakdown["outside_variants_s"] == pytest.approx(12.0 - 2 * 5.2)
     line = overhead.describe(breakdown)
@@ -79,14 +82,14 @@ def test_harness_share_is_bench_code_per_step_over_the_median_step() -> None:
     assert overhead.harness_overhead(0.0, 0, 0.0)["harness_share"] == 0.0
     records = [record("a", [[0.2] * 5, [0.2] * 5], harness_s=0.0026),
                record("b", [[0.2] * 5, [0.2] * 5], harness_s=0.0104)]
-    breakdown = overhead.run_breakdown(records, wall_s=12.0)
+    breakdown = overhead.run_breakdown(load_all(records), wall_s=12.0)
     assert breakdown["harness_share_max"] == pytest.approx(0.004)  # the worst variant
     assert "bench's own per-step code ≤ 0.40% of the median step" in overhead.describe(breakdown)
 
 
 def test_a_failed_variant_without_timing_costs_its_whole_time() -> None:
     failed = {"variant_id": "x", "wall_s": 25.0, "timing": {"parent": {"total_s": 25.2}}}
-    phases = overhead.variant_phases(failed)
+    phases = overhead.variant_phases(VariantRecord.load(failed))
     assert phases["timed"] == 0.0
     assert overhead.fixed_cost_s(phases) == pytest.approx(25.2)
 

@@ -303,6 +303,7 @@ def test_peak_memory_from_a_trace_with_allocator_events(tmp_path: Path) -> None:
 
 
 def test_a_corrupt_trace_is_a_recorded_error_not_a_crash(tmp_path: Path) -> None:
+    from bench.record.model import VariantRecord
     from bench.trace.attach import attach_trace_analysis
 
     logdir = tmp_path / "traces" / "v"
@@ -314,7 +315,7 @@ def test_a_corrupt_trace_is_a_recorded_error_not_a_crash(tmp_path: Path) -> None
               "trace": {"status": "captured", "dir": str(logdir)}}
     logs = tmp_path / "logs"
     logs.mkdir()
-    analysis = attach_trace_analysis(record, logs)["trace"]["analysis"]
-    assert analysis["status"] == "error"
-    assert "host.xplane.pb" in analysis["error"]
+    analysis = attach_trace_analysis(VariantRecord.load(record), logs).trace.analysis
+    assert analysis.status == "error"
+    assert "host.xplane.pb" in analysis.error
     assert [p.name for p in logs.iterdir()] == ["v.analysis.log"]  # kept: it failed

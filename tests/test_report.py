@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 
 from bench.errors import BenchError
+from bench.record.model import load_all
 from bench.report.chart import html_safe_json
 from bench.report.narrative import summarize_run
 from bench.report.run_charts import run_charts
@@ -249,8 +250,9 @@ def test_cli_report_prints_the_index_and_rejects_bad_input(tmp_path: Path, site:
 
 
 def test_model_labels_tell_frozen_and_fine_tuned_variants_apart() -> None:
-    from bench.report.records import model_label
-    labels = [model_label({"model": m}) for m in (
+    from bench.record.variant import RecordedVariant
+    from bench.report.derived import model_label
+    labels = [model_label(RecordedVariant.model_validate({"model": m})) for m in (
         {"name": "resnet50", "trainable": "head", "extra_matmul": 0},
         {"name": "resnet50", "trainable": 10, "extra_matmul": 0},
         {"name": "mlp", "trainable": "all", "extra_matmul": 224})]
@@ -291,6 +293,6 @@ def test_checkpoint_cost_table_summary_and_terminal(tmp_path: Path) -> None:
             in summary)
     assert "did not give back the saved weights: mirrored-r2-ctl-float32-gb128" in summary
     console = Console(width=250, record=True)
-    render_summary(console, records)
+    render_summary(console, load_all(records))
     out = console.export_text()
     assert "Checkpoint cost" in out and "×0.80" in out and "2.8 MB" in out and "12.5%" in out

@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
+from bench.report.derived import op_shares, worker_rows
 from bench.report.detail_charts import measurement_cost_chart, top_ops_chart, workers_chart
 from bench.report.narrative import summarize_run
-from bench.report.records import op_shares, worker_rows
 from bench.report.runs import RunView, load_run
 from bench.report.site import render_site
 from tests.fixtures.report_runs import cluster_record, standard_records, write_run
@@ -24,12 +24,12 @@ def run(tmp_path: Path) -> RunView:
 
 
 def test_top_ops_are_shares_of_the_traced_step_applied_to_the_untraced_step(run: RunView) -> None:
-    rec = next(r for r in run.ok if r["variant_id"] == "default-r1-fit-float32-gb64")
+    rec = next(r for r in run.ok if r.variant_id == "default-r1-fit-float32-gb64")
     ops = op_shares(rec)
     assert [op["name"] for op in ops] == ["model/dense/MatMul", "adam/Sqrt"]
     assert ops[0]["share"] == pytest.approx(0.4)  # not the trace's 60% of op time
     # 40% of the untraced median step, not of the 1.2x slower traced step
-    assert ops[0]["untraced_ms"] == pytest.approx(0.4 * rec["step_time"]["median"] * 1e3)
+    assert ops[0]["untraced_ms"] == pytest.approx(0.4 * rec.step_time.median * 1e3)
     figure = top_ops_chart(run).figure
     assert figure is not None
     heat = figure["data"][0]
@@ -39,7 +39,7 @@ def test_top_ops_are_shares_of_the_traced_step_applied_to_the_untraced_step(run:
 
 def test_a_straggler_shows_in_the_worker_chart_the_tables_and_the_summary(run: RunView,
                                                                           tmp_path: Path) -> None:
-    rec = next(r for r in run.ok if r["variant"]["strategy"] == "multi_worker_mirrored")
+    rec = next(r for r in run.ok if r.strategy == "multi_worker_mirrored")
     rows = worker_rows(rec)
     assert [r["task"] for r in rows] == ["worker-0", "worker-1", "worker-2"]
     assert [round(r["vs_fastest"], 2) for r in rows] == [1.0, 1.02, 1.3]

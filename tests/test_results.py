@@ -12,7 +12,7 @@ import pytest
 
 from bench import results
 from bench.errors import BenchError
-from bench.records import base_record, finish
+from bench.record.model import VariantRecord
 from bench.scaling import add_scaling_efficiency
 from bench.scenario.loading import parse_scenario
 from bench.scenario.matrix import expand
@@ -26,12 +26,16 @@ DOC = {
 }
 
 
-def ok_record(variant, examples_per_sec: float) -> dict:
-    rec = base_record(variant)
-    rec["throughput"] = {"median": examples_per_sec, "mean_rate": examples_per_sec,
-                         "spread_pct": 1.0, "per_repeat": [examples_per_sec]}
-    rec["step_time"] = {"median": variant.global_batch / examples_per_sec, "n": 10}
-    return finish(rec, "ok")
+def ok_record(variant, examples_per_sec: float) -> VariantRecord:
+    rec = VariantRecord.begin(variant)
+    rec.throughput = {"median": examples_per_sec, "mean_rate": examples_per_sec,
+                      "spread_pct": 1.0, "per_repeat": [examples_per_sec]}
+    rec.step_time = {"median": variant.global_batch / examples_per_sec, "n": 10}
+    return rec.finish("ok")
+
+
+def finished(variant, status: str, reason: str) -> VariantRecord:
+    return VariantRecord.begin(variant).finish(status, reason=reason)
 
 
 @pytest.fixture
@@ -52,10 +56,10 @@ def test_run_dirs_are_never_reused(tmp_path: Path) -> None:
 def test_records_append_and_survive_a_partial_run(tmp_path: Path, variants) -> None:
     run_dir = results.create_run_dir(tmp_path, "r")
     results.append_record(run_dir, ok_record(variants[0], 100.0))
-    results.append_record(run_dir, finish(base_record(variants[1]), "failed", reason="boom"))
+    results.append_record(run_dir, finished(variants[1], "failed", "boom"))
     back = results.read_records(run_dir)
-    assert [r["status"] for r in back] == ["ok", "failed"]
-    assert back[1]["reason"] == "boom"
+    assert [r.status for r in back] == ["ok", "failed"]
+    assert back[1].reason == "boom"
     assert len((run_dir / results.RECORDS_FILE).read_text().splitlines()) == 2
 
 
@@ -63,19 +67,18 @@ def test_scaling_efficiency_is_against_the_same_strategy_at_one_replica(variants
     default, m1, m2, m4 = variants
     records = add_scaling_efficiency([ok_record(default, 500.0), ok_record(m1, 400.0),
                                       ok_record(m2, 600.0), ok_record(m4, 800.0)])
-    eff = {r["variant_id"]: r["scaling_efficiency"] for r in records}
+    eff = {r.variant_id: r.scaling_efficiency for r in records}
     assert eff[m2.id] == pytest.approx(600 / (2 * 400))
     assert eff[m4.id] == pytest.approx(800 / (4 * 400))
     assert eff[m1.id] == pytest.approx(1.0)
     assert eff[default.id] is None  # no replica sweep for the baseline strategy
-    assert {r["scaling_kind"] for r in records if r["scaling_efficiency"]} == {"weak"}
+    assert {r.scaling_kind for r in records if r.scaling_efficiency} == {"weak"}
 
 
 def test_no_efficiency_without_a_successful_single_replica_run(variants) -> None:
     _, m1, m2, _ = variants
-    records = add_scaling_efficiency([finish(base_record(m1), "failed", reason="x"),
-                                      ok_record(m2, 600.0)])
-    assert all(r["scaling_efficiency"] is None for r in records)
+    records = add_scaling_efficiency([finished(m1, "failed", "x"), ok_record(m2, 600.0)])
+    assert all(r.scaling_efficiency is None for r in records)
 
 
 def test_load_records_frame_reads_many_run_dirs(tmp_path: Path, variants) -> None:
@@ -86,7 +89,7 @@ def test_load_records_frame_reads_many_run_dirs(tmp_path: Path, variants) -> Non
                          {"git_commit": "abc", "started_at": "now"})
         for v, thr in zip(variants, (500.0, 400.0, 600.0, 800.0), strict=True):
             results.append_record(run_dir, ok_record(v, thr * throughput_scale))
-        results.append_record(run_dir, finish(base_record(variants[0]), "skipped", reason="why"))
+        results.append_record(run_dir, finished(variants[0], "skipped", "why"))
     frame = results.load_records_frame(tmp_path)  # a folder of run directories
     assert len(frame) == 10
     assert frame["run"].nunique() == 2

@@ -19,6 +19,7 @@ import pytest
 
 from bench.compare.noise import describe, noise_floor, within_noise
 from bench.launch.rounds import batches, finishing_width, round_order
+from bench.record.model import VariantRecord, load_all
 from bench.scenario.loading import parse_scenario
 from bench.scenario.matrix import expand
 from bench.timing import throughput
@@ -166,12 +167,12 @@ def test_headline_is_examples_over_the_window_clocks() -> None:
         throughput(windows, 64, window_s=[0.1])
 
 
-def control_records(base_rates: list[float], twin_rates: list[float]) -> list[dict[str, Any]]:
+def control_records(base_rates: list[float], twin_rates: list[float]) -> list[VariantRecord]:
     def rec(role: str, rates: list[float]) -> dict[str, Any]:
         headline = len(rates) / sum(1.0 / r for r in rates)
         return {"variant_id": f"v-{role}", "status": "ok", "variant": {"control": role},
                 "throughput": {"headline": headline, "median": headline, "per_repeat": rates}}
-    return [rec("baseline", base_rates), rec("twin", twin_rates)]
+    return load_all([rec("baseline", base_rates), rec("twin", twin_rates)])
 
 
 def test_noise_floor_from_the_control_twins() -> None:
@@ -340,7 +341,7 @@ class TestInterleavedRun:
 
     def test_noise_floor_line_and_within_noise_marks(self, interleaved: BenchRun) -> None:
         out = interleaved.proc.stdout
-        floor = noise_floor(interleaved.records)
+        floor = noise_floor(load_all(interleaved.records))
         assert floor is not None and floor["rounds"] == 4
         assert describe(floor) in " ".join(out.split())
         assert math.isfinite(floor["difference_pct"])

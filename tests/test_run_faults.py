@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from bench.records import counts_as_variant
+from bench.record.model import VariantRecord
 from tests.conftest import REPO, BenchRun, leftover_processes, run_in_fresh_dir, write_scenario
 
 pytestmark = pytest.mark.slow
@@ -67,7 +67,7 @@ def fault_run(tmp_path_factory: pytest.TempPathFactory) -> BenchRun:
 def variants_in_run_order(run: BenchRun) -> list[dict]:
     """The scenario's own variants (not the run's controls), in the order the run ran them: the
     baseline (the file's last, default) first, beside its control twin, then the file's order."""
-    return sorted((r for r in run.records if counts_as_variant(r)),
+    return sorted((r for r in run.records if VariantRecord.load(r).counts_as_variant),
                   key=lambda r: r["variant"]["index"])
 
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from bench.records import headline
+from bench.record.model import VariantRecord
 from bench.timing import MAD_TO_SIGMA
 from bench.trace.metrics import AGREEMENT
 from tests.conftest import BenchRun, bench_run, run_in_fresh_dir, write_scenario
@@ -39,8 +39,22 @@ replicas = 2
 
 
 @pytest.fixture(scope="module")
-def matrix_run(tmp_path_factory: pytest.TempPathFactory) -> BenchRun:
-    return run_in_fresh_dir(tmp_path_factory, "matrix", MATRIX)
+def outer_tmp(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The TMPDIR `bench run` itself is started with."""
+    return tmp_path_factory.mktemp("outer_tmp")
+
+
+@pytest.fixture(scope="module")
+def matrix_run(tmp_path_factory: pytest.TempPathFactory, outer_tmp: Path) -> BenchRun:
+    return run_in_fresh_dir(tmp_path_factory, "matrix", MATRIX, env={"TMPDIR": str(outer_tmp)})
+
+
+def test_workers_leave_no_temporary_files(matrix_run: BenchRun, outer_tmp: Path) -> None:
+    """Workers end with os._exit, before TensorFlow removes its autograph files: they write
+    them into the run's own temporary folder, which the run removes."""
+    assert matrix_run.proc.returncode == 0 and matrix_run.run_dir is not None
+    assert not list(outer_tmp.glob("__autograph_generated_file*"))
+    assert not (matrix_run.run_dir / "tmp").exists()
 
 
 def test_all_variants_ok(matrix_run: BenchRun) -> None:
@@ -109,7 +123,8 @@ def test_scaling_efficiency_in_the_summary(matrix_run: BenchRun) -> None:
     assert "scaling eff." in out
     records = matrix_run.records
     # weak scaling: n replicas against the 1-replica mirrored point of the same API path
-    one = {(r["variant"]["api"], r["variant"]["distribute_dataset"]): headline(r) for r in records
+    one = {(r["variant"]["api"], r["variant"]["distribute_dataset"]):
+           VariantRecord.load(r).headline for r in records
            if r["variant"]["strategy"] == "mirrored" and r["variant"]["replicas"] == 1}
     rows = summary_rows(out)
     assert len(rows) == len(records), rows
@@ -118,7 +133,7 @@ def test_scaling_efficiency_in_the_summary(matrix_run: BenchRun) -> None:
         assert f"     ok {rec['variant_id']}  " in out  # its own outcome line
         assert row[0].startswith(v["strategy"]) and row[1] == str(v["replicas"]), row
         if v["strategy"] == "mirrored":
-            eff = headline(rec) / (v["replicas"] * one[v["api"], v["distribute_dataset"]])
+            eff = VariantRecord.load(rec).headline / (v["replicas"] * one[v["api"], v["distribute_dataset"]])
             assert row[-2] == f"{eff:.2f} (weak)", (rec["variant_id"], row)
         else:  # no replica sweep to compare against (central_storage runs at 2 only)
             assert row[-2] == "-", (rec["variant_id"], row)
@@ -143,7 +158,8 @@ def test_run_directory_layout(matrix_run: BenchRun) -> None:
     assert len(frame) == len(matrix_run.records)
     m2 = frame[(frame.strategy == "mirrored") & (frame.replicas == 2)]
     assert m2["scaling_efficiency"].notna().all()
-    assert frame["examples_per_sec"].tolist() == pytest.approx(
+    # the typical-step rate has its own column; `examples_per_sec` is the headline
+    assert frame["typical_step_examples_per_sec"].tolist() == pytest.approx(
         [r["throughput"]["median"] for r in matrix_run.records])
 
 

@@ -11,12 +11,13 @@ import pytest
 from bench.compare import runlevel
 from bench.compare.detector import compare_records
 from bench.compare.simulation import interleaved_run, runlevel_rates
+from bench.record.model import VariantRecord
 
 
 def test_a_runs_figure_ignores_a_burst_in_one_window() -> None:
     record = {"status": "ok", "samples": {"timed": [[1.0, 1.0, 1.0]] * 5 + [[3.0, 3.0, 3.0]]}}
-    assert runlevel.run_figure(record) == pytest.approx(0.0)
-    assert runlevel.run_figure({"status": "failed"}) is None
+    assert runlevel.run_figure(VariantRecord.load(record)) == pytest.approx(0.0)
+    assert runlevel.run_figure(VariantRecord.load({"status": "failed"})) is None
 
 
 def test_the_pooled_test_needs_the_effect_and_the_evidence() -> None:

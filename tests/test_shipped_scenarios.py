@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
+from bench.record.model import load_all
 from bench.report.terminal import render_summary
 from bench.scenario.loading import load_variants
 from tests.conftest import REPO, BenchRun, bench_run
@@ -242,7 +243,7 @@ def test_shipped_scenario_runs_quick(scenario: Path, shipped_runs: dict[str, Fut
         assert user["bytes_by_place"] == {"ps:0": 64_000_000, "ps:1": 64_000_000}
     if scenario.stem in SUMMARY_SHOWS:  # rendered wide here: a pipe's 80 columns wrap cells
         console = Console(width=300, record=True)
-        render_summary(console, run.records)
+        render_summary(console, load_all(run.records))
         summary = console.export_text()
         for label in SUMMARY_SHOWS[scenario.stem]:
             assert label in summary, label

@@ -11,6 +11,8 @@ import pytest
 
 from bench.compare.detector import compare_records
 from bench.compare.yardstick import relative_to_yardstick
+from bench.record.cluster import Interleave
+from bench.record.model import VariantRecord, load_all
 from bench.runner import RunOptions, prepare
 
 REPO = Path(__file__).resolve().parent.parent
@@ -30,14 +32,14 @@ def record(vid: str, role: str | None, step_s: float, rng: np.random.Generator,
 
 
 def run(seed: int, machine: list[float], model_s: float = 0.005,
-        stick_s: float = 0.004) -> list[dict[str, Any]]:
+        stick_s: float = 0.004) -> list[VariantRecord]:
     rng = np.random.default_rng(seed)
     batch = ["yardstick", "mlp"]
-    return [record("yardstick", "yardstick", stick_s, rng, batch, machine),
-            record("mlp", None, model_s, rng, batch, machine)]
+    return load_all([record("yardstick", "yardstick", stick_s, rng, batch, machine),
+                     record("mlp", None, model_s, rng, batch, machine)])
 
 
-def verdict(base: list[dict[str, Any]], cand: list[dict[str, Any]], **kw: Any) -> Any:
+def verdict(base: list[VariantRecord], cand: list[VariantRecord], **kw: Any) -> Any:
     (v,) = compare_records(base, cand, **kw).verdicts
     return v
 
@@ -60,17 +62,17 @@ def test_a_slower_model_still_shows() -> None:
 
 def test_without_a_shared_yardstick_the_comparison_stays_in_seconds() -> None:
     base, cand = run(1, [1.0] * ROUNDS), run(2, [1.0] * ROUNDS)
-    no_stick = [r for r in cand if r["variant_id"] != "yardstick"]
+    no_stick = [r for r in cand if r.variant_id != "yardstick"]
     assert relative_to_yardstick(base, no_stick, None)[3] is False
-    other_batch = [{**r, "interleave": {"batch": ["mlp"]}} if r["variant_id"] == "mlp" else r
-                   for r in cand]
+    other_batch = [r.model_copy(update={"interleave": Interleave(batch=["mlp"])})
+                   if r.variant_id == "mlp" else r for r in cand]
     assert relative_to_yardstick(base, other_batch, None)[3] is False
     _, rel, _, used = relative_to_yardstick(base, cand, [base])
     assert used
-    stick_medians = [np.median(w) for w in cand[0]["samples"]["timed"]]
-    assert rel[1]["samples"]["timed"][0][0] == pytest.approx(
-        cand[1]["samples"]["timed"][0][0] / stick_medians[0])
-    assert cand[1]["samples"]["timed"][0][0] < 0.1  # the input records were not changed
+    stick_medians = [np.median(w) for w in cand[0].timed_windows]
+    assert rel[1].timed_windows[0][0] == pytest.approx(
+        cand[1].timed_windows[0][0] / stick_medians[0])
+    assert cand[1].timed_windows[0][0] < 0.1  # the input records were not changed
 
 
 def test_every_interleaved_run_carries_the_yardstick_beside_its_controls() -> None:

@@ -13,8 +13,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from bench.scenario.schema import Variant
 
-def measure(variant: Any, strategy: Any, data: Any) -> dict[str, Any]:
+
+def measure(variant: Variant, strategy: Any, data: Any) -> dict[str, Any]:
     """Train `steps` steps, evaluate on `eval_split`, compare with the bound."""
     from bench.checks.train_copy import train_copy
     from bench.data import sources as data_mod

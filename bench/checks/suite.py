@@ -6,10 +6,11 @@ from __future__ import annotations
 from typing import Any
 
 from bench.checks import accuracy, parity
-from bench.records import extra_failed
+from bench.record.failure import extra_failed
+from bench.scenario.schema import Variant
 
 
-def run(variant: Any, strategy: Any, data: Any) -> dict[str, Any]:
+def run(variant: Variant, strategy: Any, data: Any) -> dict[str, Any]:
     """Every check the scenario asks for; one that cannot run is reported, never fatal."""
     measures = {"loss_parity": parity.measure, "accuracy": accuracy.measure}
     results: dict[str, Any] = {}

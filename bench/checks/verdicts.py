@@ -12,40 +12,45 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from bench.scenario.schema import BASELINE_STRATEGIES
+from bench.record.model import VariantRecord
+from bench.record.profiled import Accuracy, CheckVerdict, LossParity
 
 
 @dataclass(frozen=True)
 class CheckKind:
     """How one check's verdict is shown: `good` holds, `bad` is flagged in red everywhere."""
 
-    key: str  # record["checks"][key]
+    key: str  # the record's `checks` field
     label: str
     good: str
     bad: str
-    value: Callable[[dict[str, Any]], float]  # the figure tables sort by
-    detail: Callable[[dict[str, Any]], str]  # the figure in words, for either verdict
+    value: Callable[[Any], float]  # the figure tables sort by
+    detail: Callable[[Any], str]  # the figure in words, for either verdict
 
-    def verdict(self, record: dict[str, Any]) -> dict[str, Any] | None:
+    def check_of(self, record: VariantRecord) -> CheckVerdict | None:
+        """The record's check of this kind, whatever its status."""
+        return getattr(record.checks, self.key) if record.checks is not None else None
+
+    def verdict(self, record: VariantRecord) -> CheckVerdict | None:
         """The record's check when it reached a verdict (not skipped, failed or a baseline)."""
-        check = (record.get("checks") or {}).get(self.key) or {}
-        return check if check.get("status") in (self.good, self.bad) else None
+        check = self.check_of(record)
+        return check if check is not None and check.status in (self.good, self.bad) else None
 
 
-def _parity_detail(check: dict[str, Any]) -> str:
-    if check["status"] == "diverged":
-        return f"{check['relative_difference']:.1%} from {check['baseline']}"
-    return f"{check['relative_difference']:.2%}"
+def _parity_detail(check: LossParity) -> str:
+    if check.status == "diverged":
+        return f"{check.relative_difference:.1%} from {check.baseline}"
+    return f"{check.relative_difference:.2%}"
 
 
-def _accuracy_detail(check: dict[str, Any]) -> str:
-    sign = "<" if check["status"] == "below" else "≥"
-    return f"{check['accuracy']:.3f} {sign} {check['min']:g} on {check['eval_split']}"
+def _accuracy_detail(check: Accuracy) -> str:
+    sign = "<" if check.status == "below" else "≥"
+    return f"{check.accuracy:.3f} {sign} {check.min:g} on {check.eval_split}"
 
 
 LOSS_PARITY = CheckKind("loss_parity", "loss parity", "ok", "diverged",
-                        lambda c: c["relative_difference"], _parity_detail)
-ACCURACY = CheckKind("accuracy", "accuracy", "ok", "below", lambda c: c["accuracy"],
+                        lambda c: c.relative_difference, _parity_detail)
+ACCURACY = CheckKind("accuracy", "accuracy", "ok", "below", lambda c: c.accuracy,
                      _accuracy_detail)
 KINDS = (LOSS_PARITY, ACCURACY)
 
@@ -54,26 +59,28 @@ class ParityJudge:
     """Compares each record's parity loss with the first baseline of the same precision."""
 
     def __init__(self) -> None:
-        self.baselines: dict[str, dict[str, Any]] = {}
+        self.baselines: dict[str, VariantRecord] = {}
 
-    def judge(self, record: dict[str, Any]) -> dict[str, Any]:
-        parity = (record.get("checks") or {}).get("loss_parity")
-        if not parity or parity.get("status") != "measured":
+    def judge(self, record: VariantRecord) -> VariantRecord:
+        parity = record.checks.loss_parity if record.checks is not None else None
+        if parity is None or parity.status != "measured":
             return record
-        variant = record["variant"]
-        precision = variant["precision"]
-        tolerance = variant["check"]["loss_parity"]["tolerance"]
-        if variant["strategy"] in BASELINE_STRATEGIES and precision not in self.baselines:
+        variant = record.variant
+        precision = str(variant.precision)
+        tolerance = ((variant.check or {}).get("loss_parity") or {})["tolerance"]
+        if variant.on_baseline_strategy and precision not in self.baselines:
             self.baselines[precision] = record
-            parity.update(status="baseline")
+            parity.status = "baseline"
             return record
         base = self.baselines.get(precision)
         if base is None:
-            parity.update(status="no-baseline", reason=f"no {precision} baseline ran first")
+            parity.status, parity.reason = "no-baseline", f"no {precision} baseline ran first"
             return record
-        reference = base["checks"]["loss_parity"]["loss"]
-        difference = abs(parity["loss"] - reference) / max(abs(reference), 1e-12)
-        parity.update(status="ok" if difference <= tolerance else "diverged",
-                      baseline=base["variant_id"], baseline_loss=reference,
-                      relative_difference=difference, tolerance=tolerance)
+        assert base.checks is not None and base.checks.loss_parity is not None
+        reference = base.checks.loss_parity.loss
+        assert reference is not None and parity.loss is not None
+        difference = abs(parity.loss - reference) / max(abs(reference), 1e-12)
+        parity.status = "ok" if difference <= tolerance else "diverged"
+        parity.baseline, parity.baseline_loss = base.variant_id, reference
+        parity.relative_difference, parity.tolerance = difference, tolerance
         return record

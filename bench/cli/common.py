@@ -1,6 +1,7 @@
 """What the command modules share: the two consoles and the scenario argument.
 
-Imports nothing of bench's, so every command module can use it without importing the others.
+Imports nothing of bench's but the names of its environment variables (bench.child_env), so
+every command module can use it without importing the others.
 """
 
 from __future__ import annotations
@@ -12,6 +13,8 @@ from typing import Annotated, Optional
 import typer
 from rich.console import Console
 
+from bench.child_env import ChildEnv
+
 # Piped output (CI logs, files) gets a wide fixed width instead of rich's 80-column fallback.
 console = Console(width=None if sys.stdout.isatty() else 160)
 err_console = Console(stderr=True, width=None if sys.stderr.isatty() else 200)
@@ -19,4 +22,5 @@ err_console = Console(stderr=True, width=None if sys.stderr.isatty() else 200)
 ScenarioArg = Annotated[Path, typer.Argument(help="Scenario TOML file.", show_default=False)]
 EnvCacheOption = Annotated[Optional[Path], typer.Option(
     help="Where the virtualenvs of scenarios' environment tables are cached (default: "
-         "$BENCH_ENV_CACHE, else $BENCH_CACHE_DIR/envs, else ~/.cache/bench/envs).")]
+         f"${ChildEnv.name('env_cache')}, else ${ChildEnv.name('cache_dir')}/envs, else "
+         "~/.cache/bench/envs).")]

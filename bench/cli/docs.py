@@ -4,18 +4,17 @@
     python -m bench.cli.docs check        exit 1 naming every generated page that is stale
     python -m bench.cli.docs serve DIR    serve a built site on 127.0.0.1 (a free port) until Ctrl-C
 
-The pages are committed, so a change to a command, a scenario field or an environment variable
-shows its documentation change in the same diff; tests/test_docs_reference.py fails while a page
-differs from what this module writes. Only the descriptions of environment variables and of the
-record's sections are written here by hand, and the tests check that they name exactly what the
-code uses.
+The pages are committed, so a change to a command, a scenario field, an environment variable or
+the record shows its documentation change in the same diff; tests/test_docs_reference.py fails
+while a page differs from what this module writes. The scenario's and the record's pages come
+from their pydantic models (bench.cli.docs_scenario, bench.cli.docs_record), the environment
+variables from the object that reads and writes them (bench.child_env).
 """
 
 from __future__ import annotations
 
 import functools
 import http.server
-import json
 import re
 import signal
 import sys
@@ -25,49 +24,16 @@ from typing import Any
 
 import typer.main
 
-from bench.cli import app, docs_scenario
+from bench import child_env
+from bench.cli import app, docs_record, docs_scenario
 from bench.cli.docs_scenario import GENERATED_NOTE, cell
-from bench.scenario.schema import Variant
 
 ROOT = Path(__file__).resolve().parents[2]
 REFERENCE = Path("docs/reference")
 
-# Every BENCH_* environment variable the package reads or sets (tests/test_docs_reference.py
-# checks this against the source): who sets it, and what it holds.
-ENVIRONMENT: dict[str, tuple[str, str]] = {
-    "BENCH_CACHE_DIR": ("you", "bench's cache folder (default `~/.cache/bench`): the measured peak "
-                        "FLOP/s (`peak.json`) and, under `envs/`, the virtualenvs of `[environment]` "
-                        "tables."),
-    "BENCH_ENV_CACHE": ("you", "the cache of `[environment]` virtualenvs, before "
-                        "`$BENCH_CACHE_DIR/envs` (`--env-cache` wins over both)."),
-    "BENCH_RUN_DIR": ("bench, for every process of a run", "the run directory: how a run's "
-                      "processes are found (the tests look for leftovers by it)."),
-    "BENCH_TRACE_DIR": ("bench, per variant and per cluster task", "where its profile and "
-                        "TensorBoard event files go."),
-    "BENCH_DATA_CACHE": ("bench, per run", "the run's cache folder: the first variant saves "
-                         "synthetic arrays there and the others load the same bytes."),
-    "BENCH_CHECKPOINT_DIR": ("bench, per variant", "the variant's checkpoint folder "
-                             "(`measure.checkpoint`)."),
-    "BENCH_GATE": ("bench, interleaved runs", "the FIFO the parent writes `go` into, one line per "
-                   "release of a waiting worker."),
-    "BENCH_GATE_TIMEOUT": ("bench, interleaved runs", "how long a worker waits at its gate before "
-                           "it decides the parent is gone."),
-    "BENCH_SPAWN_TIME": ("bench, per process", "the parent's clock when it started the process "
-                         "(`timing.phases.start`)."),
-    "BENCH_HOST_GPUS": ("bench, per process", "the GPUs nvidia-smi listed for the launcher, as "
-                        "JSON, so a worker does not ask again."),
-    "BENCH_LOGICAL_GPU_MEMORY_MB": ("bench (`bench plan` shows it)", "the memory limit of each "
-                                    "logical GPU where one GPU is split."),
-    "BENCH_GPU_SHARED": ("bench (`bench plan` shows it)", "`1`: other processes of the variant use "
-                         "the same GPUs."),
-    "BENCH_CLUSTER_COMPUTES_ON": ("bench, cluster tasks", "what a cluster's computing tasks run on "
-                                  "(`gpu` or `cpu`), so the coordinator's record states the "
-                                  "variant's device kind."),
-    "BENCH_FAULT_EVENTS": ("bench, `[fault]` variants", "the events file each task appends what it "
-                           "does to (JSON lines with wall-clock times)."),
-    "BENCH_BACKUP_DIR": ("bench, `[fault]` variants", "the MultiWorkerMirrored backup folder that "
-                         "every attempt shares."),
-}
+# Every BENCH_* environment variable the package reads or sets, from the one object that holds
+# them (tests/test_docs_reference.py checks it against the source): who sets it, what it holds.
+ENVIRONMENT: dict[str, tuple[str, str]] = child_env.documented()
 # The test suite's and the benchmarks' own (tests/, tests/benchmarks/).
 TEST_ENVIRONMENT: dict[str, str] = {
     "BENCH_TEST_CHROMIUM": "the Chromium the browser tests drive (default `/usr/bin/chromium`).",
@@ -89,72 +55,11 @@ OTHER_ENVIRONMENT: dict[str, str] = {
     "CI": "`true` makes every test that cannot check its feature here fail instead of skip.",
 }
 
-# The record's top-level fields, described by hand until the record is a typed model with its own
-# JSON Schema (issue 29). THE ONE PLACE TO SWITCH: once that schema file exists, `record_page`
-# renders it (docs_scenario's renderers take a JSON Schema) and this table and the example go.
-RECORD_EXAMPLE = REFERENCE / "record-example.json"
-RECORD_FIELDS: dict[str, str] = {
-    "schema": "the record format's version.",
-    "variant_id": "the variant's id (`variant.id`).",
-    "index": "its place in the run's matrix.",
-    "status": "`ok`, `skipped` or `failed`.",
-    "reason": "why it was skipped or failed, in one line (null when ok).",
-    "error": "the error's type, its one-line message and the traceback's end (null when ok).",
-    "variant": "the variant as it ran: every field below, from the scenario and its matrix point.",
-    "finished_at": "when the record was written (UTC, ISO 8601).",
-    "task": "the cluster task that wrote it (null for a single process).",
-    "effective": "the replicas and batches that really ran (e.g. one device per "
-                 "MultiWorkerMirrored worker on CPU), beside the planned ones in `variant`.",
-    "data_source": "the data actually used, e.g. `tfrecord:<glob> (train, 8 files, ...)`.",
-    "data_fallback_reason": "why synthetic data replaced the dataset asked for (null: it did not).",
-    "devices": "the device kind, physical and logical devices, and whether they are simulated.",
-    "gpu": "the GPU model, count, memory, driver and compute capability; CUDA and cuDNN builds.",
-    "environment": "what the worker really ran: TensorFlow, Keras, tf-keras, NumPy, protobuf and "
-                   "ml-dtypes versions, the interpreter and a digest of every distribution.",
-    "strategy_info": "the strategy class, replicas in sync, all-reduce and partitioner.",
-    "precision_policy": "the Keras mixed-precision policy.",
-    "start_state": "what the process found at start: its pid, whether a TensorFlow context "
-                   "existed, the precision policy (a forked worker must find none).",
-    "keras": "the Keras flavour and version.",
-    "model_params": "trainable and total parameters.",
-    "workload": "what trained: the model class, the loss and where it came from, the optimizer "
-                "class and learning rate, the metrics.",
-    "variables": "the bytes each device or ps task holds, and each table of 1 MB or more.",
-    "env": "TensorFlow and Keras versions and the pid, as the worker saw them.",
-    "timing": "import, build, startup, first step and warmup times, `phases` (seconds per phase), "
-              "`harness_s` and `harness_share` (bench's own per-step code), `worker_s`, `parent`.",
-    "step_time": "statistics of the timed steps in seconds: n, mean, median, stdev, stderr, MAD, "
-                 "p5, p95, min, max.",
-    "throughput": "`headline` (examples of the timed windows ÷ their wall clock), `median` "
-                  "(global batch ÷ median step), `mean_rate`, `spread_pct` (robust CV) and "
-                  "`per_repeat`.",
-    "measurement": "how it was timed: interleaved or not, settling steps and their cost, time "
-                   "waiting at the gate, each window's length and start.",
-    "observer": "the observer effect: the unobserved block against the timed windows (`ratio`, "
-                "`flagged`).",
-    "checkpoint": "with `measure.checkpoint`: each save's blocking time and size, the restore, "
-                  "`throughput_ratio` and `blocked_share`.",
-    "steady_state_start": "the timed step where the series settles.",
-    "samples": "every step time in seconds: `warmup`, `timed` (one list per window), `traced`.",
-    "trace": "the profiler trace's files, `overhead_ratio` and xprof's `analysis`.",
-    "loss": "the loss on a fixed batch before and after training.",
-    "metric_results": "the metrics' values after training.",
-    "utilization": "FLOPs per step and their source, achieved and peak FLOP/s, `mfu`.",
-    "checks": "the verdicts of `[check]`: `loss_parity`, `accuracy`.",
-    "notes": "anything else worth knowing about the measurement, one line each.",
-    "peak_rss_mb": "the worker's own peak resident memory (VmHWM).",
-    "wall_s": "the variant's whole time as the runner saw it.",
-    "launch": "how the process started (`start_method`, `fork_problem`; Slurm: job id, partition, "
-              "queue time).",
-    "interleave": "the batch of variants it shared rounds with, the rounds, its place in each.",
-}
-# Sections only some variants write (clusters, faults, Slurm), described from the code's docs.
-RECORD_SOMETIMES: dict[str, str] = {
-    "cluster": "cluster variants: the cluster spec, per-task figures, `restarts` and "
-               "`native_crashes`.",
-    "recovery": "`[fault]` variants: the timeline of the recovery, `steps_redone`, "
-                "`time_to_recover_s`, `continuity`.",
-}
+# The record's top-level fields, from its JSON Schema (bench.cli.docs_record).
+RECORD_EXAMPLE = docs_record.RECORD_EXAMPLE
+RECORD_FIELDS: dict[str, str] = docs_record.fields(sometimes=False)
+# Sections only some variants write (clusters, faults).
+RECORD_SOMETIMES: dict[str, str] = docs_record.fields(sometimes=True)
 
 
 def command_tree() -> list[tuple[str, Any]]:
@@ -244,46 +149,14 @@ def environment_page() -> str:
     return "\n".join(out) + "\n"
 
 
-def record_page(root: Path) -> str:
-    example = json.loads((root / RECORD_EXAMPLE).read_text(encoding="utf-8"))
-    out = ["# Record", "", GENERATED_NOTE, "",
-           "One JSON object per variant, one line each in a run's `records.jsonl`, appended as each "
-           "variant finishes (see [the run directory](run-directory.md)). A worker that dies is "
-           "recorded by its parent with the same fields. The fields below are those of a real "
-           "record (`docs/reference/record-example.json`, a single-process `fit` variant of "
-           "`bench run scenarios/mnist_mirrored.toml --quick`).", "",
-           "| field | type | what it holds |", "| --- | --- | --- |"]
-    for key, value in example.items():
-        out.append(f"| `{key}` | {_json_type(value)} | {cell(RECORD_FIELDS[key])} |")
-    out += ["", "Only some variants write these:", "", "| field | what it holds |", "| --- | --- |"]
-    out += [f"| `{key}` | {cell(what)} |" for key, what in RECORD_SOMETIMES.items()]
-    out += ["", "## `variant` { #variant }", "",
-            "The variant a matrix point becomes (`bench.scenario.schema.Variant`); its `model`, "
-            "`data`, `train`, `measure`, `check` and `fault` are the scenario's tables with the "
-            "point's values (see [the scenario file](scenario.md)).", "",
-            "| field | type | default |", "| --- | --- | --- |"]
-    schema = Variant.model_json_schema()
-    for name, info in Variant.model_fields.items():
-        prop = schema["properties"][name]
-        kind = docs_scenario.type_text(prop).replace("](#", "](scenario.md#")  # its tables' page
-        out.append(f"| `{name}` | {cell(kind)} | "
-                   f"{cell(docs_scenario.default_text(info, prop))} |")
-    out += ["", "## Example { #example }", "", "```json", json.dumps(example, indent=1), "```"]
-    return "\n".join(out) + "\n"
-
-
-def _json_type(value: Any) -> str:
-    return {dict: "object", list: "array", str: "string", bool: "boolean", int: "integer",
-            float: "number", type(None): "null"}[type(value)]
-
-
 PAGES: dict[str, Callable[[Path], str]] = {
     "scenario.md": lambda root: docs_scenario.scenario_page(),
     "shipped-scenarios.md": docs_scenario.shipped_scenarios_page,
     "commands.md": lambda root: commands_page(),
     "exit-codes.md": lambda root: exit_codes_page(),
     "environment-variables.md": lambda root: environment_page(),
-    "record.md": record_page,
+    "record.md": docs_record.record_page,
+    docs_record.RECORD_SCHEMA: docs_record.schema_file,
 }
 
 

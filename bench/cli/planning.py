@@ -14,13 +14,14 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
+from bench.child_env import ChildEnv
 from bench.cli.common import ScenarioArg, console
 from bench.errors import BenchError
 
 MAX_GPUS = 1024  # more than any one host has: a typo, not an inventory
 
-_SHOWN_ENV = ("CUDA_VISIBLE_DEVICES", "TF_GPU_THREAD_MODE", "BENCH_LOGICAL_GPU_MEMORY_MB",
-              "BENCH_GPU_SHARED")
+_SHOWN_ENV = ("CUDA_VISIBLE_DEVICES", "TF_GPU_THREAD_MODE",
+              ChildEnv.name("logical_gpu_memory_mb"), ChildEnv.name("gpu_shared"))
 
 
 def plan(

@@ -20,18 +20,18 @@ import numpy as np
 from bench.compare.figures import RunFigures, identity, run_figures
 from bench.compare.tdist import t_quantile
 from bench.compare.yardstick import round_medians
-from bench.records import counts_as_variant
+from bench.record.model import VariantRecord
 
 DEFAULT_MIN_EFFECT = 0.05
 DEFAULT_ALPHA = 0.01
 BOOTSTRAP_ROUNDS = 2000
 
 
-def timed_windows(record: dict[str, Any], rounds: Sequence[float] | None = None
+def timed_windows(record: VariantRecord, rounds: Sequence[float] | None = None
                   ) -> list[np.ndarray]:
     """The record's non-empty timed windows; divided by the yardstick's median step of each
     round when `rounds` are given (bench.compare.yardstick)."""
-    windows = (record.get("samples") or {}).get("timed") or []
+    windows = record.timed_windows
     if windows and len({len(w) for w in windows}) == 1 and len(windows[0]):  # one array
         steps = np.asarray(windows, dtype=float)
         if rounds is not None:
@@ -43,8 +43,8 @@ def timed_windows(record: dict[str, Any], rounds: Sequence[float] | None = None
             for w, median in zip(windows, rounds, strict=True) if len(w)]
 
 
-def _has_timed(record: dict[str, Any]) -> bool:
-    return any(len(w) for w in (record.get("samples") or {}).get("timed") or [])
+def _has_timed(record: VariantRecord) -> bool:
+    return any(len(w) for w in record.timed_windows)
 
 
 def mann_whitney_p(a: np.ndarray, b: np.ndarray) -> float:
@@ -204,20 +204,13 @@ class Comparison:
                 "verdicts": [v.to_dict() for v in self.verdicts]}
 
 
-def _device_kind(record: dict[str, Any]) -> Any:
-    return (record.get("devices") or {}).get("kind")
-
-
-def _data_source(record: dict[str, Any]) -> Any:
-    return record.get("data_source")
-
-
-def _environment_mismatch(base: list[dict[str, Any]], cand: list[dict[str, Any]]) -> str | None:
+def _environment_mismatch(base: list[VariantRecord], cand: list[VariantRecord]) -> str | None:
     """Runs on different device kinds or data sources measure different things."""
-    def kinds(records: list[dict[str, Any]], pick: Any) -> set[Any]:
-        return {pick(r) for r in records if r.get("status") == "ok"}
+    def kinds(records: list[VariantRecord], pick: Any) -> set[Any]:
+        return {pick(r) for r in records if r.ok}
 
-    for what, pick in (("device kind", _device_kind), ("data source", _data_source)):
+    for what, pick in (("device kind", lambda r: r.device_kind),
+                       ("data source", lambda r: r.data_source)):
         b, c = kinds(base, pick), kinds(cand, pick)
         if b and c and b != c:
             return f"{what} differs: baseline {sorted(map(str, b))}, candidate {sorted(map(str, c))}"
@@ -237,10 +230,10 @@ def _history_medians(figures: Sequence[RunFigures], relative: bool
 Rounds = list[float] | None  # the yardstick's median step per round of a record's run
 
 
-def typical_baseline(base: list[dict[str, Any]], history: Sequence[list[dict[str, Any]]],
+def typical_baseline(base: list[VariantRecord], history: Sequence[list[VariantRecord]],
                      last: int = 5, figures: Sequence[RunFigures] | None = None,
                      relative: bool = False, base_rounds: Rounds = None
-                     ) -> list[tuple[dict[str, Any], Rounds]]:
+                     ) -> list[tuple[VariantRecord, Rounds]]:
     """Per variant, the record of the store's last `last` runs with the median step time (the
     upper median: the slower of two), instead of the newest run's: a burst of interference or a
     lucky fast process in one stored run then does not become the bar every candidate is held to.
@@ -252,7 +245,7 @@ def typical_baseline(base: list[dict[str, Any]], history: Sequence[list[dict[str
     figures = figures if figures is not None else [run_figures(run) for run in history]
     recent = range(max(0, len(history) - last), len(history))
     rounds_of: dict[int, Rounds] = {}  # each chosen run's rounds, computed once
-    chosen: list[tuple[dict[str, Any], Rounds]] = []
+    chosen: list[tuple[VariantRecord, Rounds]] = []
     for rec in base:
         key = identity(rec)
         candidates = [(median, j) for j in recent if (v := figures[j].variants.get(key))
@@ -263,17 +256,17 @@ def typical_baseline(base: list[dict[str, Any]], history: Sequence[list[dict[str
         candidates.sort(key=lambda pair: pair[0])
         j = candidates[len(candidates) // 2][1]
         run = history[j]
-        typical = next(r for r in run if counts_as_variant(r) and identity(r) == key)
+        typical = next(r for r in run if r.counts_as_variant and identity(r) == key)
         if relative and j not in rounds_of:
             rounds_of[j] = round_medians(run)
         chosen.append((typical, rounds_of.get(j)))
     return chosen
 
 
-def compare_records(base: list[dict[str, Any]], cand: list[dict[str, Any]], *,
+def compare_records(base: list[VariantRecord], cand: list[VariantRecord], *,
                     min_effect: float | None = None, alpha: float = DEFAULT_ALPHA,
                     force: bool = False, seed: int = 0,
-                    history: Sequence[list[dict[str, Any]]] | None = None,
+                    history: Sequence[list[VariantRecord]] | None = None,
                     always_ci: bool = True, run_to_run: bool = True,
                     use_yardstick: bool = True,
                     history_figures: Sequence[RunFigures] | None = None,
@@ -299,8 +292,8 @@ def compare_records(base: list[dict[str, Any]], cand: list[dict[str, Any]], *,
                 and all(run.relative for run in figures))
     if not relative:
         base_rounds = cand_rounds = None
-    base = [r for r in base if counts_as_variant(r)]  # controls measure the machine
-    cand = [r for r in cand if counts_as_variant(r)]
+    base = [r for r in base if r.counts_as_variant]  # controls measure the machine
+    cand = [r for r in cand if r.counts_as_variant]
     mismatch = _environment_mismatch(base, cand)
     if mismatch and not force:
         return Comparison(refused=f"{mismatch}; refusing to compare (use --force to override)")
@@ -316,20 +309,21 @@ def compare_records(base: list[dict[str, Any]], cand: list[dict[str, Any]], *,
     for key in list(base_by_key) + [k for k in cand_by_key if k not in base_by_key]:
         b, rounds = base_by_key.get(key, (None, None))
         c = cand_by_key.get(key)
-        name = (c or b or {}).get("variant_id", str(key))
+        either = c or b
+        name = either.variant_id if either and either.variant_id is not None else str(key)
         effect = min_effect if min_effect is not None else (
-            ((c or b or {}).get("variant") or {}).get("min_effect") or DEFAULT_MIN_EFFECT)
+            (either.variant.min_effect if either else None) or DEFAULT_MIN_EFFECT)
         if c is None:
             comparison.verdicts.append(Verdict(name, "missing", note="variant disappeared"))
         elif b is None:
             comparison.verdicts.append(Verdict(name, "new", note="not in the baseline"))
-        elif b["status"] == "ok" and c["status"] != "ok":
+        elif b.ok and not c.ok:
             comparison.verdicts.append(Verdict(name, "now-failing",
-                                               note=f"{c['status']}: {c.get('reason')}"))
-        elif b["status"] != "ok" and c["status"] == "ok":
-            comparison.verdicts.append(Verdict(name, "fixed", note=f"was {b['status']}"))
-        elif b["status"] != "ok":
-            comparison.verdicts.append(Verdict(name, "skipped", note=f"{c.get('reason')}"))
+                                               note=f"{c.status}: {c.reason}"))
+        elif not b.ok and c.ok:
+            comparison.verdicts.append(Verdict(name, "fixed", note=f"was {b.status}"))
+        elif not b.ok:
+            comparison.verdicts.append(Verdict(name, "skipped", note=f"{c.reason}"))
         else:
             if not _has_timed(b) or not _has_timed(c):
                 comparison.verdicts.append(Verdict(name, "skipped", note="no timed samples"))

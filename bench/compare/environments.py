@@ -13,12 +13,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from bench.axes import axis_value
 from bench.compare.detector import Comparison
 from bench.errors import BenchError
-from bench.records import control_role, counts_as_variant
+from bench.record.model import VariantRecord
 
-Run = list[dict[str, Any]]
+Run = list[VariantRecord]
 # How the command line names "no [environment]": the interpreter that ran bench (a nightly's
 # pinned variants beside an upgrade candidate)
 NO_ENVIRONMENT = "none"
@@ -45,11 +44,11 @@ class EnvironmentComparison(Comparison):
 
 def labels(records: Run) -> list[str]:
     """The environments a run's variants ran in, as the command line names them."""
-    return list(dict.fromkeys(_label(r) for r in records if counts_as_variant(r)))
+    return list(dict.fromkeys(_label(r) for r in records if r.counts_as_variant))
 
 
-def _label(record: dict[str, Any]) -> str:
-    return str(axis_value(record.get("variant") or {}, "environment") or NO_ENVIRONMENT)
+def _label(record: VariantRecord) -> str:
+    return str(record.variant.axis("environment") or NO_ENVIRONMENT)
 
 
 def of_environment(records: Run, label: str, what: str, where: str) -> Run:
@@ -60,8 +59,9 @@ def of_environment(records: Run, label: str, what: str, where: str) -> Run:
     if not chosen:
         raise BenchError(f"{what}: no variant of {where} ran in environment '{label}' "
                          f"(it has: {', '.join(labels(records)) or 'none'})")
-    chosen += [r for r in records if control_role(r) == "yardstick" and r not in chosen]
-    return [{**r, "variant": {**(r.get("variant") or {}), "environment": None}} for r in chosen]
+    chosen += [r for r in records if r.control_role == "yardstick" and r not in chosen]
+    return [r.model_copy(update={"variant": r.variant.model_copy(update={"environment": None})})
+            for r in chosen]
 
 
 def gate(baseline: list[Run], candidate: Run, baseline_env: str, candidate_env: str,

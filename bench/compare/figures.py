@@ -15,29 +15,26 @@ from typing import Any
 
 import numpy as np
 
-from bench.axes import variant_key
 from bench.compare.yardstick import round_medians
-from bench.records import counts_as_variant
+from bench.record.model import VariantRecord
 
-Run = list[dict[str, Any]]
+Run = list[VariantRecord]
 TRIM = 0.2  # share of windows a run figure drops at each end: robust to a burst
 
 
-def identity(record: dict[str, Any]) -> tuple[Any, ...]:
+def identity(record: VariantRecord) -> tuple[Any, ...]:
     """What makes two records the same variant: its axes and model (device kind and data source
     are checked run-wide: comparing across them is refused)."""
-    v = record.get("variant") or {}
-    return (v.get("scenario_name"), *variant_key(v))
+    return (record.variant.scenario_name, *record.variant.key())
 
 
-def _windows(record: dict[str, Any]) -> list[np.ndarray]:
-    windows = (record.get("samples") or {}).get("timed") or []
-    return [np.asarray(w, dtype=float) for w in windows if len(w)]
+def _windows(record: VariantRecord) -> list[np.ndarray]:
+    return [np.asarray(w, dtype=float) for w in record.timed_windows if len(w)]
 
 
-def median_step_s(record: dict[str, Any]) -> float | None:
+def median_step_s(record: VariantRecord) -> float | None:
     """Median of all timed steps of an ok record; None when it has none."""
-    windows = _windows(record) if record.get("status") == "ok" else []
+    windows = _windows(record) if record.ok else []
     return float(np.median(np.concatenate(windows))) if windows else None
 
 
@@ -47,10 +44,10 @@ def _trimmed_log_mean(window_medians: np.ndarray) -> float:
     return float(logs[cut:len(logs) - cut].mean())
 
 
-def run_figure(record: dict[str, Any]) -> float | None:
+def run_figure(record: VariantRecord) -> float | None:
     """Log of the variant's typical window in this run: the trimmed mean of its windows' log
     median step; None for a record without timed samples."""
-    if record.get("status") != "ok":
+    if not record.ok:
         return None
     windows = _windows(record)
     if not windows:
@@ -104,12 +101,12 @@ class RunFigures:
                    tuple(data["data_sources"]))
 
 
-def _step_figures(record: dict[str, Any], medians: np.ndarray | None
+def _step_figures(record: VariantRecord, medians: np.ndarray | None
                   ) -> tuple[tuple[float | None, float | None], tuple[float | None, float | None]]:
     """(median step, run figure), each in seconds and in yardstick steps (`medians`: the
     yardstick's median step per round)."""
-    timed = (record.get("samples") or {}).get("timed") or []
-    if record.get("status") != "ok" or not any(len(w) for w in timed):
+    timed = record.timed_windows
+    if not record.ok or not any(len(w) for w in timed):
         return (None, None), (None, None)
     if len({len(w) for w in timed}) == 1:  # the usual case: equal windows, one array
         steps = np.asarray(timed, dtype=float)
@@ -137,16 +134,16 @@ def run_figures(records: Run) -> RunFigures:
     rounds = round_medians(records)
     medians = np.asarray(rounds, dtype=float) if rounds is not None else None
     out = RunFigures(relative=rounds is not None)
-    counted = [r for r in records if counts_as_variant(r)]
+    counted = [r for r in records if r.counts_as_variant]
     for rec in counted:
         key = identity(rec)
         if key in out.variants:  # the first record of an identity is the one compared
             continue
         median, figure = _step_figures(rec, medians)
         out.variants[key] = VariantFigures(
-            rec.get("variant_id", str(key)), str(rec.get("status")),
-            (rec.get("variant") or {}).get("min_effect"), median, figure)
-    ok = [r for r in counted if r.get("status") == "ok"]
-    out.device_kinds = tuple(sorted({str((r.get("devices") or {}).get("kind")) for r in ok}))
-    out.data_sources = tuple(sorted({str(r.get("data_source")) for r in ok}))
+            rec.variant_id if rec.variant_id is not None else str(key), str(rec.status),
+            rec.variant.min_effect, median, figure)
+    ok = [r for r in counted if r.ok]
+    out.device_kinds = tuple(sorted({str(r.device_kind) for r in ok}))
+    out.data_sources = tuple(sorted({str(r.data_source) for r in ok}))
     return out

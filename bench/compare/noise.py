@@ -16,40 +16,39 @@ from typing import Any
 
 import numpy as np
 
-from bench.records import headline
+from bench.record.model import VariantRecord
 from bench.timing import block_picks
 
 BOOTSTRAP_ROUNDS = 2000
 CONFIDENCE = 0.95
 
 
-def control_pair(records: list[dict[str, Any]]) -> tuple[dict[str, Any], dict[str, Any]] | None:
+def control_pair(records: list[VariantRecord]) -> tuple[VariantRecord, VariantRecord] | None:
     """The ok (baseline, twin) records of the run's A/A control, if both measured."""
-    by_role = {(r.get("variant") or {}).get("control"): r for r in records
-               if r.get("status") == "ok" and (r.get("throughput") or {}).get("per_repeat")}
+    by_role = {r.control_role: r for r in records if r.ok and r.window_rates}
     if "baseline" in by_role and "twin" in by_role:
         return by_role["baseline"], by_role["twin"]
     return None
 
 
-def noise_floor(records: list[dict[str, Any]], seed: int = 0) -> dict[str, Any] | None:
+def noise_floor(records: list[VariantRecord], seed: int = 0) -> dict[str, Any] | None:
     """How far the control twins' headline throughputs differ, in percent, with a bootstrap
     interval over the rounds; None when the run has no measured control pair."""
     pair = control_pair(records)
     if pair is None:
         return None
     base, twin = pair
-    return {"baseline": base["variant_id"], "twin": twin["variant_id"],
+    return {"baseline": base.variant_id, "twin": twin.variant_id,
             **paired_difference(base, twin, seed)}
 
 
-def paired_difference(base: dict[str, Any], other: dict[str, Any], seed: int = 0
+def paired_difference(base: VariantRecord, other: VariantRecord, seed: int = 0
                       ) -> dict[str, Any]:
     """How far `other`'s headline examples/s is from `base`'s, in percent, with a block-bootstrap
     interval over the rounds both ran (window k of each in round k, when interleaved)."""
-    difference = 100.0 * (headline(other) / headline(base) - 1.0)
-    base_rates = np.asarray(base["throughput"].get("per_repeat") or [], dtype=float)
-    other_rates = np.asarray(other["throughput"].get("per_repeat") or [], dtype=float)
+    difference = 100.0 * ((other.headline or 0.0) / (base.headline or float("nan")) - 1.0)
+    base_rates = np.asarray(base.window_rates, dtype=float)
+    other_rates = np.asarray(other.window_rates, dtype=float)
     rounds = min(len(base_rates), len(other_rates))
     interval = None
     if rounds >= 2:

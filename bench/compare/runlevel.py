@@ -20,15 +20,15 @@ import copy
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 
 from bench.compare.detector import Comparison
 from bench.compare.figures import RunFigures, run_figure, run_figures  # noqa: F401 (the gate's figure)
 from bench.compare.tdist import t_quantile
+from bench.record.model import VariantRecord
 
-Run = list[dict[str, Any]]
+Run = list[VariantRecord]
 
 STORE_RUNS = 10  # the store's most recent runs that make the baseline sample
 MIN_STORE_RUNS = 3  # fewer stored runs give no usable spread; the gate falls back

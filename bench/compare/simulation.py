@@ -12,6 +12,7 @@ import argparse
 import numpy as np
 
 from bench.compare.detector import compare_records, compare_samples, confirm
+from bench.record.model import VariantRecord, load_all
 
 
 def synthetic_run(rng: np.random.Generator, scale: float = 1.0, windows: int = 3,
@@ -41,9 +42,9 @@ def rates(trials: int, shift: float, bursty: bool = False, seed: int = 0) -> tup
     return alarms / trials, detections / trials
 
 
-def _records(windows: list[np.ndarray]) -> list[dict]:
-    return [{"status": "ok", "variant_id": "v", "variant": {"scenario_name": "sim"},
-             "samples": {"timed": [w.tolist() for w in windows]}}]
+def _records(windows: list[np.ndarray]) -> list[VariantRecord]:
+    return load_all([{"status": "ok", "variant_id": "v", "variant": {"scenario_name": "sim"},
+                      "samples": {"timed": [w.tolist() for w in windows]}}])
 
 
 def drift_rates(trials: int, shift: float, runs: int = 5, drift_cv: float = 0.10,
@@ -81,11 +82,12 @@ def nightly_rates(trials: int, shift: float, reruns: int = 2, store: int = 5,
     rng = np.random.default_rng(seed)
     counts: dict[str, int] = {}
 
-    def run(scale: float = 1.0) -> list[dict]:
+    def run(scale: float = 1.0) -> list[VariantRecord]:
         burst = rng.uniform(1.2, 2.0) if rng.random() < burst_p else 1.0
         return _records(synthetic_run(rng, scale * burst * rng.lognormal(0.0, process_cv)))
 
-    def judge(base: list[dict], cand: list[dict], history: list | None, r2r: bool, i: int):
+    def judge(base: list[VariantRecord], cand: list[VariantRecord], history: list | None,
+              r2r: bool, i: int):
         return compare_records(base, cand, history=history, run_to_run=r2r, seed=i,
                                min_effect=min_effect, always_ci=False)
 
@@ -106,7 +108,7 @@ def nightly_rates(trials: int, shift: float, reruns: int = 2, store: int = 5,
 
 def interleaved_run(rng: np.random.Generator, rounds: int, scale: float = 1.0,
                     window_sd: float = 0.10, run_sd: float = 0.02, burst_p: float = 0.05
-                    ) -> list[dict]:
+                    ) -> list[VariantRecord]:
     """One interleaved run of a variant beside the yardstick, as measured here: the machine's
     speed drifts from round to round (both slowed alike), each window of each process has its own
     noise (`window_sd`, log scale; 7-20% was seen between windows of 50 small steps), a window is
@@ -124,10 +126,11 @@ def interleaved_run(rng: np.random.Generator, rounds: int, scale: float = 1.0,
     batch = ["yardstick", "v"]
     common = {"status": "ok", "interleave": {"batch": batch}, "devices": {"kind": "cpu"}}
     variant = {"scenario_name": "sim", "strategy": "default", "min_effect": 0.05}
-    return [{**common, "variant_id": "yardstick", "samples": {"timed": windows(0.003)},
-             "variant": {**variant, "model": {"name": "yardstick"}, "control": "yardstick"}},
-            {**common, "variant_id": "v", "samples": {"timed": windows(0.005 * scale)},
-             "variant": {**variant, "model": {"name": "v"}}}]
+    return load_all([
+        {**common, "variant_id": "yardstick", "samples": {"timed": windows(0.003)},
+         "variant": {**variant, "model": {"name": "yardstick"}, "control": "yardstick"}},
+        {**common, "variant_id": "v", "samples": {"timed": windows(0.005 * scale)},
+         "variant": {**variant, "model": {"name": "v"}}}])
 
 
 def runlevel_rates(trials: int, shift: float, rounds: int = 24, store: int = 7,

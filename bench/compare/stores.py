@@ -17,8 +17,9 @@ from typing import Any
 from bench import results
 from bench.compare.detector import Comparison, to_markdown
 from bench.errors import BenchError
+from bench.record.model import VariantRecord
 
-Run = list[dict[str, Any]]
+Run = list[VariantRecord]
 
 
 class RecordsCache:
@@ -59,7 +60,7 @@ class Store:
     """The runs of one scenario in a baseline store (a run directory or a folder of them)."""
 
     dirs: list[Path]  # oldest first
-    history: Sequence[list[dict[str, Any]]]  # their records, read when looked at (StoredRuns)
+    history: Sequence[Run]  # their records, read when looked at (StoredRuns)
 
     @property
     def newest(self) -> Path:
@@ -73,14 +74,14 @@ class Store:
         return f"{self.newest.parent.name}/ (typical of {len(self.dirs)} runs)"
 
 
-def candidate(run_dir: Path) -> tuple[list[dict[str, Any]], str]:
+def candidate(run_dir: Path) -> tuple[Run, str]:
     """The records of the run to judge, and its scenario's name."""
     if not results.is_run_dir(run_dir):
         raise BenchError(f"{run_dir}: not a bench run directory")
     records = results.read_records(run_dir)
     if not records:
         raise BenchError(f"{run_dir}: has no records")
-    return records, records[0]["variant"]["scenario_name"]
+    return records, str(records[0].variant.scenario_name)
 
 
 def load_store(store: Path, scenario: str, exclude: Path) -> Store | None:

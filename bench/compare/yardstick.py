@@ -15,48 +15,43 @@ in seconds, as before.
 
 from __future__ import annotations
 
-import copy
 import statistics
-from typing import Any
 
-from bench.records import control_role
+from bench.record.model import VariantRecord
 
-Run = list[dict[str, Any]]
+Run = list[VariantRecord]
 
 
-def _yardstick(run: Run) -> dict[str, Any] | None:
-    return next((r for r in run if control_role(r) == "yardstick" and r.get("status") == "ok"),
-                None)
+def _yardstick(run: Run) -> VariantRecord | None:
+    return next((r for r in run if r.control_role == "yardstick" and r.ok), None)
 
 
 def round_medians(run: Run) -> list[float] | None:
     """The yardstick's median step in each round, when every ok variant of the run ran in its
     rounds (None otherwise)."""
     stick = _yardstick(run)
-    if stick is None or not stick.get("interleave"):
+    if stick is None or not stick.interleave:
         return None
-    windows = (stick.get("samples") or {}).get("timed") or []
+    windows = stick.timed_windows
     if not windows or not all(windows):
         return None
     for rec in run:
-        if rec.get("status") != "ok":
+        if not rec.ok:
             continue
-        timed = (rec.get("samples") or {}).get("timed") or []
-        batch = (rec.get("interleave") or {}).get("batch") or []
-        if stick["variant_id"] not in batch or len(timed) != len(windows):
+        batch = (rec.interleave.batch if rec.interleave else None) or []
+        if stick.variant_id not in batch or len(rec.timed_windows) != len(windows):
             return None
     return [statistics.median(w) for w in windows]
 
 
-def relative_record(rec: dict[str, Any], medians: list[float]) -> dict[str, Any]:
+def relative_record(rec: VariantRecord, medians: list[float]) -> VariantRecord:
     """A shallow copy of an ok record with its timed samples in yardstick steps."""
-    timed = (rec.get("samples") or {}).get("timed")
-    if rec.get("status") != "ok" or not timed:
+    timed = rec.timed_windows
+    if not rec.ok or not timed or rec.samples is None:
         return rec
-    rec = copy.copy(rec)
-    rec["samples"] = {**rec["samples"], "timed": [
-        [s / median for s in window] for window, median in zip(timed, medians, strict=True)]}
-    return rec
+    samples = rec.samples.model_copy(update={"timed": [
+        [s / median for s in window] for window, median in zip(timed, medians, strict=True)]})
+    return rec.model_copy(update={"samples": samples})
 
 
 def _relative(run: Run, medians: list[float]) -> Run:

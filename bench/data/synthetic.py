@@ -23,6 +23,7 @@ from pathlib import Path
 
 import numpy as np
 
+from bench.child_env import ChildEnv
 from bench.data.examples import LoadedData
 from bench.scenario.schema import DataConfig, FeatureConfig
 
@@ -46,9 +47,9 @@ def _kind(cfg: DataConfig) -> str:
 def _cached(cfg: DataConfig, shape: tuple[int, ...], num_classes: int,
             held_out: bool) -> LoadedData:
     """Drawing 10,000 MNIST-sized examples takes a quarter of a second, paid again by every
-    variant of a run; with BENCH_DATA_CACHE (the runner sets it to the run's cache folder) the
-    first variant saves the arrays and the others load the same bytes."""
-    cache = os.environ.get("BENCH_DATA_CACHE")
+    variant of a run; with a data cache (`ChildEnv.data_cache`: the runner sets it to the run's
+    cache folder) the first variant saves the arrays and the others load the same bytes."""
+    cache = ChildEnv.from_env().data_cache
     if not cache:
         return _draw(cfg, shape, num_classes, held_out)
     path = Path(cache) / f"synthetic-{_cache_key(cfg, shape, num_classes, held_out)}.npz"

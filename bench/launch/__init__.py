@@ -14,11 +14,12 @@ from bench.scenario.schema import Variant
 if TYPE_CHECKING:
     from bench.launch.forkserver import ForkServers
     from bench.launch.slurm import SlurmOptions
+    from bench.record.model import VariantRecord
 
 
 class Launcher(Protocol):
     def run(self, variant: Variant, run_dir: Any, progress: ProgressFn | None = None
-            ) -> dict[str, Any]: ...
+            ) -> VariantRecord: ...
 
 
 def launcher_for(variant: Variant, forkservers: ForkServers | None = None,

@@ -9,13 +9,12 @@ kill of the whole process group is the backstop.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 from bench import entrypoints
 from bench.launch import netns
 from bench.launch.local import record_path_of, run_worker_command
 from bench.protocol import ProgressFn
-from bench.records import base_record, finish
+from bench.record.model import VariantRecord
 from bench.results import VARIANTS_FILE
 from bench.scenario.environment import interpreter
 from bench.scenario.schema import Variant
@@ -23,11 +22,11 @@ from bench.scenario.schema import Variant
 SUPERVISOR_MARGIN_S = 20.0  # teardown of a TF cluster takes a few seconds
 
 
-def isolation_skip(variant: Variant) -> dict[str, Any] | None:
+def isolation_skip(variant: Variant) -> VariantRecord | None:
     """The skipped record of a cluster variant that cannot run here, or None."""
     if variant.network != "isolated" or not (problem := netns.isolation_problem()):
         return None
-    return finish(base_record(variant), "skipped", reason=(
+    return VariantRecord.skipped(variant, (
         f"cannot start the cluster in a private network namespace ({problem}); TensorFlow's "
         "servers listen on every interface, so bench only runs them on the host network when "
         "the scenario sets cluster.network = \"host\""))
@@ -52,7 +51,7 @@ def budget_s(variant: Variant) -> float:
 
 class ClusterLauncher:
     def run(self, variant: Variant, run_dir: Path, progress: ProgressFn | None = None
-            ) -> dict[str, Any]:
+            ) -> VariantRecord:
         if (skipped := isolation_skip(variant)) is not None:
             return skipped
         return run_worker_command(variant, run_dir, supervisor_command(variant, run_dir),

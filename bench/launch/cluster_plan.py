@@ -25,14 +25,12 @@ class Task:
 
 
 def plan_tasks(variant: Variant) -> list[Task]:
-    """MultiWorkerMirrored: N training workers (worker 0 is the chief).
-    ParameterServer: a chief (the coordinator that trains), N worker servers and K ps servers."""
-    if variant.strategy == "multi_worker_mirrored":
-        return [Task("worker", i, True) for i in range(variant.workers)]
-    if variant.strategy == "parameter_server":
-        return ([Task("chief", 0, True)] + [Task("worker", i, False) for i in range(variant.workers)]
-                + [Task("ps", i, False) for i in range(variant.ps)])
-    raise ValueError(f"strategy {variant.strategy!r} is not a cluster strategy")
+    """Every task of its strategy's roles (bench.scenario.strategy_kinds): MultiWorkerMirrored's N
+    training workers (worker 0 is the chief); ParameterServer's chief (the coordinator that
+    trains), N worker servers and K ps servers."""
+    if not variant.is_cluster:
+        raise ValueError(f"strategy {variant.strategy!r} is not a cluster strategy")
+    return [Task(*task) for task in variant.kind.tasks(variant)]
 
 
 def is_chief(task_type: str | None, index: int, jobs: Collection[str]) -> bool:

@@ -15,17 +15,21 @@ import time
 from pathlib import Path
 from typing import Any
 
-from bench import entrypoints, protocol, results
-from bench.launch import recovery
+from bench import entrypoints, protocol
+from bench.child_env import ChildEnv
 from bench.launch.cluster_plan import Task, chief_of, cluster_spec, plan_tasks
+from bench.launch.fault_injector import FaultInjector
 from bench.launch.forkserver import ForkServer
 from bench.launch.gate_relay import GateRelay
-from bench.launch.local import checkpoint_dir, trace_dir, worker_command, worker_env
+from bench.launch.handback import take_record, timed_out
+from bench.launch.local import run_paths_env, worker_command, worker_env
 from bench.launch.netns import free_port
 from bench.launch.process import WorkerProcess, last_error_line
 from bench.perf import overhead
 from bench.placement import detected_inventory, plan_for_task, plan_variant
 from bench.protocol import ProgressFn
+from bench.record.cluster import ClusterTask
+from bench.record.model import VariantRecord
 from bench.scenario.schema import Variant
 
 PORT_CONFLICT_MARKERS = ("Address already in use", "Could not start gRPC server")
@@ -97,7 +101,7 @@ class Cluster:
 
     def __init__(self, variant: Variant, variants_path: Path, logs: Path,
                  relay: GateRelay, attempt: int = 1,
-                 injector: recovery.FaultInjector | None = None,
+                 injector: FaultInjector | None = None,
                  forkserver: ForkServer | None = None) -> None:
         self.forkserver = forkserver  # tasks forked from it (their own groups) or new interpreters
         self.variant = variant
@@ -109,7 +113,7 @@ class Cluster:
         self.spec = cluster_spec(self.tasks, self.addresses)
         plans = plan_variant(variant, detected_inventory(), self.addresses)
         self.procs: dict[Task, WorkerProcess] = {}
-        self.records: dict[Task, dict[str, Any]] = {}
+        self.records: dict[Task, VariantRecord] = {}
         self.stats: dict[Task, dict[str, float]] = {}
         self.failure_error: dict[str, Any] | None = None  # the failing task's own error, if any
         self.attempt = attempt
@@ -124,9 +128,8 @@ class Cluster:
         run_dir, variant = self.run_dir, self.variant
         cmd = (worker_command(run_dir, variant, self.record_path(task)) if task.trains
                else entrypoints.command(entrypoints.PS_SERVER))
-        env = worker_env({**plan_for_task(self.plans, task).env, "BENCH_RUN_DIR": str(run_dir),
-                          "BENCH_TRACE_DIR": str(trace_dir(run_dir, variant, task.name)),
-                          protocol.CHECKPOINT_DIR_ENV: str(checkpoint_dir(run_dir, variant)),
+        env = worker_env({**plan_for_task(self.plans, task).env,
+                          **run_paths_env(run_dir, variant, task.name),
                           **self.relay.task_env(task), **self._fault_env(task)})
         # a forked task leads its own group and dies with the fork server; a new interpreter
         # stays in the supervisor's group and dies with it
@@ -138,8 +141,8 @@ class Cluster:
     def _fault_env(self, task: Task) -> dict[str, str]:
         if self.variant.fault is None:
             return {}
-        return {protocol.EVENTS_ENV: str(self.events_path(task, self.attempt)),
-                protocol.BACKUP_ENV: str(self.logs / f"{self.variant.id}.backup")}
+        return ChildEnv(fault_events=str(self.events_path(task, self.attempt)),
+                        backup_dir=str(self.logs / f"{self.variant.id}.backup")).to_env()
 
     def _progress_fn(self, task: Task) -> ProgressFn | None:
         injector = self.injector
@@ -208,8 +211,8 @@ class Cluster:
                 return ("faulted", outcome[1]) if injected and outcome[0] == "failed" else outcome
             time.sleep(POLL_S)
         waiting = [t.name for t in self.tasks if t.trains and t not in self.records]
-        return "failed", (f"timed out after {self.variant.measure.timeout_s:g} s "
-                          f"(measure.timeout_s) waiting for {', '.join(waiting)}")
+        return "failed", timed_out(self.variant.measure.timeout_s,
+                                   f" waiting for {', '.join(waiting)}")
 
     def _check(self) -> tuple[str, str | None] | None:
         """The cluster's outcome once there is one, else None."""
@@ -217,11 +220,12 @@ class Cluster:
             if task in self.records:
                 continue
             code = proc.popen.poll()
-            if task.trains and code in (None, 0) and self.record_path(task).exists():
+            if task.trains and code in (None, 0) and (
+                    record := take_record(self.record_path(task))) is not None:
                 # a task that wrote its record is done (written whole, by rename): the cluster
-                # ends once every one has, without waiting for TensorFlow's shutdown barrier
-                self.records[task] = results.read_json(self.record_path(task))
-                self.record_path(task).unlink()  # merged into the variant's record
+                # ends once every one has, without waiting for TensorFlow's shutdown barrier;
+                # its record is merged into the variant's
+                self.records[task] = record
             elif code is None:
                 continue
             elif (skipped := self._chief_skipped()) is not None:
@@ -229,13 +233,14 @@ class Cluster:
             else:
                 return "failed", self._exit_problem(task, code)
         for task, rec in self.records.items():
-            if rec["status"] == "failed":
-                self._raise_on_port_conflict(task, str(rec["reason"]))
-                self.failure_error = {**(rec.get("error") or {}), "task": task.name}
-                return "failed", f"{task.name}: {rec['reason']}"
+            if rec.status == "failed":
+                self._raise_on_port_conflict(task, str(rec.reason))
+                self.failure_error = {**(rec.error.to_json() if rec.error else {}),
+                                      "task": task.name}
+                return "failed", f"{task.name}: {rec.reason}"
         chief_record = self.records.get(self.chief)
-        if chief_record and chief_record["status"] == "skipped":
-            return "skipped", chief_record["reason"]
+        if chief_record and chief_record.status == "skipped":
+            return "skipped", chief_record.reason
         if all(t in self.records for t in self.tasks if t.trains):
             return "ok", None
         return None
@@ -243,28 +248,25 @@ class Cluster:
     def _chief_skipped(self) -> str | None:
         """The chief's skip reason when it has written a skipped record (a known limitation, e.g.
         XLA collectives on CPU, after which a peer may crash in native code), else None."""
-        path = self.record_path(self.chief)
-        record = results.read_json(path) if path.exists() else None
-        if record and record.get("status") == "skipped":
+        record = self.records.get(self.chief) or take_record(self.record_path(self.chief))
+        if record is not None:
             self.records[self.chief] = record
-            return str(record["reason"])
-        return None
+        return str(record.reason) if record is not None and record.status == "skipped" else None
 
-    def task_summaries(self) -> list[dict[str, Any]]:
+    def task_summaries(self) -> list[ClusterTask]:
         out = []
         for task, address in zip(self.tasks, self.addresses, strict=True):
-            rec = self.records.get(task, {})
-            summary: dict[str, Any] = {
-                "task": task.name, "type": task.type, "index": task.index, "address": address,
-                "trains": task.trains, "pid": self.procs[task].popen.pid,
-                "exit_code": self.procs[task].popen.returncode,
-                "log": str(self.log_path(task)), **self.stats.get(task, {}),
-            }
-            if rec.get("status") == "ok":
-                summary.update(status="ok", step_time=rec["step_time"],
-                               throughput=rec["throughput"], peak_rss_mb=rec.get("peak_rss_mb"))
-            elif rec:
-                summary.update(status=rec["status"], reason=rec.get("reason"))
+            rec = self.records.get(task)
+            summary = ClusterTask(
+                task=task.name, type=task.type, index=task.index, address=address,
+                trains=task.trains, pid=self.procs[task].popen.pid,
+                exit_code=self.procs[task].popen.returncode, log=str(self.log_path(task)),
+                **self.stats.get(task, {}))
+            if rec is not None and rec.ok:
+                summary.status, summary.step_time = "ok", rec.step_time
+                summary.throughput, summary.peak_rss_mb = rec.throughput, rec.peak_rss_mb
+            elif rec is not None:
+                summary.status, summary.reason = rec.status, rec.reason
             out.append(summary)
         return out
 

@@ -21,7 +21,7 @@ from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from bench.errors import BenchError
 from bench.launch import env_index, environments
 from bench.placement import host_gpus
-from bench.records import failed
+from bench.record.model import VariantRecord
 from bench.scenario.environment import EnvironmentPoint
 from bench.scenario.schema import Variant
 
@@ -47,10 +47,11 @@ class Prepared:
             lock.close()
         self.holds.clear()
 
-    def failed_records(self) -> list[dict[str, Any]]:
+    def failed_records(self) -> list[VariantRecord]:
         """A failed record for each variant whose environment did not build."""
-        return [failed(v, f"environment {v.environment.label}: {self.failures[v.environment.label]}",
-                       type="EnvironmentBuildFailed")
+        return [VariantRecord.failed(
+                    v, f"environment {v.environment.label}: {self.failures[v.environment.label]}",
+                    type="EnvironmentBuildFailed")
                 for v in self.variants if v.environment and v.environment.label in self.failures]
 
     def runnable(self) -> list[Variant]:

@@ -31,12 +31,12 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from bench.child_env import ChildEnv
 from bench.errors import one_line
 from bench.fingerprint import KEY_PACKAGES, canonical_name, packages_digest
 from bench.launch.env_index import Request
 from bench.results import write_json
 
-CACHE_ENV = "BENCH_ENV_CACHE"
 MANIFEST = "bench-env.json"
 LAST_USED = "last-used"
 CHECKOUT = Path(__file__).resolve().parents[2]  # bench/launch/environments.py -> the checkout
@@ -46,10 +46,11 @@ def cache_root(override: Path | None = None) -> Path:
     """Where environments are cached (see the module's docstring for the order)."""
     if override is not None:
         return override.expanduser()
-    if os.environ.get(CACHE_ENV):
-        return Path(os.environ[CACHE_ENV]).expanduser()
-    if os.environ.get("BENCH_CACHE_DIR"):
-        return Path(os.environ["BENCH_CACHE_DIR"]).expanduser() / "envs"
+    told = ChildEnv.from_env()
+    if told.env_cache:
+        return Path(told.env_cache).expanduser()
+    if told.cache_dir:
+        return Path(told.cache_dir).expanduser() / "envs"
     return Path.home() / ".cache" / "bench" / "envs"
 
 

@@ -19,9 +19,11 @@ from pathlib import Path
 from typing import Any
 
 from bench import fingerprint, results
+from bench.child_env import ChildEnv
 from bench.errors import BenchError
 from bench.launch.cluster_plan import is_chief_config, plan_tasks
 from bench.placement import flavour_env, task_computes
+from bench.record.cluster import Cluster
 from bench.scenario.loading import load_variants
 from bench.scenario.schema import Scenario, Variant
 
@@ -111,31 +113,31 @@ def run_task(scenario_path: Path, variant_id: str, results_dir: Path, resolver: 
                             port_base if port_base is not None else port_base_for_job())
     task_type = config["task"]["type"]
     hide_gpus_unless_computing(variant, task_type)
-    if os.environ.get("BENCH_TRACE_DIR"):  # one trace folder per task, as local clusters have
-        os.environ["BENCH_TRACE_DIR"] = str(Path(os.environ["BENCH_TRACE_DIR"]) /
-                                            f"{task_type}-{config['task']['index']}")
-    if variant.strategy == "parameter_server" and task_type in ("ps", "worker"):
+    if (told := ChildEnv.from_env()).trace_dir:  # one trace folder per task, as local clusters have
+        os.environ.update(told.but(trace_dir=str(
+            Path(told.trace_dir) / f"{task_type}-{config['task']['index']}")).to_env())
+    if not variant.kind.trains(task_type):  # it serves: a ParameterServer worker or ps task
         from bench.launch import ps_server as server
         return server.main()
     from bench.worker import run_variant
 
     record = run_variant(variant, spawn_time=time.time(), progress=lambda done, total: None)
-    record["cluster"] = {"network": "external", "spec": config["cluster"],
-                         "resolver": resolver, "chief": "this task"}
+    record.cluster = Cluster(network="external", spec=config["cluster"], resolver=resolver,
+                             chief="this task")
     if is_chief_config(config) and record_path is not None:
-        results.write_json(record_path, record)
-        print(f"{record['status']}: record written to {record_path}")
+        record.write(record_path)
+        print(f"{record.status}: record written to {record_path}")
     elif is_chief_config(config):
         run_dir = results.create_run_dir(results_dir, scenario_name)
         results.init_run(run_dir, scenario_path, [variant.model_dump(mode="json", by_alias=True)],
                          fingerprint.environment(scenario.digest() if scenario else
                                                  variant.scenario_digest))
         results.append_record(run_dir, record)
-        print(f"{record['status']}: record written to {run_dir / results.RECORDS_FILE}")
+        print(f"{record.status}: record written to {run_dir / results.RECORDS_FILE}")
     else:
-        print(f"{record['status']}: {task_type}:{config['task']['index']} done (the chief writes "
+        print(f"{record.status}: {task_type}:{config['task']['index']} done (the chief writes "
               "the record)")
-    if record["status"] == "failed":
-        print(f"failed: {record['reason']}", file=sys.stderr)
+    if record.status == "failed":
+        print(f"failed: {record.reason}", file=sys.stderr)
         return 1
     return 0

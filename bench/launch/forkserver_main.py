@@ -25,6 +25,7 @@ import select
 import signal
 import socket
 import sys
+import tempfile
 import threading
 import traceback
 from typing import Any
@@ -98,6 +99,7 @@ def _run_child(request: dict[str, Any], fds: list[int], sock: socket.socket) -> 
             os.close(fd)
         os.environ.clear()
         os.environ.update(request["env"])
+        tempfile.tempdir = None  # the requested TMPDIR, not the one the server's imports found
         os.chdir(request["cwd"])
         sys.argv = [request["module"], *request["args"]]
         code = importlib.import_module(request["module"]).main(request["args"])

@@ -19,6 +19,7 @@ import time
 from pathlib import Path
 
 from bench import protocol
+from bench.child_env import ChildEnv
 from bench.launch.cluster_plan import Task
 
 
@@ -46,15 +47,15 @@ class GateRelay:
 
     def task_env(self, task: Task) -> dict[str, str]:
         """The gate a task waits at: its own FIFO for a training task of an interleaved run,
-        none otherwise (an empty BENCH_GATE also hides the runner's gate of the supervisor)."""
+        none otherwise (an empty gate also hides the runner's gate of the supervisor)."""
         if not self.interleaved or not task.trains:
-            return {protocol.GATE_ENV: ""}
+            return ChildEnv(gate="").to_env()
         path = self.fifo(task)
         path.unlink(missing_ok=True)
         os.mkfifo(path, 0o600)
         with self._lock:
             self._tasks[task] = os.open(path, os.O_RDWR)
-        return {protocol.GATE_ENV: str(path)}
+        return ChildEnv(gate=str(path)).to_env()
 
     def on_gate(self, task: Task) -> protocol.ProgressFn:
         """The callback for a task's gate announcements (called from its reader thread)."""

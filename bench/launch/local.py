@@ -6,15 +6,14 @@ TF_CONFIG through a cluster launcher implementing the same `run` signature.
 
 from __future__ import annotations
 
-import json
 import os
 import time
 from pathlib import Path
-from typing import Any
 
 from bench import entrypoints
-from bench.fingerprint import HOST_GPUS_ENV
+from bench.child_env import ChildEnv
 from bench.launch.forkserver import ForkServer, ForkServers
+from bench.launch.handback import no_record, take_record, timed_out
 from bench.launch.process import Outcome, WorkerProcess, last_error_line
 from bench.placement import (
     detected_inventory,
@@ -22,19 +21,22 @@ from bench.placement import (
     needs_fresh_interpreter,
     plan_variant,
 )
-from bench.protocol import CHECKPOINT_DIR_ENV, ProgressFn
-from bench.records import failed
-from bench.results import VARIANTS_FILE, read_json
+from bench.protocol import ProgressFn
+from bench.record.model import VariantRecord
+from bench.results import VARIANTS_FILE
 from bench.scenario.environment import interpreter
 from bench.scenario.schema import Variant
 
 
 def worker_env(extra: dict[str, str] | None = None) -> dict[str, str]:
+    """A child's environment: this process's, with when it was started and the host's GPUs
+    (unless a launcher above already told them), and `extra` over it."""
     env = dict(os.environ)
     env.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     env["PYTHONUNBUFFERED"] = "1"
-    env["BENCH_SPAWN_TIME"] = repr(time.time())
-    env.setdefault(HOST_GPUS_ENV, json.dumps(list(host_gpus())))
+    told = ChildEnv.from_env(env)
+    env.update(ChildEnv(spawn_time=time.time(), host_gpus=(
+        list(host_gpus()) if told.host_gpus is None else None)).to_env())
     env.update(extra or {})
     return env
 
@@ -56,36 +58,45 @@ def data_cache_dir(run_dir: Path) -> Path:
     return run_dir / "cache"
 
 
+def temp_dir(run_dir: Path) -> Path:
+    """Every process of a run writes its temporary files here (TMPDIR): workers end with
+    os._exit, so TensorFlow's autograph files, which it removes at interpreter exit, stay behind;
+    the runner removes this folder at the end of the run."""
+    return run_dir / "tmp"
+
+
 def run_worker_command(variant: Variant, run_dir: Path, cmd: list[str], record_path: Path,
                        budget_s: float, progress: ProgressFn | None,
                        extra_env: dict[str, str] | None = None,
-                       forkserver: ForkServer | None = None) -> dict[str, Any]:
+                       forkserver: ForkServer | None = None) -> VariantRecord:
     """Run one child under a wall-clock budget; return the record it wrote, or a failed one."""
     log_path = run_dir / "logs" / f"{variant.id}.log"
     with WorkerProcess(cmd, worker_env(extra_env), log_path, progress,
                        forkserver=forkserver) as proc:
         outcome = proc.wait(budget_s)
-    record = collect_record(variant, record_path, log_path, outcome, budget_s)
-    record["launch"] = {"start_method": proc.start_method, "fork_problem": proc.fork_problem}
-    return record
+    return launched_record(variant, proc, record_path, outcome, budget_s)
+
+
+def launched_record(variant: Variant, proc: WorkerProcess, record_path: Path, outcome: Outcome,
+                    budget_s: float) -> VariantRecord:
+    """What a finished process leaves: its record (or a failed one), with how it started."""
+    record = collect_record(variant, record_path, proc.log_path, outcome, budget_s)
+    return record.add(launch={"start_method": proc.start_method,
+                              "fork_problem": proc.fork_problem})
 
 
 def collect_record(variant: Variant, record_path: Path, log_path: Path, outcome: Outcome,
-             budget_s: float) -> dict[str, Any]:
+                   budget_s: float) -> VariantRecord:
     """The record the child wrote, or a failed one saying why there is none."""
-    if record_path.exists():
-        record: dict[str, Any] = read_json(record_path)
-        record_path.unlink()
-        record["wall_s"] = outcome.duration_s
-        return record
+    if (record := take_record(record_path)) is not None:
+        return record.add(wall_s=outcome.duration_s)
     if outcome.timed_out:
-        return failed(variant, f"timed out after {budget_s:g} s (measure.timeout_s); "
-                               "worker process group killed",
-                      type="Timeout", message=last_error_line(log_path), log=str(log_path))
+        return no_record(variant, log_path, timed_out(budget_s, "; worker process group killed"),
+                         "Timeout")
     cause = last_error_line(log_path) or "no output"
-    return failed(variant, f"worker exited with code {outcome.returncode} without a record: "
-                           f"{cause}", type="WorkerCrash", message=cause, log=str(log_path),
-                  returncode=outcome.returncode)
+    return no_record(variant, log_path, f"worker exited with code {outcome.returncode} without "
+                     f"a record: {cause}", "WorkerCrash", message=cause,
+                     returncode=outcome.returncode)
 
 
 def worker_command(run_dir: Path, variant: Variant, record_path: Path) -> list[str]:
@@ -107,7 +118,7 @@ class LocalLauncher:
         self.forkservers = forkservers
 
     def run(self, variant: Variant, run_dir: Path, progress: ProgressFn | None = None
-            ) -> dict[str, Any]:
+            ) -> VariantRecord:
         record_path = record_path_of(run_dir, variant)
         return run_worker_command(variant, run_dir, worker_command(run_dir, variant, record_path),
                                   record_path, variant.measure.timeout_s, progress,
@@ -135,9 +146,11 @@ def variant_env(run_dir: Path, variant: Variant) -> dict[str, str]:
     return {**main.env, **run_paths_env(run_dir, variant)}
 
 
-def run_paths_env(run_dir: Path, variant: Variant) -> dict[str, str]:
-    """Where a variant's worker traces, saves checkpoints and finds the run's shared data cache,
-    and the run it belongs to (BENCH_RUN_DIR: how a test finds every process a run left behind)."""
-    return {"BENCH_RUN_DIR": str(run_dir), "BENCH_TRACE_DIR": str(trace_dir(run_dir, variant)),
-            "BENCH_DATA_CACHE": str(data_cache_dir(run_dir)),
-            CHECKPOINT_DIR_ENV: str(checkpoint_dir(run_dir, variant))}
+def run_paths_env(run_dir: Path, variant: Variant, task: str | None = None) -> dict[str, str]:
+    """Where a variant's worker (or one cluster task) traces, saves checkpoints, finds the
+    run's shared data cache and writes temporary files, and the run it belongs to (`run_dir`:
+    how a test finds every process a run left behind)."""
+    return {**ChildEnv(run_dir=str(run_dir), trace_dir=str(trace_dir(run_dir, variant, task)),
+                       data_cache=str(data_cache_dir(run_dir)),
+                       checkpoint_dir=str(checkpoint_dir(run_dir, variant))).to_env(),
+            "TMPDIR": str(temp_dir(run_dir))}

@@ -29,18 +29,20 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from bench.child_env import ChildEnv
 from bench.launch import cluster
 from bench.launch.forkserver import ForkServers
 from bench.launch.local import (
-    collect_record,
     forkserver_for,
+    launched_record,
     record_path_of,
     variant_env,
     worker_command,
     worker_env,
 )
 from bench.launch.process import Outcome, WorkerProcess
-from bench.protocol import FINISH, GATE_ENV, GATE_TIMEOUT_ENV, GO, ProgressFn
+from bench.protocol import FINISH, GO, ProgressFn
+from bench.record.model import VariantRecord
 from bench.scenario.schema import Variant
 
 POLL_S = 0.05
@@ -113,7 +115,7 @@ class LiveVariant:
             self.release()
             self.finish_released_at = time.monotonic()
 
-    def finish(self) -> dict[str, Any]:
+    def finish(self) -> VariantRecord:
         """Release the worker from its last gate (if it is at one) and take its record."""
         self.release_to_finish()
         remaining = max(0.0, self.budget_s - self.active_s)
@@ -127,11 +129,8 @@ class LiveVariant:
         self.close()
         outcome = Outcome(None if self.timed_out else self.proc.popen.returncode, self.timed_out,
                           self.active_s)
-        record = collect_record(self.variant, record_path_of(self.run_dir, self.variant),
-                                self.proc.log_path, outcome, self.budget_s)
-        record["launch"] = {"start_method": self.proc.start_method,
-                            "fork_problem": self.proc.fork_problem}
-        return record
+        return launched_record(self.variant, self.proc,
+                               record_path_of(self.run_dir, self.variant), outcome, self.budget_s)
 
     def close(self) -> None:
         self.proc.close()
@@ -151,7 +150,7 @@ def start(variant: Variant, run_dir: Path, forkservers: ForkServers | None,
     os.mkfifo(fifo, 0o600)
     writer = os.open(fifo, os.O_RDWR)  # held by the parent, so a release never blocks
     announced: queue.Queue[tuple[str, int, float]] = queue.Queue()
-    gate = {GATE_ENV: str(fifo), GATE_TIMEOUT_ENV: repr(gate_timeout_s)}
+    gate = ChildEnv(gate=str(fifo), gate_timeout_s=gate_timeout_s).to_env()
     if variant.is_cluster:
         cmd, env = cluster.supervisor_command(variant, run_dir), gate
         forkservers = None
@@ -194,7 +193,7 @@ def gate_timeout(variants: list[Variant]) -> float:
 
 def play(variants: list[Variant], run_dir: Path, forkservers: ForkServers | None,
          progress_for: Callable[[Variant], ProgressFn | None],
-         rng: random.Random | None = None) -> Iterator[dict[str, Any]]:
+         rng: random.Random | None = None) -> Iterator[VariantRecord]:
     """Run one batch of variants with interleaved windows; yield each record as it is taken (in
     the variants' order; clusters that cannot start here last). A cluster variant takes part as
     one participant. Every process is torn down, also on an error or Ctrl-C."""
@@ -223,10 +222,8 @@ def play(variants: list[Variant], run_dir: Path, forkservers: ForkServers | None
         for k, one in enumerate(live):
             for ahead in live[k:k + width]:  # the next ones finish beside this one
                 ahead.release_to_finish()
-            record = one.finish()
-            record["interleave"] = {"batch": [v.id for v in runnable], "rounds": rounds,
-                                    "positions": one.positions}
-            yield record
+            yield one.finish().add(interleave={"batch": [v.id for v in runnable],
+                                               "rounds": rounds, "positions": one.positions})
         yield from skipped.values()
     finally:
         for one in live:

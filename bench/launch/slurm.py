@@ -18,17 +18,17 @@ import subprocess
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from bench import entrypoints
 from bench.errors import BenchError
 from bench.launch.cluster_plan import plan_tasks
+from bench.launch.handback import no_record, take_record, timed_out
 from bench.launch.local import record_path_of, run_paths_env, worker_command
 from bench.launch.process import last_error_line
 from bench.placement import flavour_env, gpus_per_process
 from bench.protocol import ProgressFn
-from bench.records import failed
-from bench.results import VARIANTS_FILE, read_json
+from bench.record.model import VariantRecord
+from bench.results import VARIANTS_FILE
 from bench.scenario.environment import interpreter
 from bench.scenario.schema import Variant
 
@@ -184,7 +184,7 @@ class SlurmLauncher:
         self.options = options
 
     def run(self, variant: Variant, run_dir: Path, progress: ProgressFn | None = None
-            ) -> dict[str, Any]:
+            ) -> VariantRecord:
         logs = run_dir / "logs"
         record_path = record_path_of(run_dir, variant)
         output = logs / f"{variant.id}.slurm.log"
@@ -207,17 +207,13 @@ class SlurmLauncher:
         launch = {"launcher": "slurm", "job_id": job.job_id, "partition": self.options.partition,
                   "script": str(script), "output": str(output), "queued_s": queued_s,
                   "job_s": time.monotonic() - started}
-        if record_path.exists():
-            record: dict[str, Any] = read_json(record_path)
-            record_path.unlink()
-            record["wall_s"] = running_s
+        if (record := take_record(record_path)) is not None:
+            record.wall_s = running_s
         else:
-            record = failed(variant, self._reason(ending, job, variant, output),
-                            type={"timeout": "Timeout", "queued": "QueueTimeout"}.get(
-                                ending, "SlurmJobFailed"),
-                            message=last_error_line(output), log=str(output))
-        record["launch"] = launch
-        return record
+            record = no_record(variant, output, self._reason(ending, job, variant, output),
+                               {"timeout": "Timeout", "queued": "QueueTimeout"}.get(
+                                   ending, "SlurmJobFailed"))
+        return record.add(launch=launch)
 
     @staticmethod
     def _wait(job: SlurmJob, record_path: Path, budget_s: float) -> tuple[str, float, float]:
@@ -246,8 +242,8 @@ class SlurmLauncher:
     @staticmethod
     def _reason(ending: str, job: SlurmJob, variant: Variant, output: Path) -> str:
         if ending == "timeout":
-            return (f"timed out after {variant.measure.timeout_s:g} s (measure.timeout_s) in "
-                    f"Slurm job {job.job_id}; job cancelled")
+            return timed_out(variant.measure.timeout_s, f" in Slurm job {job.job_id}; job "
+                                                       "cancelled")
         if ending == "queued":
             return f"Slurm job {job.job_id} was still pending after {QUEUE_LIMIT_S:g} s; cancelled"
         cause = last_error_line(output) or "no output"

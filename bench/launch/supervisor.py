@@ -11,24 +11,26 @@ group is a last resort that always works.
 from __future__ import annotations
 
 import argparse
-import os
 import shutil
 import sys
 import time
 from pathlib import Path
-from typing import Any
 
-from bench import protocol, results
+from bench import results
+from bench.child_env import ChildEnv
 from bench.errors import BenchError
-from bench.launch import recovery
+from bench.launch import recovery_timeline
 from bench.launch.cluster_plan import Task, chief_of, plan_tasks
 from bench.launch.cluster_tasks import Cluster, NativeCrash, Restart
+from bench.launch.fault_injector import FaultInjector, await_detection
 from bench.launch.forkserver import ForkServer
 from bench.launch.gate_relay import GateRelay
 from bench.launch.local import worker_env
 from bench.launch.netns import bring_loopback_up
 from bench.placement import needs_fresh_interpreter
-from bench.records import base_record, finish
+from bench.protocol import read_events
+from bench.record.cluster import Cluster as ClusterSection
+from bench.record.model import VariantRecord
 from bench.scenario.schema import Variant
 from bench.training import strategies
 
@@ -44,15 +46,15 @@ def task_forkserver(variant: Variant, logs: Path, run_dir: Path) -> ForkServer |
 
 
 def supervise(variant: Variant, variants_path: Path, logs: Path, network: str,
-              attempts: int = 3) -> dict[str, Any]:
+              attempts: int = 3) -> VariantRecord:
     if variant.fault is not None:
         return supervise_fault(variant, variants_path, logs, network)
     if (known := strategies.known_skip(variant)) is not None:  # no cluster to start for it
-        return finish(base_record(variant), "skipped", reason=known)
+        return VariantRecord.skipped(variant, known)
     deadline = time.monotonic() + variant.measure.timeout_s
     crashes: list[str] = []
     restarts: list[str] = []
-    relay = GateRelay(os.environ.get(protocol.GATE_ENV) or None, logs, variant.id)
+    relay = GateRelay(ChildEnv.from_env().gate or None, logs, variant.id)
     forkserver = task_forkserver(variant, logs, variants_path.parent)
     try:
         for attempt in range(1, attempts + 1):
@@ -66,8 +68,7 @@ def supervise(variant: Variant, variants_path: Path, logs: Path, network: str,
                 if isinstance(restart, NativeCrash):
                     crashes.append(str(restart))
                 if attempt == attempts:
-                    return finish(base_record(variant), "failed",
-                                  reason=restart.final_reason(attempts))
+                    return VariantRecord.failed(variant, restart.final_reason(attempts))
                 continue
             cluster.close()
             break
@@ -76,31 +77,32 @@ def supervise(variant: Variant, variants_path: Path, logs: Path, network: str,
         if forkserver is not None:
             forkserver.close()
     record = _variant_record(variant, cluster, status, reason, network, attempt)
-    record["cluster"].update(native_crashes=crashes, restarts=restarts)
+    assert record.cluster is not None
+    record.cluster.native_crashes, record.cluster.restarts = crashes, restarts
     if crashes:
-        record["notes"] = [*(record.get("notes") or []),
-                           f"cluster restarted after a native crash: {'; '.join(crashes)}"]
+        record.notes = [*(record.notes or []),
+                        f"cluster restarted after a native crash: {'; '.join(crashes)}"]
     return record
 
 
 def _variant_record(variant: Variant, cluster: Cluster, status: str, reason: str | None,
-                    network: str, attempts: int) -> dict[str, Any]:
+                    network: str, attempts: int) -> VariantRecord:
     """The chief's record (or a failed one saying why), with the cluster's own section."""
-    record = dict(cluster.records.get(cluster.chief) or base_record(variant))
-    if status != "ok" or record.get("status") != status:
+    chief = cluster.records.get(cluster.chief)
+    record = chief.model_copy() if chief is not None else VariantRecord.begin(variant)
+    if status != "ok" or record.status != status:
         error = None
         if status == "failed":
             error = cluster.failure_error or {"type": "ClusterFailure", "message": reason}
-        record = finish(record if status == "skipped" else base_record(variant), status,
-                        reason=reason, error=error)
-    record["cluster"] = {"network": network, "spec": cluster.spec, "attempts": attempts,
-                         "chief": cluster.chief.name, "tasks": cluster.task_summaries(),
-                         "native_crashes": [], "restarts": []}
-    return record
+        record = (record if status == "skipped" else VariantRecord.begin(variant)).finish(
+            status, reason=reason, error=error)
+    return record.add(cluster=ClusterSection(
+        network=network, spec=cluster.spec, attempts=attempts, chief=cluster.chief.name,
+        tasks=cluster.task_summaries(), native_crashes=[], restarts=[]))
 
 
 def supervise_fault(variant: Variant, variants_path: Path, logs: Path,
-                    network: str) -> dict[str, Any]:
+                    network: str) -> VariantRecord:
     """A `[fault]` variant: run the cluster, kill the target task at its step, recover as a job
     controller would (bench.launch.recovery), and record the timeline. Never interleaved: the
     recovery is what is measured. A recovery that does not finish within the budget is a
@@ -109,11 +111,11 @@ def supervise_fault(variant: Variant, variants_path: Path, logs: Path,
     deadline = time.monotonic() + variant.measure.timeout_s
     kind, index = variant.fault.kill.task.split(":")
     at_step = variant.fault.kill.step_of(variant.total_steps)
-    target = Task(kind, int(index), variant.strategy == "multi_worker_mirrored")
+    target = Task(kind, int(index), variant.kind.trains(kind))
     relay = GateRelay(None, logs, variant.id)
     chief = chief_of(plan_tasks(variant))
-    injector = recovery.FaultInjector(variant.fault, at_step, target.name,
-                                      target.name if target.trains else chief.name)
+    injector = FaultInjector(variant.fault, at_step, target.name,
+                             target.name if target.trains else chief.name)
     clusters: list[Cluster] = []
     restarted_at = detected_at = None
     try:
@@ -127,13 +129,13 @@ def supervise_fault(variant: Variant, variants_path: Path, logs: Path,
                                         "and the run ended before it was lost")
         elif status == "faulted":
             detected_at = time.time()
-            if variant.strategy == "parameter_server":  # the coordinator goes on
+            if variant.kind.recovers_by == "task":  # the coordinator goes on
                 restarted_at = time.time()
                 clusters[-1].restart(injector.target)
             else:  # the whole cluster again, from the last backup
                 chief = clusters[-1].chief
-                recovery.await_detection(clusters[-1].events_path(chief, 1),
-                                         clusters[-1].procs[chief].popen, deadline)
+                await_detection(clusters[-1].events_path(chief, 1),
+                                clusters[-1].procs[chief].popen, deadline)
                 clusters[-1].close()
                 relay.reset()
                 restarted_at = time.time()
@@ -145,18 +147,18 @@ def supervise_fault(variant: Variant, variants_path: Path, logs: Path,
         for cluster in clusters:
             cluster.close()
         relay.close()
-    events = {c.attempt: {t.name: recovery.read_events(c.events_path(t, c.attempt))
+    events = {c.attempt: {t.name: read_events(c.events_path(t, c.attempt))
                           for t in c.tasks} for c in clusters}
-    recovered = recovery.timeline(
+    recovered = recovery_timeline.timeline(
         fault=variant.fault, at_step=at_step, injector=injector,
         warmup=variant.measure.warmup_steps, chief=clusters[-1].chief.name, events=events,
         restarted_at=restarted_at, detected_by_supervisor=detected_at,
         strategy=variant.strategy)
-    if status == "ok" and (incomplete := recovery.complete(recovered, variant.strategy)):
+    if status == "ok" and (incomplete := recovery_timeline.complete(recovered, variant.strategy)):
         status, reason = "failed", incomplete
     record = _variant_record(variant, clusters[-1], status, reason, network, len(clusters))
-    record["recovery"] = recovered
-    record["notes"] = [*(record.get("notes") or []), *recovered["notes"]]
+    record.recovery = recovered
+    record.notes = [*(record.notes or []), *recovered["notes"]]
     for backup in logs.glob(f"{variant.id}.backup*"):  # the chief's and the workers' temporary
         shutil.rmtree(backup, ignore_errors=True)
     return record
@@ -176,8 +178,7 @@ def main(argv: list[str] | None = None) -> int:
     except BenchError as exc:
         print(exc, file=sys.stderr)
         return 2
-    record = supervise(variant, args.variants, args.record.parent, args.network)
-    results.write_json(args.record, record)
+    supervise(variant, args.variants, args.record.parent, args.network).write(args.record)
     return 0
 
 

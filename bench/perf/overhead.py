@@ -15,6 +15,10 @@ import statistics
 from pathlib import Path
 from typing import Any
 
+from bench.record.measured import Measurement, ParentTiming, Timing
+from bench.record.model import VariantRecord
+from bench.record.profiled import Trace
+
 # In the order they happen; "other" is whatever the named phases do not cover.
 PHASES = ("start", "import", "build", "first_step", "warmup", "timed", "observed", "settling",
           "traced", "profiler", "loop_other", "after_loop", "teardown", "analysis", "other")
@@ -62,17 +66,16 @@ def _window_s(samples: list[float], per_sample: int) -> float:
     return sum(samples) * per_sample
 
 
-def variant_phases(record: dict[str, Any]) -> dict[str, float]:
+def variant_phases(record: VariantRecord) -> dict[str, float]:
     """Seconds per phase of one variant, from its record; phases it never reached are 0."""
-    timing = record.get("timing") or {}
-    worker = timing.get("phases") or {}
-    parent = timing.get("parent") or {}
-    k = timing.get("steps_per_sample") or 1
-    samples = record.get("samples") or {}
-    trace = record.get("trace") or {}
-    measurement = record.get("measurement") or {}
-    waits = measurement.get("gate_wait_by_segment") or {}
-    warmup = samples.get("warmup") or []
+    timing = record.timing or Timing()
+    worker = timing.phases or {}
+    parent = timing.parent or ParentTiming()
+    k = timing.steps_per_sample or 1
+    trace = record.trace or Trace()
+    measurement = record.measurement or Measurement()
+    waits = measurement.gate_wait_by_segment or {}
+    warmup = record.warmup_steps
     phases = dict.fromkeys(PHASES, 0.0)
     phases.update({
         "start": worker.get("start", 0.0),
@@ -80,29 +83,25 @@ def variant_phases(record: dict[str, Any]) -> dict[str, float]:
         "build": worker.get("build", 0.0),
         "first_step": warmup[0] * k if warmup else 0.0,
         "warmup": _window_s(warmup[1:], k),
-        # the unobserved windows (the headline's); records from before the observed windows
-        # had only per-step windows
-        "timed": (sum(measurement.get("window_s") or []) if "observed_window_s" in measurement
-                  else sum(_window_s(w, k) for w in samples.get("timed") or [])),
-        "observed": sum(measurement.get("observed_window_s") or []),
-        "settling": measurement.get("settling_s", 0.0),
-        "traced": (_window_s(samples.get("traced") or [], k)
-                   + measurement.get("trace_base_s", 0.0)),
-        "profiler": trace.get("start_s", 0.0) + trace.get("stop_s", 0.0),
+        "timed": record.unobserved_window_s,  # the headline's windows
+        "observed": record.observed_window_s,
+        "settling": measurement.settling_s or 0.0,
+        "traced": _window_s(record.traced_steps, k) + (measurement.trace_base_s or 0.0),
+        "profiler": (trace.start_s or 0.0) + (trace.stop_s or 0.0),
         "after_loop": sum(worker.get(p, 0.0) for p in ("final_loss", "checkpoint", "utilization",
                                                        "checks")),
-        "analysis": parent.get("analysis_s", 0.0),
+        "analysis": parent.analysis_s or 0.0,
     })
     in_loop = sum(phases[p] for p in ("first_step", "warmup", "timed", "observed", "settling",
                                       "traced", "profiler"))
     # the loop's own idle time at its gates (before each window and the trace) is no cost
     idle = sum(waits.get(segment, 0.0) for segment in ("window", "trace"))
     phases["loop_other"] = max(0.0, worker.get("loop", in_loop) - in_loop - idle)
-    process_s = record.get("wall_s") or 0.0
-    worker_s = timing.get("worker_s")
+    process_s = record.wall_s or 0.0
+    worker_s = timing.worker_s
     if worker_s is not None and process_s:
         phases["teardown"] = max(0.0, process_s - worker_s)
-    total = parent.get("total_s") or process_s
+    total = parent.total_s or process_s
     phases["other"] = max(0.0, total - sum(phases.values()))
     return phases
 
@@ -122,15 +121,15 @@ def duty_cycle_ceiling(totals: dict[str, float], untimed_width: int = 1) -> floa
     return (totals["timed"] + totals["observed"]) / workload if workload > 0 else 0.0
 
 
-def run_breakdown(records: list[dict[str, Any]], wall_s: float,
+def run_breakdown(records: list[VariantRecord], wall_s: float,
                   extra: dict[str, Any] | None = None, untimed_width: int = 1) -> dict[str, Any]:
     """The run's totals: per-phase sums, fixed cost per variant, duty cycle (`untimed_width`:
     how many variants did their untimed work at once)."""
-    per_variant = {r["variant_id"]: variant_phases(r) for r in records}
+    per_variant = {str(r.variant_id): variant_phases(r) for r in records}
     totals = {p: sum(v[p] for v in per_variant.values()) for p in PHASES}
     fixed = [fixed_cost_s(v) for v in per_variant.values()]
-    shares = [r["timing"]["harness_share"] for r in records
-              if "harness_share" in (r.get("timing") or {})]
+    shares = [r.timing.harness_share for r in records
+              if r.timing is not None and r.timing.harness_share is not None]
     windows = totals["timed"] + totals["observed"]
     return {
         "wall_s": wall_s,

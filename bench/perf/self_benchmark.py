@@ -77,7 +77,7 @@ def scenario_runs(scenario: Path, runs: int, start_method: str, workdir: Path,
         breakdown = results.read_json(run_dir / results.TIMING_FILE)
         records = results.read_records(run_dir)
         breakdown["process_wall_s"] = timed.wall_s
-        breakdown["worker_peak_rss_mb"] = max((r.get("peak_rss_mb") or 0.0 for r in records),
+        breakdown["worker_peak_rss_mb"] = max((r.peak_rss_mb or 0.0 for r in records),
                                               default=0.0)
         breakdown["run_dir"] = str(run_dir)
         out.append(breakdown)

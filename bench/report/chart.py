@@ -19,6 +19,8 @@ import numpy as np
 import plotly.io as pio
 from plotly.io.json import to_json_plotly
 
+from bench.record.model import VariantRecord
+
 Figure = dict[str, Any]
 
 # One colour per strategy on every chart of the site, so a strategy is recognisable across pages.
@@ -134,5 +136,5 @@ def line_shape(xref: str, yref: str, x0: float, x1: float, y0: float, y1: float,
             "line": {"color": colour_, "dash": dash, "width": 1}}
 
 
-def colour(rec: dict[str, Any]) -> str:
-    return STRATEGY_COLOURS.get(rec["variant"].get("strategy"), "#888888")
+def colour(rec: VariantRecord) -> str:
+    return STRATEGY_COLOURS.get(str(rec.strategy), "#888888")

@@ -9,7 +9,8 @@ table and the terminal summary. No TensorFlow here.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+
+from bench.record.model import VariantRecord
 
 COLUMNS = ("variant", "saved with", "every", "saves", "save ms (median)", "save ms (p95)",
            "size", "restore ms", "restored = saved", "throughput on ÷ off", "blocked %")
@@ -32,27 +33,25 @@ class CheckpointRow:
     reason: str = ""
 
 
-def checkpoint_row(rec: dict[str, Any]) -> CheckpointRow | None:
+def checkpoint_row(rec: VariantRecord) -> CheckpointRow | None:
     """The row of one record, or None when the variant saved no checkpoints."""
-    cost = rec.get("checkpoint")
-    if not cost:
+    cost = rec.checkpoint
+    if cost is None or not cost.to_json():
         return None
-    vid = str(rec.get("variant_id"))
-    if cost.get("status") != "ok":
-        return CheckpointRow(vid, str(cost.get("status")),
-                             reason=str(cost.get("reason") or cost.get("error") or ""))
-    restore = cost.get("restore") or {}
+    vid = str(rec.variant_id)
+    if cost.status != "ok":
+        return CheckpointRow(vid, str(cost.status), reason=str(cost.reason or cost.error or ""))
+    restore, save_ms = cost.restore, cost.save_ms
     return CheckpointRow(
-        vid, "ok", api=cost["api"], every=cost["every"], saves=cost["save_count"],
-        save_ms=cost["save_ms"]["median"], save_p95_ms=cost["save_ms"]["p95"],
-        size_bytes=cost.get("size_bytes"), restore_ms=restore.get("ms"),
-        weights_match=restore.get("weights_match"), ratio=cost["throughput_ratio"],
-        blocked_share=cost.get("blocked_share"))
+        vid, "ok", api=cost.api, every=cost.every, saves=cost.save_count,
+        save_ms=save_ms.median if save_ms else None, save_p95_ms=save_ms.p95 if save_ms else None,
+        size_bytes=cost.size_bytes, restore_ms=restore.ms if restore else None,
+        weights_match=restore.weights_match if restore else None, ratio=cost.throughput_ratio,
+        blocked_share=cost.blocked_share)
 
 
-def checkpoint_rows(records: list[dict[str, Any]]) -> list[CheckpointRow]:
-    return [row for rec in records if rec.get("status") == "ok"
-            and (row := checkpoint_row(rec)) is not None]
+def checkpoint_rows(records: list[VariantRecord]) -> list[CheckpointRow]:
+    return [row for rec in records if rec.ok and (row := checkpoint_row(rec)) is not None]
 
 
 def format_size(size: float | None) -> str:

@@ -7,9 +7,9 @@ of the traced steps applied to the untraced median step, never the profiler's in
 
 from __future__ import annotations
 
-from bench.records import OBSERVER_FLAG_RATIO
+from bench.record.model import OBSERVER_FLAG_RATIO
 from bench.report.chart import Chart, categories_axis, colour, layout, line_shape
-from bench.report.records import (
+from bench.report.derived import (
     STRAGGLER_RATIO,
     TRACE_INFLATION_LIMIT,
     measurement_costs,
@@ -34,18 +34,18 @@ def top_ops_chart(run: RunView) -> Chart:
                   "untraced median step. Ops on "
                   "parallel host threads overlap, so a column can add up to more than 100%. "
                   "The tables under the figures list each variant's top 10.")
-    shares = {r["variant_id"]: op_shares(r) for r in run.ok}
-    traced = [r for r in run.ok if shares[r["variant_id"]]]
+    shares = {str(r.variant_id): op_shares(r) for r in run.ok}
+    traced = [r for r in run.ok if shares[str(r.variant_id)]]
     if not traced:
         chart.note = ("No variant has an analysed trace (measure.trace_steps = 0, --quick, or the "
                       "analysis failed), so there are no ops to show.")
         return chart
     largest: dict[str, float] = {}
     for rec in traced:
-        for op in shares[rec["variant_id"]][:TOP_OPS_PER_VARIANT]:
+        for op in shares[str(rec.variant_id)][:TOP_OPS_PER_VARIANT]:
             largest[op["name"]] = max(largest.get(op["name"], 0.0), op["share"])
     names = sorted(largest, key=largest.__getitem__, reverse=True)
-    ids = [r["variant_id"] for r in traced]
+    ids = [str(r.variant_id) for r in traced]
     by_op = {vid: {op["name"]: op for op in shares[vid]} for vid in ids}
     z = [[100 * by_op[vid][n]["share"] if n in by_op[vid] else None for vid in ids] for n in names]
     chart.figure = {"data": [{
@@ -57,8 +57,8 @@ def top_ops_chart(run: RunView) -> Chart:
         "layout": layout(max(320, 140 + 26 * len(names)), xaxis={"type": "category",
                                                                  "tickangle": -30},
                          yaxis=categories_axis(), margin={"l": 10, "r": 10, "t": 20, "b": 160})}
-    inflated = [r["variant_id"] for r in traced
-                if (r.get("trace") or {}).get("overhead_ratio", 0) > TRACE_INFLATION_LIMIT]
+    inflated = [str(r.variant_id) for r in traced
+                if (r.profiler_ratio or 0) > TRACE_INFLATION_LIMIT]
     if inflated:
         chart.note = (f"Tracing slowed the traced steps over {TRACE_INFLATION_LIMIT}× for "
                       + ", ".join(inflated) + ": their shares are telling, their ms less so.")
@@ -78,7 +78,7 @@ def workers_chart(run: RunView) -> Chart:
     labels, medians, low, high, colours, text = [], [], [], [], [], []
     for rec in recs:
         for row in worker_rows(rec):
-            labels.append(f"{rec['variant_id']} · {row['task']}")
+            labels.append(f"{rec.variant_id} · {row['task']}")
             medians.append(row["median_ms"])
             low.append(row["median_ms"] - row["p5_ms"])
             high.append(row["p95_ms"] - row["median_ms"])
@@ -107,7 +107,7 @@ def measurement_cost_chart(run: RunView) -> Chart:
                   "Profiler: traced ÷ untraced median step; over "
                   f"{TRACE_INFLATION_LIMIT:g}× the trace's own milliseconds overstate the step, "
                   "which is why the breakdown and top ops are shown as shares.")
-    costs = {r["variant_id"]: measurement_costs(r) for r in run.ok}
+    costs = {str(r.variant_id): measurement_costs(r) for r in run.ok}
     ids = [vid for vid, c in costs.items() if c["observer"] or c["profiler"]]
     if not ids:
         chart.note = "No variant recorded an observer or profiler ratio."

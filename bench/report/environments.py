@@ -13,12 +13,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from bench.axes import axis_value
 from bench.compare.noise import paired_difference, within_noise
-from bench.records import counts_as_variant
-from bench.report.records import axis_pairs
+from bench.record.model import VariantRecord
+from bench.report.derived import axis_pairs
 
-Record = dict[str, Any]
+Record = VariantRecord
 # How a change names a package; the TensorFlow distributions all read "TF".
 NAMES = {"tensorflow": "TF", "tensorflow-cpu": "TF", "tf-nightly": "TF", "tf-nightly-cpu": "TF",
          "keras": "Keras", "tf-keras": "tf-keras", "numpy": "NumPy", "protobuf": "protobuf",
@@ -28,22 +27,21 @@ NAMES = {"tensorflow": "TF", "tensorflow-cpu": "TF", "tf-nightly": "TF", "tf-nig
 def reference_environment(records: Sequence[Record]) -> str | None:
     """The label the others are compared with, when records name two environments or more (a
     run of variants without an environment beside an upgrade candidate: None is the reference)."""
-    labels = list(dict.fromkeys(axis_value(r.get("variant") or {}, "environment")
-                                for r in records))
+    labels = list(dict.fromkeys(r.variant.axis("environment") for r in records))
     return labels[0] if len(labels) > 1 else None
 
 
 def environment_pairs(records: Sequence[Record]) -> list[tuple[Record, Record]]:
     """(reference environment's record, other environment's record) pairs of ok records that
     differ in nothing but their environment (the run's controls left out)."""
-    variants = [r for r in records if counts_as_variant(r)]
-    if len({axis_value(r.get("variant") or {}, "environment") for r in variants}) < 2:
+    variants = [r for r in records if r.counts_as_variant]
+    if len({r.variant.axis("environment") for r in variants}) < 2:
         return []
     return axis_pairs(variants, "environment", reference_environment(variants))
 
 
 def _versions(record: Record) -> dict[str, str]:
-    packages = (record.get("environment") or {}).get("packages") or {}
+    packages = (record.environment.packages if record.environment else None) or {}
     return {NAMES.get(name, name): version for name, version in packages.items()}
 
 
@@ -52,7 +50,7 @@ def changed(ref: Record, other: Record) -> str:
     named package that moved (the Keras the variant does not use is left out); the labels
     when the records do not say."""
     before, after = _versions(ref), _versions(other)
-    unused = "Keras" if axis_value(ref.get("variant") or {}, "keras") == "tf_keras" else "tf-keras"
+    unused = "Keras" if ref.variant.axis("keras") == "tf_keras" else "tf-keras"
     moved = [f"{name} {before.get(name, '-')} -> {after.get(name, '-')}"
              for name in dict.fromkeys([*before, *after])
              if name != unused and before.get(name) != after.get(name)]
@@ -60,7 +58,7 @@ def changed(ref: Record, other: Record) -> str:
         return ", ".join(moved)
 
     def label(record: Record) -> str:
-        return str(axis_value(record.get("variant") or {}, "environment") or "this interpreter")
+        return str(record.variant.axis("environment") or "this interpreter")
     return f"{label(ref)} -> {label(other)}"
 
 
@@ -90,5 +88,5 @@ def summary_line(records: Sequence[Record], floor: dict[str, Any] | None) -> str
     if not pairs:
         return None
     return ("Environments (examples/s of the same variant; ± the 95% interval over the rounds "
-            "both ran): " + "; ".join(f"{ref['variant_id']}: {describe(ref, other, floor)}"
+            "both ran): " + "; ".join(f"{ref.variant_id}: {describe(ref, other, floor)}"
                                        for ref, other in pairs) + ".")

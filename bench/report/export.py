@@ -3,8 +3,9 @@
 Users who live in pytest-benchmark can then `pytest-benchmark compare` bench runs with their own
 saved runs. Each ok variant becomes one benchmark whose rounds are its timed steps (seconds per
 step), so min/median/IQR/ops mean what pytest-benchmark users expect; the statistics come from
-pytest-benchmark's own `Stats`, so the file is exactly what its tools read. examples/s and the
-variant's axes go to `extra_info` and `params`.
+pytest-benchmark's own `Stats`, so the file is exactly what its tools read. The variant's
+throughput goes to `extra_info` (`examples_per_sec`: the headline, THE examples/s;
+`typical_step_examples_per_sec`: global batch ÷ the median step), its axes to `params`.
 """
 
 from __future__ import annotations
@@ -14,8 +15,8 @@ from pathlib import Path
 from typing import Any
 
 from bench import results
-from bench.axes import variant_axes
 from bench.errors import BenchError
+from bench.record.model import VariantRecord
 
 
 def _machine_info(env: dict[str, Any]) -> dict[str, Any]:
@@ -31,35 +32,37 @@ def _commit_info(env: dict[str, Any]) -> dict[str, Any]:
             "project": "bench", "branch": "(unknown)", "time": None, "author_time": None}
 
 
-def benchmark_entry(record: dict[str, Any], run_name: str) -> dict[str, Any] | None:
+def benchmark_entry(record: VariantRecord, run_name: str) -> dict[str, Any] | None:
     """One ok record as a pytest-benchmark benchmark; None when it has no timed samples."""
     from pytest_benchmark.stats import Stats
 
-    samples = [s for window in (record.get("samples") or {}).get("timed") or [] for s in window]
-    if record.get("status") != "ok" or not samples:
+    samples = record.timed_steps
+    if not record.ok or not samples:
         return None
     stats = Stats()
     for sample in samples:
         stats.update(sample)
-    variant = record["variant"]
-    thr = record.get("throughput") or {}
-    timing = record.get("timing") or {}
+    variant, thr, timing = record.variant, record.throughput, record.timing
+    fields = timing.model_fields_set if timing else set()
     return {
-        "group": variant.get("scenario_name"),
-        "name": record["variant_id"],
-        "fullname": f"{variant.get('scenario_name')}::{record['variant_id']}",
-        "params": variant_axes(variant),
-        "param": record["variant_id"],
-        "extra_info": {"examples_per_sec": thr.get("median"),
-                       "examples_per_sec_mean_rate": thr.get("mean_rate"),
-                       "spread_pct": thr.get("spread_pct"),
-                       "global_batch": (record.get("effective") or variant).get("global_batch"),
-                       "steps_per_sample": timing.get("steps_per_sample", 1),
-                       "data_source": record.get("data_source"),
-                       "device_kind": (record.get("devices") or {}).get("kind"),
+        "group": variant.scenario_name,
+        "name": record.variant_id,
+        "fullname": f"{variant.scenario_name}::{record.variant_id}",
+        "params": variant.axes(),
+        "param": record.variant_id,
+        "extra_info": {"examples_per_sec": record.headline,
+                       "typical_step_examples_per_sec": record.typical_step_rate,
+                       "examples_per_sec_mean_rate": thr.mean_rate if thr else None,
+                       "spread_pct": record.spread_pct,
+                       "global_batch": record.global_batch,
+                       "steps_per_sample": (timing.steps_per_sample if "steps_per_sample" in
+                                            fields else 1),
+                       "data_source": record.data_source,
+                       "device_kind": record.device_kind,
                        "run": run_name, "unit": "seconds per training step"},
         "options": {"disable_gc": False, "timer": "perf_counter", "min_rounds": len(samples),
-                    "max_time": 0, "min_time": 0, "warmup": timing.get("warmup_steps", False)},
+                    "max_time": 0, "min_time": 0,
+                    "warmup": timing.warmup_steps if "warmup_steps" in fields else False},
         "stats": {**stats.as_dict(), "data": samples, "iterations": 1},
     }
 

@@ -19,9 +19,10 @@ from typing import Any
 from bench.compare import runlevel
 from bench.compare.detector import Verdict, compare_records
 from bench.compare.figures import RunFigures
+from bench.record.model import VariantRecord
 
 MARKED = ("regression", "improvement")
-Run = list[dict[str, Any]]
+Run = list[VariantRecord]
 
 
 @dataclass(frozen=True)

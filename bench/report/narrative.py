@@ -11,9 +11,11 @@ from typing import Any
 from bench.checks.verdicts import ACCURACY, LOSS_PARITY, CheckKind
 from bench.compare.noise import describe as describe_noise_floor
 from bench.compare.noise import within_noise
-from bench.records import OBSERVER_FLAG_RATIO, counts_as_variant, headline
+from bench.record.model import OBSERVER_FLAG_RATIO, VariantRecord
+from bench.record.profiled import Accuracy, LossParity
 from bench.report import checkpoints, environments
-from bench.report.records import (
+from bench.report.derived import (
+    Pair,
     format_speeds,
     keras_pairs,
     measurement_costs,
@@ -23,14 +25,13 @@ from bench.report.records import (
 )
 from bench.report.runs import RunView
 from bench.scaling import replicas_of
-from bench.scenario.schema import BASELINE_STRATEGIES
 
 INPUT_BOUND_PCT = 20.0  # xprof calls a step "highly input-bound" above 20% input time
 PARTLY_INPUT_BOUND_PCT = 5.0
 
 
-def _thr(rec: dict[str, Any]) -> float:
-    return headline(rec)
+def _thr(rec: VariantRecord) -> float:
+    return rec.headline or 0.0
 
 
 def _versus(ratio: float, run: RunView) -> str:
@@ -40,57 +41,56 @@ def _versus(ratio: float, run: RunView) -> str:
 
 
 def fastest(run: RunView) -> str | None:
-    recs = [r for r in run.ok if (r.get("throughput") or {}).get("median") and counts_as_variant(r)]
+    recs = [r for r in run.ok if r.has_throughput and r.counts_as_variant]
     if not recs:
         return None
     best = max(recs, key=_thr)
-    text = f"Fastest: {best['variant_id']} at {_thr(best):,.0f} examples/s"
-    base = run.baselines.get(best["variant_id"])
-    if base and best["variant"]["strategy"] not in BASELINE_STRATEGIES:
+    text = f"Fastest: {best.variant_id} at {_thr(best):,.0f} examples/s"
+    base = run.baselines.get(str(best.variant_id))
+    if base and not best.variant.on_baseline_strategy:
         text += (f", {_versus(_thr(best) / _thr(base), run)} the single-device baseline "
-                 f"({base['variant_id']})")
+                 f"({base.variant_id})")
     slowest = min(recs, key=_thr)
     if slowest is not best:
-        text += f"; slowest: {slowest['variant_id']} at {_thr(slowest):,.0f}"
+        text += f"; slowest: {slowest.variant_id} at {_thr(slowest):,.0f}"
     return text + "."
 
 
 def best_scaling(run: RunView) -> str | None:
-    scaled = [r for r in run.ok if r.get("scaling_efficiency") is not None and replicas_of(r) > 1]
+    scaled = [r for r in run.ok if r.scaling_efficiency is not None and replicas_of(r) > 1]
     if not scaled:
         return None
-    best = max(scaled, key=lambda r: r["scaling_efficiency"])
-    text = (f"Best scaling: {best['variant_id']}, efficiency {best['scaling_efficiency']:.2f} "
-            f"on {replicas_of(best)} replicas ({best['scaling_kind']} scaling; 1.0 is ideal)")
-    if any((r.get("devices") or {}).get("simulated") for r in scaled):
+    best = max(scaled, key=lambda r: r.scaling_efficiency or 0.0)
+    text = (f"Best scaling: {best.variant_id}, efficiency {best.scaling_efficiency:.2f} "
+            f"on {replicas_of(best)} replicas ({best.scaling_kind} scaling; 1.0 is ideal)")
+    if any(r.devices is not None and r.devices.simulated for r in scaled):
         text += (". Replicas here are logical CPU devices sharing the same cores, so about "
                  "1/replicas is the expected efficiency, not a defect")
     return text + "."
 
 
 def input_bound(run: RunView) -> str | None:
-    shares = [(r, (r.get("trace") or {}).get("analysis", {}).get("input_bound_pct"))
+    shares = [(r, r.trace_analysis.input_bound_pct if r.trace_analysis else None)
               for r in run.ok]
     shares = [(r, float(p)) for r, p in shares if p is not None]
     if not shares:
         return None
-    bound = [f"{r['variant_id']} ({p:.0f}% of the step waiting for input)"
+    bound = [f"{r.variant_id} ({p:.0f}% of the step waiting for input)"
              for r, p in shares if p >= INPUT_BOUND_PCT]
     if bound:
         return "Input-bound: " + "; ".join(bound) + ". Speed up the input pipeline before anything else."
-    partly = [f"{r['variant_id']} ({p:.0f}%)" for r, p in shares if p >= PARTLY_INPUT_BOUND_PCT]
+    partly = [f"{r.variant_id} ({p:.0f}%)" for r, p in shares if p >= PARTLY_INPUT_BOUND_PCT]
     if partly:
         return "Partly input-bound (5–20% of the step on input): " + "; ".join(partly) + "."
     top, pct = max(shares, key=lambda s: s[1])
-    return f"No variant is input-bound (the largest input share is {pct:.1f}%, {top['variant_id']})."
+    return f"No variant is input-bound (the largest input share is {pct:.1f}%, {top.variant_id})."
 
 
-def _pair_ratios(title: str, pairs: list[tuple[dict[str, Any], dict[str, Any]]],
-                 run: RunView) -> str | None:
+def _pair_ratios(title: str, pairs: list[Pair], run: RunView) -> str | None:
     """"title: other-variant ×ratio; ..." for (reference, other) pairs, or None without pairs."""
     if not pairs:
         return None
-    parts = [f"{o['variant_id']} {_versus(_thr(o) / _thr(r), run)}" for r, o in pairs]
+    parts = [f"{o.variant_id} {_versus(_thr(o) / _thr(r), run)}" for r, o in pairs]
     return f"{title}: " + "; ".join(parts) + "."
 
 
@@ -105,45 +105,45 @@ def keras_flavours(run: RunView) -> str | None:
 
 
 def utilization(run: RunView) -> str | None:
-    used = [r for r in run.ok if (r.get("utilization") or {}).get("status") == "ok"]
+    used = [(r, r.utilization) for r in run.ok
+            if r.utilization is not None and r.utilization.status == "ok"]
     if not used:
         return None
-    low = min(used, key=lambda r: r["utilization"]["mfu"])
-    high = max(used, key=lambda r: r["utilization"]["mfu"])
-    peaks = sorted({f"{u['peak']['dtype']} {u['peak_flops_per_s'] / 1e9:,.0f}"
-                    for u in (r["utilization"] for r in used)})
+    low = min(used, key=lambda pair: pair[1].mfu or 0.0)
+    high = max(used, key=lambda pair: pair[1].mfu or 0.0)
+    peaks = sorted({f"{u.peak.dtype if u.peak else None} {(u.peak_flops_per_s or 0) / 1e9:,.0f}"
+                    for _, u in used})
     text = (f"MFU (achieved FLOP/s over the measured matmul peak: {'; '.join(peaks)} GFLOP/s): "
-            f"{high['utilization']['mfu']:.1%} at best ({high['variant_id']})")
+            f"{high[1].mfu:.1%} at best ({high[0].variant_id})")
     if low is not high:
-        text += f", {low['utilization']['mfu']:.1%} at worst ({low['variant_id']})"
+        text += f", {low[1].mfu:.1%} at worst ({low[0].variant_id})"
     return text + "."
 
 
-def _check_line(run: RunView, kind: CheckKind, flagged: str,
-                item: Callable[[dict[str, Any]], str],
-                holds: Callable[[list[tuple[str, dict[str, Any]]]], str]) -> str | None:
+def _check_line(run: RunView, kind: CheckKind, flagged: str, item: Callable[[Any], str],
+                holds: Callable[[list[tuple[str, Any]]], str]) -> str | None:
     """One sentence on a check: every failing variant (`flagged` + `item` of each), or, when
     none fails, what `holds` says of all the judged ones."""
-    judged = [(r["variant_id"], c) for r in run.ok if (c := kind.verdict(r)) is not None]
+    judged = [(str(r.variant_id), c) for r in run.ok if (c := kind.verdict(r)) is not None]
     if not judged:
         return None
-    failing = [(vid, c) for vid, c in judged if c["status"] == kind.bad]
+    failing = [(vid, c) for vid, c in judged if c.status == kind.bad]
     if failing:
         return flagged + "; ".join(f"{vid} {item(c)}" for vid, c in failing) + "."
     return holds(judged)
 
 
-def _parity_holds(judged: list[tuple[str, dict[str, Any]]]) -> str:
-    worst = max(c["relative_difference"] for _, c in judged)
-    return (f"Loss parity holds: {len(judged)} variant(s) within {judged[0][1]['tolerance']:.1%} "
-            f"of the baseline's loss after {judged[0][1]['steps']} steps (largest difference "
+def _parity_holds(judged: list[tuple[str, LossParity]]) -> str:
+    worst = max(c.relative_difference or 0.0 for _, c in judged)
+    return (f"Loss parity holds: {len(judged)} variant(s) within {judged[0][1].tolerance:.1%} "
+            f"of the baseline's loss after {judged[0][1].steps} steps (largest difference "
             f"{worst:.2%}).")
 
 
-def _accuracy_holds(judged: list[tuple[str, dict[str, Any]]]) -> str:
-    vid, low = min(judged, key=lambda pair: pair[1]["accuracy"])
-    return (f"Accuracy bound holds: {len(judged)} variant(s) reach at least {low['min']:g} on the "
-            f"{low['eval_split']} split after {low['steps']} steps (lowest {low['accuracy']:.3f}, "
+def _accuracy_holds(judged: list[tuple[str, Accuracy]]) -> str:
+    vid, low = min(judged, key=lambda pair: pair[1].accuracy or 0.0)
+    return (f"Accuracy bound holds: {len(judged)} variant(s) reach at least {low.min:g} on the "
+            f"{low.eval_split} split after {low.steps} steps (lowest {low.accuracy:.3f}, "
             f"{vid}).")
 
 
@@ -151,7 +151,7 @@ def loss_parity(run: RunView) -> str | None:
     return _check_line(
         run, LOSS_PARITY, "Loss parity diverged from the single-device baseline (a different "
         "model is being trained): ",
-        lambda c: f"off by {c['relative_difference']:.1%} (tolerance {c['tolerance']:.1%})",
+        lambda c: f"off by {c.relative_difference:.1%} (tolerance {c.tolerance:.1%})",
         _parity_holds)
 
 
@@ -159,18 +159,18 @@ def accuracy(run: RunView) -> str | None:
     return _check_line(
         run, ACCURACY, "Accuracy below the bound (the configuration no longer learns the task as "
         "it should): ",
-        lambda c: (f"reached {c['accuracy']:.3f} < {c['min']:g} on the {c['eval_split']} split "
-                   f"after {c['steps']} steps"),
+        lambda c: (f"reached {c.accuracy:.3f} < {c.min:g} on the {c.eval_split} split "
+                   f"after {c.steps} steps"),
         _accuracy_holds)
 
 
 def failures(run: RunView) -> list[str]:
     lines = []
     for status in ("failed", "skipped"):
-        recs = [r for r in run.records if r.get("status") == status]
+        recs = [r for r in run.records if r.status == status]
         if recs:
             lines.append(f"{len(recs)} {status}: " + "; ".join(
-                f"{r['variant_id']} — {r.get('reason') or 'no reason recorded'}" for r in recs))
+                f"{r.variant_id} — {r.reason or 'no reason recorded'}" for r in recs))
     if run.not_run:
         lines.append(f"{len(run.not_run)} not run (the run was interrupted or is unfinished): "
                      + ", ".join(run.not_run))
@@ -178,22 +178,22 @@ def failures(run: RunView) -> list[str]:
 
 
 def unsettled(run: RunView) -> str | None:
-    recs = [r for r in run.ok if r.get("steady_state_start")]
+    recs = [r for r in run.ok if r.steady_state_start]
     if not recs:
         return None
     return ("Still warming up inside the timed window (consider more warmup steps): " + "; ".join(
-        f"{r['variant_id']} (first {r['steady_state_start']} steps)" for r in recs) + ".")
+        f"{r.variant_id} (first {r.steady_state_start} steps)" for r in recs) + ".")
 
 
 def stragglers(run: RunView) -> str | None:
     """Per multi-worker variant: its slowest worker against its fastest."""
-    notes = [f"{r['variant_id']}: {straggler_note(rows)}" for r in run.ok if (rows := worker_rows(r))]
+    notes = [f"{r.variant_id}: {straggler_note(rows)}" for r in run.ok if (rows := worker_rows(r))]
     return ("Workers: " + "; ".join(notes) + ".") if notes else None
 
 
 def measurement_cost(run: RunView) -> str | None:
     """The variants whose observation or tracing cost more than its limit."""
-    costs = [(r["variant_id"], measurement_costs(r)) for r in run.ok]
+    costs = [(r.variant_id, measurement_costs(r)) for r in run.ok]
     observed = [f"{vid} ×{c['observer']:.2f}" for vid, c in costs if c["observer_flagged"]]
     traced = [f"{vid} ×{c['profiler']:.2f}" for vid, c in costs if c["profiler_flagged"]]
     parts = []
@@ -209,7 +209,7 @@ def measurement_cost(run: RunView) -> str | None:
 
 def two_speeds(run: RunView) -> str | None:
     """The variants whose fresh input iterators ran at two speeds, with each one's share."""
-    notes = [f"{r['variant_id']} {speeds}" for r in run.ok if (speeds := format_speeds(r))]
+    notes = [f"{r.variant_id} {speeds}" for r in run.ok if (speeds := format_speeds(r))]
     return ("Two speeds (fresh input iterators, as a user's epochs, ran in two modes; the "
             "headline is over all of them): " + "; ".join(notes) + ".") if notes else None
 

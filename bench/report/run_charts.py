@@ -8,19 +8,18 @@ from typing import Any
 
 import numpy as np
 
+from bench.record.model import VariantRecord
 from bench.report.chart import Chart, categories_axis, colour, layout, line_shape
-from bench.report.detail_charts import measurement_cost_chart, top_ops_chart, workers_chart
-from bench.report.records import (
+from bench.report.derived import (
     iqr_whiskers,
     ok_with_throughput,
     precision_pairs,
     step_breakdown,
-    timed_samples,
 )
+from bench.report.detail_charts import measurement_cost_chart, top_ops_chart, workers_chart
 from bench.report.recovery_charts import recovery_charts
 from bench.report.runs import RunView
 from bench.scaling import group_key, replicas_of
-from bench.scenario.schema import BASELINE_STRATEGIES
 
 BREAKDOWN_COLOURS = {"input": "#e45756", "compute": "#4c78a8", "collective": "#f58518",
                      "other": "#bab0ac"}
@@ -33,26 +32,27 @@ def _height(n: int) -> int:
 
 def throughput_chart(run: RunView) -> Chart:
     chart = Chart("throughput", "Throughput by variant",
-                  "Bars: median examples/s (global batch ÷ median step time). Whiskers: "
-                  "interquartile range over the timed steps. Dots: each repeat's rate. Outlined "
-                  "bars are the single-device baselines; hover for the ratio to the baseline.")
+                  "Bars: typical-step examples/s (global batch ÷ median step time). Whiskers: "
+                  "interquartile range over the timed steps. Dots: each window's examples/s. "
+                  "Outlined bars are the single-device baselines; hover for the ratio to the "
+                  "baseline.")
     recs = ok_with_throughput(run)
     if not recs:
         chart.note = "No variant finished ok, so there is no throughput to show."
         return chart
-    labels = [r["variant_id"] for r in recs]
-    medians = [r["throughput"]["median"] for r in recs]
+    labels = [r.variant_id for r in recs]
+    medians = [r.typical_step_rate or 0.0 for r in recs]
     whiskers = [iqr_whiskers(r) for r in recs]
-    is_base = [r["variant"].get("strategy") in BASELINE_STRATEGIES for r in recs]
+    is_base = [r.variant.on_baseline_strategy for r in recs]
     hover = []
     for rec, median, base_flag in zip(recs, medians, is_base, strict=True):
-        base = run.baselines.get(rec["variant_id"])
+        base = run.baselines.get(str(rec.variant_id))
         ratio = ("baseline" if base_flag else
-                 f"×{median / base['throughput']['median']:.2f} vs {base['variant_id']}" if base
-                 else "no baseline in this run")
-        hover.append(f"{median:,.0f} examples/s<br>spread ±{rec['throughput']['spread_pct']:.1f}%"
-                     f"<br>{ratio}")
-    bars = {"type": "bar", "orientation": "h", "y": labels, "x": medians, "name": "median",
+                 f"×{median / (base.typical_step_rate or float('nan')):.2f} vs {base.variant_id}"
+                 if base else "no baseline in this run")
+        hover.append(f"{median:,.0f} examples/s at the typical step<br>spread "
+                     f"±{rec.spread_pct:.1f}%<br>{ratio}")
+    bars = {"type": "bar", "orientation": "h", "y": labels, "x": medians, "name": "typical step",
             "marker": {"color": [colour(r) for r in recs],
                        "line": {"color": "#111111", "width": [2.5 if b else 0 for b in is_base]}},
             "error_x": {"type": "data", "symmetric": False, "array": [w[1] for w in whiskers],
@@ -62,13 +62,14 @@ def throughput_chart(run: RunView) -> Chart:
             "insidetextanchor": "start", "hovertext": hover, "hoverinfo": "text+y"}
     # The dots sit on a hidden numeric axis laid over the variants' one (variant i at i), so each
     # dot carries a small number instead of its variant's id again.
-    per_repeat = [(x, i) for i, r in enumerate(recs) for x in r["throughput"].get("per_repeat") or []]
+    per_repeat = [(x, i) for i, r in enumerate(recs) for x in r.window_rates]
     dots = {"type": "scatter", "mode": "markers", "name": "repeats", "yaxis": "y2",
             "x": [p[0] for p in per_repeat], "y": [p[1] for p in per_repeat],
             "marker": {"color": "#ffffff", "size": 7, "line": {"color": "#111111", "width": 1}},
-            "hovertemplate": "repeat: %{x:,.0f} examples/s<extra></extra>"}
+            "hovertemplate": "window: %{x:,.0f} examples/s<extra></extra>"}
     chart.figure = {"data": [bars, dots], "layout": layout(
-        _height(len(recs)), showlegend=False, xaxis={"title": {"text": "examples/s"}},
+        _height(len(recs)), showlegend=False,
+        xaxis={"title": {"text": "examples/s (bars: the typical step; dots: each window)"}},
         **overlaid_variant_axes(len(recs)))}
     return chart
 
@@ -81,10 +82,10 @@ def overlaid_variant_axes(n: int) -> dict[str, Any]:
             "yaxis2": {"overlaying": "y", "range": span, "visible": False, "fixedrange": True}}
 
 
-def _curve_name(rec: dict[str, Any]) -> str:
-    v = rec["variant"]
-    extra = [x for x in (v.get("cross_device_ops"), v.get("collective")) if x not in (None, "auto")]
-    return " ".join([v["strategy"], *extra, v["api"], v["precision"]])
+def _curve_name(rec: VariantRecord) -> str:
+    v = rec.variant
+    extra = [x for x in (v.cross_device_ops, v.collective) if x not in (None, "auto")]
+    return " ".join([str(v.strategy), *extra, str(v.api), str(v.precision)])
 
 
 def scaling_chart(run: RunView) -> Chart:
@@ -92,16 +93,16 @@ def scaling_chart(run: RunView) -> Chart:
                   "Left: examples/s against replicas in sync, per strategy; the dashed line is "
                   "ideal scaling (n × the 1-replica figure). Right: scaling efficiency = "
                   "examples/s(n) ÷ (n × examples/s(1)); 1.0 is ideal.")
-    groups: dict[tuple[Any, ...], list[dict[str, Any]]] = {}
+    groups: dict[tuple[Any, ...], list[VariantRecord]] = {}
     for rec in ok_with_throughput(run):
-        groups.setdefault(group_key(rec["variant"]), []).append(rec)
+        groups.setdefault(group_key(rec.variant), []).append(rec)
     curves = [sorted(g, key=replicas_of) for g in groups.values()
               if len({replicas_of(r) for r in g}) > 1 and any(replicas_of(r) == 1 for r in g)]
     if not curves:
         chart.note = ("This run has no replica sweep with a 1-replica point (e.g. `replicas = [1, 2]`"
                       " on one strategy), so there is no scaling to show.")
         return chart
-    kinds = sorted({g[0]["variant"]["batch_rule"] for g in curves})
+    kinds = sorted({str(g[0].variant.batch_rule) for g in curves})
     described = {"weak": "weak scaling: per-replica batch fixed, global batch grows",
                  "strong": "strong scaling: global batch fixed, split over replicas"}
     chart.title += " — " + "; ".join(described[k] for k in kinds)
@@ -112,17 +113,17 @@ def scaling_chart(run: RunView) -> Chart:
         line = {"color": colour(group[0]), "dash": ("solid", "dot", "dashdot", "longdash")[n % 4]}
         xs = [replicas_of(r) for r in group]
         most = max(most, *xs)
-        one = next(r["throughput"]["median"] for r in group if replicas_of(r) == 1)
+        one = next(r.headline or 0.0 for r in group if replicas_of(r) == 1)
         common = {"type": "scatter", "legendgroup": name, "x": xs}
         data += [
             {**common, "mode": "lines+markers", "name": name, "line": line,
-             "y": [r["throughput"]["median"] for r in group],
+             "y": [r.headline for r in group],
              "hovertemplate": "%{x} replicas: %{y:,.0f} examples/s<extra>" + name + "</extra>"},
             {**common, "mode": "lines", "name": f"{name} (ideal)", "showlegend": False,
              "opacity": 0.45, "line": {"color": line["color"], "dash": "dash", "width": 1},
              "y": [one * x for x in xs], "hovertemplate": "ideal: %{y:,.0f} examples/s<extra></extra>"},
             {**common, "mode": "lines+markers", "name": name, "showlegend": False, "line": line,
-             "xaxis": "x2", "yaxis": "y2", "y": [r.get("scaling_efficiency") for r in group],
+             "xaxis": "x2", "yaxis": "y2", "y": [r.scaling_efficiency for r in group],
              "hovertemplate": "%{x} replicas: efficiency %{y:.2f}<extra>" + name + "</extra>"},
         ]
     axis_x = {"title": {"text": "replicas in sync"}, "dtick": 1}
@@ -137,19 +138,16 @@ def scaling_chart(run: RunView) -> Chart:
     return chart
 
 
-def _analysis(rec: dict[str, Any]) -> dict[str, Any]:
-    return (rec.get("trace") or {}).get("analysis") or {}
-
-
-def missing_breakdown_reason(rec: dict[str, Any]) -> str:
-    trace = rec.get("trace") or {}
-    analysis = _analysis(rec)
-    if not trace:
+def missing_breakdown_reason(rec: VariantRecord) -> str:
+    trace, analysis = rec.trace, rec.trace_analysis
+    if trace is None or not trace.to_json():
         return "no trace captured"
-    if trace.get("status") != "captured":
-        return f"trace {trace.get('status')}: {trace.get('reason') or trace.get('error') or ''}"
-    if analysis.get("status") != "ok":
-        return f"analysis {analysis.get('status', 'missing')}: {analysis.get('error') or ''}"
+    if trace.status != "captured":
+        why = trace.reason or trace.error or ""
+        return f"trace {trace.status}: {why}"
+    if analysis is None or analysis.status != "ok":
+        status = analysis.status if analysis and analysis.status is not None else "missing"
+        return f"analysis {status}: {(analysis.error if analysis else None) or ''}"
     return "analysis has no breakdown"
 
 
@@ -161,13 +159,13 @@ def breakdown_chart(run: RunView) -> Chart:
                   "steps it traces, so its own milliseconds would overstate the step. From xprof's "
                   "analysis of the traced window after the timed steps; a † marks a variant whose "
                   "traced steps ran over 1.5× slower than untraced.")
-    splits = {r["variant_id"]: step_breakdown(r) for r in run.ok}
-    with_breakdown = [r for r in run.ok if splits[r["variant_id"]]]
+    splits = {r.variant_id: step_breakdown(r) for r in run.ok}
+    with_breakdown = [r for r in run.ok if splits[r.variant_id]]
     without = [r for r in run.ok if r not in with_breakdown]
     notes = []
     if without:
         notes.append("No breakdown for: " + "; ".join(
-            f"{r['variant_id']} ({missing_breakdown_reason(r).strip().rstrip(':')})" for r in without))
+            f"{r.variant_id} ({missing_breakdown_reason(r).strip().rstrip(':')})" for r in without))
     inflated = [f"{vid} ({split['profiler_ratio']:.1f}×)" for vid, split in splits.items()
                 if split and split["inflated"]]
     if inflated:
@@ -176,11 +174,11 @@ def breakdown_chart(run: RunView) -> Chart:
     chart.note = " ".join(notes) or chart.note
     if not with_breakdown:
         return chart
-    labels = [r["variant_id"] + (" †" if splits[r["variant_id"]]["inflated"] else "")
-              for r in with_breakdown]
+    split_of = {str(r.variant_id): splits[r.variant_id] or {} for r in with_breakdown}
+    labels = [vid + (" †" if split["inflated"] else "") for vid, split in split_of.items()]
     data = [{"type": "bar", "orientation": "h", "name": part, "y": labels,
-             "x": [splits[r["variant_id"]]["scaled_ms"][part] for r in with_breakdown],
-             "customdata": [100 * splits[r["variant_id"]]["shares"][part] for r in with_breakdown],
+             "x": [split["scaled_ms"][part] for split in split_of.values()],
+             "customdata": [100 * split["shares"][part] for split in split_of.values()],
              "marker": {"color": col},
              "hovertemplate": "%{y}<br>" + part + ": %{customdata:.1f}% of the step, "
                               "%{x:.3f} ms<extra></extra>"}
@@ -192,9 +190,9 @@ def breakdown_chart(run: RunView) -> Chart:
     return chart
 
 
-def _sampled(run: RunView, chart: Chart) -> list[dict[str, Any]]:
+def _sampled(run: RunView, chart: Chart) -> list[VariantRecord]:
     """Ok records that kept per-step samples; without any, the chart gets a note instead."""
-    recs = [r for r in run.ok if timed_samples(r)]
+    recs = [r for r in run.ok if r.timed_steps]
     if not recs:
         chart.note = "No per-step samples in this run."
     return recs
@@ -222,8 +220,8 @@ def distribution_chart(run: RunView) -> Chart:
         return chart
     data: list[dict[str, Any]] = []
     for i, rec in enumerate(recs):
-        box = box_of([s * 1e3 for s in timed_samples(rec)])
-        name = rec["variant_id"]
+        box = box_of([s * 1e3 for s in rec.timed_steps])
+        name = str(rec.variant_id)
         data.append({"type": "box", "orientation": "h", "name": name, "y": [name],
                      **{k: [box[k]] for k in ("q1", "median", "q3", "lowerfence", "upperfence")},
                      "marker": {"color": colour(rec), "size": 3}, "line": {"width": 1.2}})
@@ -250,20 +248,20 @@ def timeline_chart(run: RunView) -> Chart:
     data: list[dict[str, Any]] = []
     longest_warmup = 0
     for rec in recs:
-        warmup = (rec.get("samples") or {}).get("warmup") or []
+        warmup = rec.warmup_steps
         longest_warmup = max(longest_warmup, len(warmup))
-        timed = timed_samples(rec)
-        data.append({"type": "scatter", "mode": "lines", "name": rec["variant_id"],
-                     "legendgroup": rec["variant_id"],
+        timed = rec.timed_steps
+        data.append({"type": "scatter", "mode": "lines", "name": rec.variant_id,
+                     "legendgroup": rec.variant_id,
                      "x0": -len(warmup), "dx": 1,  # step numbers: from the first warmup step on
                      "y": [s * 1e3 for s in [*warmup, *timed]],
                      "line": {"color": colour(rec), "width": 1},
                      "hovertemplate": "step %{x}: %{y:.2f} ms<extra>%{fullData.name}</extra>"})
-        settle = rec.get("steady_state_start") or 0
+        settle = rec.steady_state_start or 0
         if 0 < settle < len(timed):
             data.append({"type": "scatter", "mode": "markers", "showlegend": False,
-                         "legendgroup": rec["variant_id"], "x": [settle], "y": [timed[settle] * 1e3],
-                         "name": f"{rec['variant_id']}: steady from here",
+                         "legendgroup": rec.variant_id, "x": [settle], "y": [timed[settle] * 1e3],
+                         "name": f"{rec.variant_id}: steady from here",
                          "marker": {"symbol": "x", "size": 9, "color": colour(rec)},
                          "hovertemplate": "steady state from timed step %{x}<extra></extra>"})
     shapes: list[dict[str, Any]] = []
@@ -276,7 +274,7 @@ def timeline_chart(run: RunView) -> Chart:
                             "x": -longest_warmup - 0.5, "y": 1, "xanchor": "left",
                             "showarrow": False})
     edges, edge = [], 0
-    for window in ((recs[0].get("samples") or {}).get("timed") or [])[:-1]:
+    for window in recs[0].timed_windows[:-1]:
         edge += len(window)
         edges.append(edge - 0.5)
     chart.figure = {"data": data, "layout": layout(
@@ -294,20 +292,19 @@ def precision_chart(run: RunView) -> Chart:
                   "variants that differ only in precision. Above 1: the mixed policy is faster.")
     pairs = precision_pairs(run.records)
     if not pairs:
-        mixed = [r["variant_id"] for r in run.records if r["variant"].get("precision") != "float32"]
+        mixed = [str(r.variant_id) for r in run.records if r.variant.precision != "float32"]
         chart.note = ("No mixed-precision variant ran ok next to its float32 twin" +
                       (f" (mixed variants: {', '.join(mixed)})" if mixed else
                        "; add e.g. `precision = [\"float32\", \"mixed_bfloat16\"]`") + ".")
         return chart
     data = []
-    for policy in sorted({m["variant"]["precision"] for _, m in pairs}):
-        chosen = [(f, m) for f, m in pairs if m["variant"]["precision"] == policy]
+    for policy in sorted({str(m.variant.precision) for _, m in pairs}):
+        chosen = [(f, m) for f, m in pairs if m.variant.precision == policy]
         data.append({
             "type": "bar", "name": policy,
-            "x": [f["variant_id"].replace("-float32", "") for f, _ in chosen],
-            "y": [m["throughput"]["median"] / f["throughput"]["median"] for f, m in chosen],
-            "customdata": [[f["throughput"]["median"], m["throughput"]["median"]]
-                           for f, m in chosen],
+            "x": [str(f.variant_id).replace("-float32", "") for f, _ in chosen],
+            "y": [(m.headline or 0.0) / (f.headline or float("nan")) for f, m in chosen],
+            "customdata": [[f.headline, m.headline] for f, m in chosen],
             "hovertemplate": "%{x}<br>×%{y:.2f}: %{customdata[1]:,.0f} vs %{customdata[0]:,.0f} "
                              "examples/s<extra>" + policy + "</extra>"})
     chart.figure = {"data": data, "layout": layout(

@@ -13,11 +13,10 @@ from pathlib import Path
 from typing import Any
 
 from bench import results
-from bench.axes import axis_value, variant_key
 from bench.compare.noise import noise_floor
-from bench.records import counts_as_variant, scenario_data_sources
+from bench.record.model import VariantRecord, scenario_data_sources
+from bench.record.variant import RecordedVariant
 from bench.scaling import add_scaling_efficiency
-from bench.scenario.schema import BASELINE_STRATEGIES
 
 
 @dataclass
@@ -25,14 +24,14 @@ class RunView:
     """One run directory with its records (scaling efficiency filled in) and its metadata."""
 
     path: Path
-    records: list[dict[str, Any]]
+    records: list[VariantRecord]
     environment: dict[str, Any]
     variants: list[dict[str, Any]]
     scenario_name: str
     description: str
     page: str = ""  # file name of this run's page in the site
     scenario_page: str = ""
-    baselines: dict[str, dict[str, Any]] = field(default_factory=dict)  # variant id → baseline rec
+    baselines: dict[str, VariantRecord] = field(default_factory=dict)  # variant id → baseline
     noise_floor: dict[str, Any] | None = None  # the A/A control twins' difference (compare.noise)
 
     @property
@@ -51,23 +50,23 @@ class RunView:
     @property
     def machine(self) -> str:
         env = self.environment
-        kinds = sorted({str((r.get("devices") or {}).get("kind")) for r in self.ok})
+        kinds = sorted({str(r.device_kind) for r in self.ok})
         parts = [str(env.get("hostname") or "?"), str(env.get("cpu_model") or ""),
                  f"{env.get('cpu_count')} cores" if env.get("cpu_count") else "",
                  "/".join(kinds)]
         return ", ".join(p for p in parts if p)
 
     @property
-    def ok(self) -> list[dict[str, Any]]:
-        return [r for r in self.records if r.get("status") == "ok"]
+    def ok(self) -> list[VariantRecord]:
+        return [r for r in self.records if r.ok]
 
     def count(self, status: str) -> int:
-        return sum(1 for r in self.records if r.get("status") == status)
+        return sum(1 for r in self.records if r.status == status)
 
     @property
     def not_run(self) -> list[str]:
         """Variants planned but without a record (the run was interrupted or is still going)."""
-        done = {r.get("variant_id") for r in self.records}
+        done = {r.variant_id for r in self.records}
         return [v["id"] for v in self.variants if v.get("id") not in done]
 
     @property
@@ -76,8 +75,8 @@ class RunView:
 
     @property
     def fallback_reasons(self) -> list[str]:
-        return sorted({str(r["data_fallback_reason"]) for r in self.records
-                       if r.get("data_fallback_reason")})
+        return sorted({str(r.data_fallback_reason) for r in self.records
+                       if r.data_fallback_reason})
 
 
 def _scenario_meta(run_dir: Path, variants: list[dict[str, Any]]) -> tuple[str, str]:
@@ -99,31 +98,30 @@ _STRATEGY_SHAPE = ("strategy", "replicas", "workers", "ps", "devices_per_worker"
                    "collective", "distribute_dataset", "batch_rule", "global_batch")
 
 
-def baseline_key(variant: dict[str, Any]) -> tuple[Any, ...]:
+def baseline_key(variant: RecordedVariant) -> tuple[Any, ...]:
     """Which baseline a variant is compared with: the single-device run of the same API/precision."""
-    return variant_key(variant, without=_STRATEGY_SHAPE)
+    return variant.key(without=_STRATEGY_SHAPE)
 
 
-def _loose_key(variant: dict[str, Any]) -> tuple[Any, ...]:
+def _loose_key(variant: RecordedVariant) -> tuple[Any, ...]:
     """What a baseline must share at the least: the API, the precision and the Keras flavour."""
-    return tuple(axis_value(variant, axis) for axis in ("api", "precision", "keras"))
+    return tuple(variant.axis(axis) for axis in ("api", "precision", "keras"))
 
 
-def find_baselines(records: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+def find_baselines(records: list[VariantRecord]) -> dict[str, VariantRecord]:
     """variant id → the ok default/one_device record with the same API, precision and per-replica
     batch (falling back to the same API and precision)."""
-    bases = [r for r in records if r.get("status") == "ok" and counts_as_variant(r)
-             and r["variant"].get("strategy") in BASELINE_STRATEGIES]
-    keyed = [(baseline_key(b["variant"]), _loose_key(b["variant"]), b) for b in bases]
-    out: dict[str, dict[str, Any]] = {}
+    bases = [r for r in records if r.ok and r.counts_as_variant and r.variant.on_baseline_strategy]
+    keyed = [(baseline_key(b.variant), _loose_key(b.variant), b) for b in bases]
+    out: dict[str, VariantRecord] = {}
     for rec in records:
-        if rec.get("status") != "ok":
+        if not rec.ok:
             continue
-        key, loose_key = baseline_key(rec["variant"]), _loose_key(rec["variant"])
+        key, loose_key = baseline_key(rec.variant), _loose_key(rec.variant)
         exact = [b for k, _, b in keyed if k == key]
         loose = [b for _, k, b in keyed if k == loose_key]
         if exact or loose:
-            out[rec["variant_id"]] = (exact or loose)[0]
+            out[str(rec.variant_id)] = (exact or loose)[0]
     return out
 
 
@@ -140,7 +138,7 @@ def read_head(run_dir: Path) -> Head:
     return environment, variants, name, description
 
 
-def load_run(run_dir: Path, records: list[dict[str, Any]] | None = None,
+def load_run(run_dir: Path, records: list[VariantRecord] | None = None,
              page: bool = True, head: Head | None = None) -> RunView:
     """The run directory as a view; `records`, when given, are its records read already. With
     `page` false, without what only its page shows (scaling efficiency, baselines, the noise

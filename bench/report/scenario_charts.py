@@ -29,11 +29,11 @@ def trend_chart(runs: Sequence[RunSummary | RunView], steps: Sequence[Step] = ()
     no more at that width. The runs' labels are written once for every trace (`Chart.shared`).
     """
     chart = Chart("trend", "Throughput over runs",
-                  "Median examples/s of each variant in each run of this scenario, oldest on the "
-                  "left; whiskers (or, over many runs, the shaded band): interquartile range over "
-                  "steps. The axis shows start time and commit. ▲ marks a run whose steps got "
-                  "slower than the runs before it and ▼ one that got faster, judged as the "
-                  "nightly gate judges a night.")
+                  "Typical-step examples/s (global batch ÷ median step) of each variant in each "
+                  "run of this scenario, oldest on the left; whiskers (or, over many runs, the "
+                  "shaded band): interquartile range over steps. The axis shows start time and "
+                  "commit. ▲ marks a run whose steps got slower than the runs before it and ▼ "
+                  "one that got faster, judged as the nightly gate judges a night.")
     if len(runs) < 2:
         chart.note = "Only one run of this scenario so far; the trend appears from the second."
         return chart
@@ -50,7 +50,8 @@ def trend_chart(runs: Sequence[RunSummary | RunView], steps: Sequence[Step] = ()
         colour = COLOURS[n % len(COLOURS)]
         line = {"type": "scatter", "name": vid, "legendgroup": vid, "x": x, "y": y,
                 "line": {"color": colour, "width": 1.5 if long else 2},
-                "hovertemplate": "%{y:,.0f} examples/s<extra>%{fullData.name}</extra>"}
+                "hovertemplate": "typical step: %{y:,.0f} examples/s"
+                                 "<extra>%{fullData.name}</extra>"}
         if not long:
             data.append({**line, "mode": "lines+markers", "error_y": {
                 "type": "data", "symmetric": False, "thickness": 1,
@@ -77,7 +78,7 @@ def trend_chart(runs: Sequence[RunSummary | RunView], steps: Sequence[Step] = ()
                                     "line": {"color": "#ffffff", "width": 1}}})
     labels = list(xs.values())
     chart.figure = {"data": data, "layout": layout(
-        440, yaxis={"title": {"text": "examples/s"}, "rangemode": "tozero"},
+        440, yaxis={"title": {"text": "examples/s (the typical step)"}, "rangemode": "tozero"},
         xaxis={"type": "category", "categoryorder": "array", "categoryarray": labels,
                **({"nticks": 12} if long else {})},
         legend={"font": {"size": 10}})}

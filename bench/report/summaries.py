@@ -13,8 +13,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from bench.compare.figures import RunFigures, run_figures
+from bench.report.derived import iqr_whiskers, ok_with_throughput
 from bench.report.history import Step
-from bench.report.records import iqr_whiskers, ok_with_throughput
 from bench.report.runs import RunView
 
 
@@ -30,7 +30,8 @@ class RunSummary:
     counts: dict[str, int]
     not_run: list[str]
     figures: RunFigures
-    points: dict[str, list[float]]  # variant id -> [median examples/s, IQR below, IQR above]
+    # variant id -> [typical-step examples/s, IQR below, IQR above]
+    points: dict[str, list[float]]
     steps: list[Step] = field(default_factory=list)
     steps_key: str = ""  # the history the steps were judged against (bench.report.manifest)
     page: str = ""
@@ -56,7 +57,7 @@ class RunSummary:
 def summarize(run: RunView) -> RunSummary:
     """The run's line, trend points and figures (its steps are judged later, in order)."""
     counts = {status: run.count(status) for status in ("ok", "skipped", "failed")}
-    points = {rec["variant_id"]: [rec["throughput"]["median"], *iqr_whiskers(rec)]
+    points = {str(rec.variant_id): [rec.typical_step_rate or 0.0, *iqr_whiskers(rec)]
               for rec in ok_with_throughput(run)}
     return RunSummary(run.name, str(run.path), run.scenario_name, run.description,
                       run.started_at, run.commit, run.machine, counts, run.not_run,

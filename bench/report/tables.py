@@ -17,9 +17,9 @@ from markupsafe import Markup, escape
 
 from bench.checks.verdicts import ACCURACY, LOSS_PARITY, CheckKind
 from bench.compare.noise import within_noise
-from bench.records import headline
+from bench.record.model import VariantRecord
 from bench.report.checkpoints import checkpoint_rows, format_size
-from bench.report.records import (
+from bench.report.derived import (
     BREAKDOWN_PARTS,
     api_label,
     op_shares,
@@ -29,7 +29,6 @@ from bench.report.records import (
 )
 from bench.report.runs import RunView
 from bench.scaling import replicas_of
-from bench.scenario.schema import BASELINE_STRATEGIES
 
 
 @dataclass(frozen=True)
@@ -80,44 +79,42 @@ COLUMNS = ("variant", "strategy", "replicas", "API", "precision", "global batch"
            "accuracy", "peak RSS MB", "status")
 
 
-def figures_row(run: RunView, rec: dict[str, Any]) -> list[Cell]:
-    v = rec.get("variant") or {}
-    thr = rec.get("throughput") or {}
-    step = rec.get("step_time") or {}
-    timing = rec.get("timing") or {}
-    analysis = (rec.get("trace") or {}).get("analysis") or {}
-    loss = rec.get("loss") or {}
-    use = rec.get("utilization") or {}
-    effective = rec.get("effective") or v
-    base = run.baselines.get(rec.get("variant_id", ""))
-    vs_base = (headline(rec) / headline(base)
-               if base and thr.get("median") and v.get("strategy") not in BASELINE_STRATEGIES
-               else None)
-    observer = rec.get("observer") or {}
+def figures_row(run: RunView, rec: VariantRecord) -> list[Cell]:
+    v = rec.variant
+    step, timing, loss, use = rec.step_time, rec.timing, rec.loss, rec.utilization
+    analysis = rec.trace_analysis
+    base = run.baselines.get(rec.variant_id or "")
+    vs_base = (rec.headline / base.headline
+               if base and rec.headline and base.headline and rec.has_throughput
+               and not v.on_baseline_strategy else None)
     split = step_breakdown(rec)  # shares of the traced step, on the untraced step's scale
-    profiler = (rec.get("trace") or {}).get("overhead_ratio")
-    loss_text = (f"{loss['initial']:.3f} → {loss['final']:.3f}"
-                 if loss.get("initial") is not None and loss.get("final") is not None else "–")
+    initial, final = (loss.initial, loss.final) if loss else (None, None)
+    loss_text = f"{initial:.3f} → {final:.3f}" if initial is not None and final is not None else "–"
+    has_variant = bool(v.as_dict)
     return [
-        _txt(rec.get("variant_id")), _txt(v.get("strategy")),
-        Cell(str(replicas_of(rec)) if v else "–", replicas_of(rec) if v else 0, True),
-        _txt(api_label(v)), _txt(v.get("precision")),
-        _num(effective.get("global_batch"), ","),
-        _num(headline(rec) if thr else None, ",.0f"), _num(thr.get("median"), ",.0f"),
-        _num(thr.get("spread_pct"), ".1f"), _versus_cell(vs_base, run.noise_floor),
-        _num(rec.get("scaling_efficiency"), ".2f"), _num(observer.get("ratio"), ".3f"),
-        _num(profiler, ".2f"),
-        _num(use.get("achieved_flops_per_s"), ".1f", 1e-9), _num(use.get("mfu"), ".1f", 100.0),
-        _num(step.get("median"), ".2f", 1e3), _num(step.get("p5"), ".2f", 1e3),
-        _num(step.get("p95"), ".2f", 1e3),
-        _num(timing.get("startup_s"), ".1f"), _num(timing.get("first_step_s"), ".2f"),
+        _txt(rec.variant_id), _txt(v.strategy),
+        Cell(str(replicas_of(rec)) if has_variant else "–",
+             replicas_of(rec) if has_variant else 0, True),
+        _txt(api_label(v)), _txt(v.precision),
+        _num(rec.global_batch, ","),
+        _num(rec.headline if rec.throughput else None, ",.0f"),
+        _num(rec.typical_step_rate, ",.0f"),
+        _num(rec.spread_pct, ".1f"), _versus_cell(vs_base, run.noise_floor),
+        _num(rec.scaling_efficiency, ".2f"), _num(rec.observer_ratio, ".3f"),
+        _num(rec.profiler_ratio, ".2f"),
+        _num(use.achieved_flops_per_s if use else None, ".1f", 1e-9),
+        _num(use.mfu if use else None, ".1f", 100.0),
+        _num(step.median if step else None, ".2f", 1e3),
+        _num(step.p5 if step else None, ".2f", 1e3),
+        _num(step.p95 if step else None, ".2f", 1e3),
+        _num(timing.startup_s if timing else None, ".1f"),
+        _num(timing.first_step_s if timing else None, ".2f"),
         *(_num((split or {}).get("scaled_ms", {}).get(k), ".2f") for k in BREAKDOWN_PARTS),
-        _num(analysis.get("input_bound_pct"), ".1f"),
-        Cell(loss_text, loss.get("final") if loss.get("final") is not None else float("inf"),
-             True),
+        _num(analysis.input_bound_pct if analysis else None, ".1f"),
+        Cell(loss_text, final if final is not None else float("inf"), True),
         _check_cell(rec, LOSS_PARITY), _check_cell(rec, ACCURACY),
-        _num(rec.get("peak_rss_mb"), ",.0f"),
-        _txt(rec.get("status")),
+        _num(rec.peak_rss_mb, ",.0f"),
+        _txt(rec.status),
     ]
 
 
@@ -128,11 +125,12 @@ def _versus_cell(ratio: float | None, floor: dict[str, Any] | None) -> Cell:
     return Cell(("~" if within_noise(ratio, floor) else "") + format(ratio, ".2f"), ratio, True)
 
 
-def _check_cell(rec: dict[str, Any], kind: CheckKind) -> Cell:
+def _check_cell(rec: VariantRecord, kind: CheckKind) -> Cell:
     check = kind.verdict(rec)
     if check is not None:
-        return Cell(f"{check['status']} ({kind.detail(check)})", kind.value(check), True)
-    return _txt(((rec.get("checks") or {}).get(kind.key) or {}).get("status"))
+        return Cell(f"{check.status} ({kind.detail(check)})", kind.value(check), True)
+    found = kind.check_of(rec)
+    return _txt(found.status if found else None)
 
 
 def relative_link(target: Path, page_dir: Path) -> str:
@@ -151,17 +149,19 @@ class TraceRow:
 def trace_rows(run: RunView, page_dir: Path) -> list[TraceRow]:
     rows = []
     for rec in run.records:
-        trace = rec.get("trace") or {}
-        if trace.get("status") != "captured":
+        trace = rec.trace
+        if trace is None or trace.status != "captured":
             continue
-        vid = rec["variant_id"]
-        analysis = trace.get("analysis") or {}
+        vid = str(rec.variant_id)
+        analysis = trace.analysis
         kept = (run.path / "traces").is_dir()
+        steps = trace.steps if "steps" in trace.model_fields_set else "?"
+        analysed = (analysis.status if analysis is not None
+                    and "status" in analysis.model_fields_set else "not run")
         rows.append(TraceRow(
             variant_id=vid, link=relative_link(run.path / "traces" / vid, page_dir) if kept else "",
             command=f"bench trace {shlex.quote(str(run.path))} {shlex.quote(vid)}",
-            status=f"{trace.get('steps', '?')} steps traced; analysis "
-                   f"{analysis.get('status', 'not run')}"
+            status=f"{steps} steps traced; analysis {analysed}"
                    + ("" if kept else "; the files were dropped by `bench prune`")))
     return rows
 
@@ -178,12 +178,12 @@ class ProblemRow:
 def problem_rows(run: RunView, page_dir: Path) -> list[ProblemRow]:
     rows = []
     for rec in run.records:
-        if rec.get("status") == "ok":
+        if rec.ok:
             continue
-        vid = str(rec.get("variant_id"))
+        vid = str(rec.variant_id)
         log = run.path / "logs" / f"{vid}.log"
-        rows.append(ProblemRow(vid, str(rec.get("status")), str(rec.get("reason") or ""),
-                               str(rec.get("error") or ""),
+        error = rec.error.to_json() if rec.error is not None else None
+        rows.append(ProblemRow(vid, str(rec.status), str(rec.reason or ""), str(error or ""),
                                relative_link(log, page_dir) if log.exists() else None))
     return rows
 
@@ -204,9 +204,9 @@ def device_rows(run: RunView) -> list[tuple[str, str]]:
     """What each variant's worker saw, once per distinct device set."""
     seen: dict[str, list[str]] = {}
     for rec in run.ok:
-        dev = rec.get("devices") or {}
-        key = f"{dev.get('kind')}: {', '.join(dev.get('physical') or [])}"
-        seen.setdefault(key, []).append(rec["variant_id"])
+        dev = rec.devices
+        key = f"{rec.device_kind}: {', '.join((dev.physical if dev else None) or [])}"
+        seen.setdefault(key, []).append(str(rec.variant_id))
     return [(key, f"{len(ids)} variant(s)") for key, ids in seen.items()]
 
 
@@ -230,7 +230,7 @@ def worker_tables(run: RunView) -> list[DetailTable]:
         rows = worker_rows(rec)
         if not rows:
             continue
-        out.append(DetailTable(rec["variant_id"], [
+        out.append(DetailTable(str(rec.variant_id), [
             [_txt(r["task"]), _num(r["median_ms"], ".2f"), _num(r["p5_ms"], ".2f"),
              _num(r["p95_ms"], ".2f"), _num(r["spread_pct"], ".1f"), _num(r["vs_fastest"], ".3f"),
              _num(r["compute_share"], ".0f", 100), _num(r["collective_share"], ".0f", 100)]
@@ -251,7 +251,7 @@ def top_op_tables(run: RunView) -> list[DetailTable]:
         split = step_breakdown(rec)
         note = (f"tracing slowed these steps {split['profiler_ratio']:.1f}×: read the shares"
                 if split and split["inflated"] else "")
-        out.append(DetailTable(rec["variant_id"], [
+        out.append(DetailTable(str(rec.variant_id), [
             [_txt(op["name"]), _txt(op["type"]), _num(op["share"], ".1f", 100),
              _num(op["untraced_ms"], ".3f"), _num(op["occurrences"], "d")] for op in ops], note))
     return out

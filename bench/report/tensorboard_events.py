@@ -22,9 +22,9 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from bench.axes import VARIANT_AXES, axis_value
+from bench.axes import VARIANT_AXES
 from bench.errors import BenchError
-from bench.records import headline
+from bench.record.model import VariantRecord
 from bench.report.runs import RunView, load_run
 from bench.results import is_run_dir
 from bench.trace.serve import TRACES_DIR
@@ -47,28 +47,28 @@ def _pct(value: Any) -> float | None:
 
 
 # tag, display name, description, value from (run, record)
-Metric = tuple[str, str, str, Callable[[RunView, dict[str, Any]], Any]]
+Metric = tuple[str, str, str, Callable[[RunView, VariantRecord], Any]]
 METRICS: tuple[Metric, ...] = (
     ("metrics/examples_per_sec", "examples/s",
      "headline: examples in the timed windows ÷ their wall-clock time",
-     lambda run, r: headline(r) if (r.get("throughput") or {}).get("median") else None),
+     lambda run, r: r.headline if r.has_throughput else None),
     ("metrics/median_step_ms", "median step ms", "median of the timed steps (ms)",
-     lambda run, r: _ms((r.get("step_time") or {}).get("median"))),
+     lambda run, r: _ms(r.median_step_s)),
     ("metrics/spread_pct", "spread %", "robust coefficient of variation of the step time",
-     lambda run, r: (r.get("throughput") or {}).get("spread_pct")),
+     lambda run, r: r.spread_pct),
     ("metrics/scaling_efficiency", "scaling eff.",
      "examples/s(n) ÷ (n × examples/s(1)) against the run's 1-replica variant",
-     lambda run, r: r.get("scaling_efficiency")),
+     lambda run, r: r.scaling_efficiency),
     ("metrics/mfu_pct", "MFU %", "achieved FLOP/s ÷ the measured matmul peak",
-     lambda run, r: _pct((r.get("utilization") or {}).get("mfu"))),
+     lambda run, r: _pct(r.utilization.mfu if r.utilization else None)),
     ("metrics/noise_floor_pct", "noise floor %",
      "how far the run's A/A control twins' examples/s differ (the same for every variant)",
      lambda run, r: (run.noise_floor or {}).get("difference_pct")),
     ("metrics/observer_ratio", "observer ×",
      "time per step: observed timed windows ÷ an unobserved block",
-     lambda run, r: (r.get("observer") or {}).get("ratio")),
+     lambda run, r: r.observer_ratio),
     ("metrics/profiler_ratio", "profiler ×", "traced ÷ untraced median step time",
-     lambda run, r: (r.get("trace") or {}).get("overhead_ratio")),
+     lambda run, r: r.profiler_ratio),
 )
 PHASES = ("warmup", "timed", "traced")
 
@@ -85,24 +85,23 @@ def _modules() -> tuple[Any, Any, Any, Any]:
     return event_pb2, hparams, scalars, RecordWriter
 
 
-def hparams_of(record: dict[str, Any], as_text: frozenset[str] = frozenset()
+def hparams_of(record: VariantRecord, as_text: frozenset[str] = frozenset()
                ) -> dict[str, bool | int | float | str]:
     """The variant's axes (and status, Keras flavour) as hparam values; an axis the variant does
     not have (None) is left out rather than typed as a string. Axes in `as_text` are written as
     text (e.g. `prefetch = [0, "autotune"]`: one hparam has one type across the sessions)."""
-    variant = record.get("variant") or {}
-    values: dict[str, Any] = {axis: axis_value(variant, axis) for axis in VARIANT_AXES}
-    values["status"] = record.get("status")
+    values: dict[str, Any] = record.variant.axes()
+    values["status"] = record.status
     if "keras" in EXTRA_HPARAMS:
-        values["keras"] = variant.get("keras")
-    effective = record.get("effective") or {}
-    for axis in ("replicas", "per_replica_batch", "global_batch"):  # what really ran
-        values[axis] = effective.get(axis, values[axis])
+        values["keras"] = record.variant.axis("keras")
+    # what really ran, where the worker said so
+    values.update(replicas=record.replicas, per_replica_batch=record.per_replica_batch,
+                  global_batch=record.global_batch)
     return {k: v if isinstance(v, bool | int | float) and k not in as_text else str(v)
             for k, v in values.items() if v is not None}
 
 
-def mixed_types(records: list[dict[str, Any]]) -> frozenset[str]:
+def mixed_types(records: list[VariantRecord]) -> frozenset[str]:
     """The hparams whose values are numbers in some records and text in others."""
     kinds: dict[str, set[bool]] = {}
     for record in records:
@@ -111,31 +110,29 @@ def mixed_types(records: list[dict[str, Any]]) -> frozenset[str]:
     return frozenset(name for name, seen in kinds.items() if len(seen) > 1)
 
 
-def metrics_of(run: RunView, record: dict[str, Any]) -> dict[str, float]:
+def metrics_of(run: RunView, record: VariantRecord) -> dict[str, float]:
     out = {}
     for tag, _, _, value in METRICS:
-        got = value(run, record) if record.get("status") == "ok" else None
+        got = value(run, record) if record.ok else None
         if got is not None:
             out[tag] = float(got)
     return out
 
 
-def step_series(record: dict[str, Any]) -> dict[str, list[tuple[int, float]]]:
+def step_series(record: VariantRecord) -> dict[str, list[tuple[int, float]]]:
     """(step, ms) per phase, numbered on one axis in the order the process ran them."""
-    samples = record.get("samples") or {}
-    timed = [s for window in samples.get("timed") or [] for s in window]
     series: dict[str, list[tuple[int, float]]] = {}
     step = 0
-    for phase, values in zip(PHASES, (samples.get("warmup") or [], timed,
-                                      samples.get("traced") or []), strict=True):
+    for phase, values in zip(PHASES, (record.warmup_steps, record.timed_steps,
+                                      record.traced_steps), strict=True):
         series[phase] = [(step + i + 1, float(s) * 1e3) for i, s in enumerate(values)]
         step += len(values)
     return series
 
 
-def _wall_time(record: dict[str, Any]) -> float:
+def _wall_time(record: VariantRecord) -> float:
     try:
-        return datetime.fromisoformat(str(record.get("finished_at"))).timestamp()
+        return datetime.fromisoformat(str(record.finished_at)).timestamp()
     except ValueError:
         return datetime.now().timestamp()
 
@@ -161,7 +158,7 @@ def _replace_events(logdir: Path, events: list[Any], record_writer: Any) -> Path
     return logdir / name
 
 
-def variant_events(run: RunView, record: dict[str, Any],
+def variant_events(run: RunView, record: VariantRecord,
                    as_text: frozenset[str] = frozenset()) -> list[Any]:
     """The events of one variant: its hparams, its metrics, step times per phase, the loss."""
     event_pb2, hparams, scalars, _ = _modules()
@@ -170,7 +167,7 @@ def variant_events(run: RunView, record: dict[str, Any],
     def event(summary: Any, step: int = 0) -> Any:
         return event_pb2.Event(wall_time=wall, step=step, summary=summary)
 
-    events = [event(hparams.hparams_pb(hparams_of(record, as_text), trial_id=record.get("variant_id"),
+    events = [event(hparams.hparams_pb(hparams_of(record, as_text), trial_id=record.variant_id,
                                        start_time_secs=wall))]
     descriptions = {tag: description for tag, _, description, _ in METRICS}
     events += [event(scalars.scalar_pb(tag, value, descriptions[tag]))
@@ -180,9 +177,9 @@ def variant_events(run: RunView, record: dict[str, Any],
         events += [event(scalars.scalar_pb(f"step_time_ms/{phase}", ms,
                                            f"{phase} steps, ms each, in the order they ran"), step)
                    for step, ms in points]
-    loss = record.get("loss") or {}
+    initial, final = (record.loss.initial, record.loss.final) if record.loss else (None, None)
     last = max((points[-1][0] for points in series.values() if points), default=1)
-    for step, value in ((1, loss.get("initial")), (last, loss.get("final"))):
+    for step, value in ((1, initial), (last, final)):
         if value is not None:
             events.append(event(scalars.scalar_pb(
                 "loss", float(value), "the first and the last measured loss (records keep no "
@@ -190,7 +187,7 @@ def variant_events(run: RunView, record: dict[str, Any],
     return events
 
 
-def experiment_events(records: list[dict[str, Any]]) -> list[Any]:
+def experiment_events(records: list[VariantRecord]) -> list[Any]:
     """The experiment summary: which hparams and metrics the dashboard lists, with their names.
 
     Hparams whose value differs between the variants are marked so: TensorBoard lists those
@@ -228,7 +225,7 @@ def write_run_events(run_dir: Path) -> list[Path]:
     written = []
     as_text = mixed_types(run.records)
     for record in run.records:
-        logdir = traces / str(record.get("variant_id"))
+        logdir = traces / str(record.variant_id)
         _replace_events(logdir, variant_events(run, record, as_text), record_writer)
         written.append(logdir)
     if run.records:

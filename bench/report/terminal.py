@@ -8,15 +8,14 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from bench.axes import axis_value
 from bench.checks.verdicts import KINDS
 from bench.compare.noise import describe as describe_noise_floor
 from bench.compare.noise import noise_floor, within_noise
-from bench.records import control_role, headline, scenario_data_sources
+from bench.record.model import VariantRecord, scenario_data_sources
 from bench.report import environments
 from bench.report.checkpoints import COLUMNS as CHECKPOINT_COLUMNS
 from bench.report.checkpoints import checkpoint_rows, format_size
-from bench.report.records import (
+from bench.report.derived import (
     api_label,
     format_speeds,
     keras_pairs,
@@ -32,42 +31,41 @@ CONTROL_LABELS = {"baseline": "control baseline", "twin": "control twin", "yards
 _STATUS_STYLE = {"ok": "green", "skipped": "yellow", "failed": "red"}
 
 
-def format_throughput(record: dict[str, Any]) -> str:
-    """The headline examples/s (wall clock of the timed windows) ± the step time's spread."""
-    thr = record.get("throughput")
-    if not thr:
+def format_throughput(record: VariantRecord) -> str:
+    """THE examples/s (the headline: wall clock of the timed windows) ± the step time's spread."""
+    if not record.throughput or record.headline is None:
         return "-"
-    return f"{headline(record):,.0f} ± {thr['spread_pct']:.1f}%"
+    return f"{record.headline:,.0f} ± {record.spread_pct:.1f}%"
 
 
-def format_typical_step(record: dict[str, Any]) -> str:
-    thr = record.get("throughput")
-    return f"{thr['median']:,.0f}" if thr else "-"
+def format_typical_step(record: VariantRecord) -> str:
+    """The typical-step rate: global batch ÷ the median step."""
+    rate = record.typical_step_rate
+    return f"{rate:,.0f}" if record.throughput and rate is not None else "-"
 
 
-def format_versus_baseline(record: dict[str, Any], base: dict[str, Any] | None,
+def format_versus_baseline(record: VariantRecord, base: VariantRecord | None,
                            floor: dict[str, Any] | None) -> str:
     """Headline ratio to the variant's baseline in this run, "~" where the control twins
     differed as much (within the noise floor)."""
-    if base is None or not record.get("throughput") or base is record or \
-            control_role(record) == "yardstick":  # a fixed workload, not a scenario variant
+    if base is None or not record.throughput or base is record or \
+            record.control_role == "yardstick":  # a fixed workload, not a scenario variant
         return "-"
-    ratio = headline(record) / headline(base)
+    ratio = (record.headline or 0.0) / (base.headline or float("nan"))
     return f"~{ratio:.2f}" if within_noise(ratio, floor) else f"{ratio:.2f}"
 
 
-def format_efficiency(record: dict[str, Any]) -> str:
-    eff = record.get("scaling_efficiency")
-    return f"{eff:.2f} ({record['scaling_kind']})" if eff is not None else "-"
+def format_efficiency(record: VariantRecord) -> str:
+    eff = record.scaling_efficiency
+    return f"{eff:.2f} ({record.scaling_kind})" if eff is not None else "-"
 
 
-def format_breakdown(record: dict[str, Any]) -> str | None:
+def format_breakdown(record: VariantRecord) -> str | None:
     """One line on where the step time goes, as shares of the step scaled to the untraced step,
     or None without a usable analysis."""
-    analysis = (record.get("trace") or {}).get("analysis") or {}
     split = step_breakdown(record)
     if split is None:
-        error = analysis.get("error")
+        error = record.trace_analysis.error if record.trace_analysis else None
         return f"trace analysis failed: {escape(error)}" if error else None
     shares, scaled = split["shares"], split["scaled_ms"]
     text = ("trace: " + " + ".join(f"{part} {shares[part]:.0%}" for part in shares)
@@ -79,7 +77,7 @@ def format_breakdown(record: dict[str, Any]) -> str | None:
     return text
 
 
-def format_checks(record: dict[str, Any]) -> str:
+def format_checks(record: VariantRecord) -> str:
     """Each check's verdict: a failing one in red capitals, a holding one in green."""
     text = ""
     for kind in KINDS:
@@ -87,46 +85,48 @@ def format_checks(record: dict[str, Any]) -> str:
         if check is None:
             continue
         detail = escape(kind.detail(check))
-        if check["status"] == kind.bad:
+        if check.status == kind.bad:
             text += f"  [red]{kind.label}: {kind.bad.upper()} ({detail})[/]"
         else:
             text += f"  [green]{kind.label} {kind.good} ({detail})[/]"
     return text
 
 
-def render_outcome_line(record: dict[str, Any]) -> str:
-    status = record["status"]
+def render_outcome_line(record: VariantRecord) -> str:
+    status = record.status
     style = _STATUS_STYLE.get(status, "white")
-    head = f"[{style}]{status:>7}[/] {escape(record['variant_id'])}"
+    head = f"[{style}]{status:>7}[/] {escape(str(record.variant_id))}"
     if status == "ok":
         line = f"{head}  {format_throughput(record)} examples/s"
-        use = record.get("utilization") or {}
-        if use.get("status") == "ok":
-            line += f", {use['achieved_flops_per_s'] / 1e9:,.1f} GFLOP/s = {use['mfu']:.1%} MFU"
+        use = record.utilization
+        if use is not None and use.status == "ok":
+            line += f", {(use.achieved_flops_per_s or 0) / 1e9:,.1f} GFLOP/s = {use.mfu:.1%} MFU"
         line += format_checks(record)
         if speeds := format_speeds(record):
             line += f"  [yellow](two speeds: {escape(speeds)})[/]"
-        settle = record.get("steady_state_start") or 0
+        settle = record.steady_state_start or 0
         if settle:
             line += f"  [yellow](still warming up for the first {settle} timed steps)[/]"
         breakdown = format_breakdown(record)
         if breakdown:
             line += f"\n          [dim]{breakdown}[/]"
         return line
-    return f"{head}  {escape(str(record.get('reason') or ''))}"
+    return f"{head}  {escape(str(record.reason or ''))}"
 
 
-def _replicas_cell(variant: dict[str, Any], effective: dict[str, Any]) -> str:
-    """Replicas in sync, with the process shape for cluster strategies (e.g. "2 (2w x 2)")."""
-    text = str(effective["replicas"])
-    if variant["strategy"] == "multi_worker_mirrored":
-        text += f" ({variant['workers']}w x {variant['devices_per_worker']})"
-    elif variant["strategy"] == "parameter_server":
-        text += f" ({variant['ps']}ps {variant['workers']}w)"
+def _replicas_cell(record: VariantRecord) -> str:
+    """Replicas in sync, with the process shape for cluster strategies (e.g. "2 (2w x 2)", or
+    "1 (1ps 2w)": each role's count, as its strategy names them)."""
+    variant, kind = record.variant, record.variant.kind
+    text = str(record.replicas)
+    if kind is not None and kind.replicas_per_process == "devices_per_worker":
+        text += f" ({variant.workers}w x {variant.devices_per_worker})"
+    elif kind is not None and kind.cluster:
+        text += f" ({variant.ps}ps {variant.workers}w)"
     return text
 
 
-def render_keras_pairs(console: Console, records: list[dict[str, Any]]) -> None:
+def render_keras_pairs(console: Console, records: list[VariantRecord]) -> None:
     """Keras 3 against tf-keras for each variant that ran with both."""
     pairs = keras_pairs(records)
     if not pairs:
@@ -135,13 +135,13 @@ def render_keras_pairs(console: Console, records: list[dict[str, Any]]) -> None:
     for column in ("variant (Keras 3)", "Keras 3", "tf-keras", "tf-keras / Keras 3"):
         table.add_column(column, justify="left" if column.startswith("variant") else "right")
     for k3, tfk in pairs:
-        ratio = headline(tfk) / headline(k3) if headline(k3) else float("nan")
-        table.add_row(escape(k3["variant_id"]), format_throughput(k3), format_throughput(tfk),
+        ratio = (tfk.headline or 0.0) / k3.headline if k3.headline else float("nan")
+        table.add_row(escape(str(k3.variant_id)), format_throughput(k3), format_throughput(tfk),
                       f"×{ratio:.2f}")
     console.print(table)
 
 
-def render_environment_pairs(console: Console, records: list[dict[str, Any]],
+def render_environment_pairs(console: Console, records: list[VariantRecord],
                              floor: dict[str, Any] | None) -> None:
     """Each variant against itself in the run's first environment (bench.report.environments)."""
     pairs = environments.environment_pairs(records)
@@ -156,12 +156,12 @@ def render_environment_pairs(console: Console, records: list[dict[str, Any]],
         c = environments.change(ref, other, floor)
         ratio = f"{'~' if c['within_noise'] else ''}×{c['ratio']:.2f}" + (
             f" ±{c['plus_minus_pct']:.0f}%" if c["plus_minus_pct"] is not None else "")
-        table.add_row(escape(ref["variant_id"]), escape(c["what"]), format_throughput(ref),
+        table.add_row(escape(str(ref.variant_id)), escape(c["what"]), format_throughput(ref),
                       format_throughput(other), ratio)
     console.print(table)
 
 
-def render_checkpoint_costs(console: Console, records: list[dict[str, Any]]) -> None:
+def render_checkpoint_costs(console: Console, records: list[VariantRecord]) -> None:
     """The checkpoint-cost table (measure.checkpoint), where variants saved checkpoints."""
     rows = checkpoint_rows(records)
     if not rows:
@@ -184,12 +184,12 @@ def render_checkpoint_costs(console: Console, records: list[dict[str, Any]]) -> 
     console.print(table)
 
 
-def render_summary(console: Console, records: list[dict[str, Any]]) -> None:
+def render_summary(console: Console, records: list[VariantRecord]) -> None:
     table = Table(title="Throughput (examples/s: examples ÷ wall clock of the timed windows ± "
                         "robust CV of step time; typical step: global batch ÷ median step)")
-    models = [model_label(rec["variant"]) for rec in records]
+    models = [model_label(rec.variant) for rec in records]
     several_models = len(set(models)) > 1  # a column only where it tells variants apart
-    envs = [str(axis_value(rec["variant"], "environment") or "-") for rec in records]
+    envs = [str(rec.variant.axis("environment") or "-") for rec in records]
     several_envs = len(set(envs)) > 1
     for column, justify in (("strategy", "left"), *((("model", "left"),) if several_models else ()),
                             *((("environment", "left"),) if several_envs else ()),
@@ -202,22 +202,21 @@ def render_summary(console: Console, records: list[dict[str, Any]]) -> None:
     floor = noise_floor(records)
     baselines = find_baselines(records)
     for rec, model, env in zip(records, models, envs, strict=True):
-        v = rec["variant"]
+        v = rec.variant
         api = api_label(v)
-        strategy = v["strategy"] + ("" if v["cross_device_ops"] == "auto"
-                                    else f" [{v['cross_device_ops']}]")
-        if v.get("control"):
-            strategy += f" ({CONTROL_LABELS[control_role(rec)]})"
-        style = _STATUS_STYLE.get(rec["status"], "white")
-        effective = rec.get("effective") or v  # what really ran, when the worker said so
+        strategy = str(v.strategy) + ("" if v.cross_device_ops == "auto"
+                                      else f" [{v.cross_device_ops}]")
+        if rec.control_role:
+            strategy += f" ({CONTROL_LABELS[rec.control_role]})"
+        style = _STATUS_STYLE.get(rec.status, "white")
         table.add_row(escape(strategy), *((escape(model),) if several_models else ()),
                       *((escape(env),) if several_envs else ()),
-                      _replicas_cell(v, effective), api, v["precision"],
-                      str(effective["global_batch"]), format_throughput(rec),
+                      _replicas_cell(rec), api, str(v.precision),
+                      str(rec.global_batch), format_throughput(rec),
                       format_typical_step(rec),
-                      format_versus_baseline(rec, baselines.get(rec["variant_id"]), floor),
+                      format_versus_baseline(rec, baselines.get(str(rec.variant_id)), floor),
                       format_efficiency(rec),
-                      f"[{style}]{rec['status']}[/]")
+                      f"[{style}]{rec.status}[/]")
     console.print(table)
     render_keras_pairs(console, records)
     render_environment_pairs(console, records, floor)
@@ -227,13 +226,13 @@ def render_summary(console: Console, records: list[dict[str, Any]]) -> None:
         console.print("  [dim]vs baseline: headline ratio to the same API and precision on one "
                       "device; ~ marks a ratio within the noise floor[/]")
     for rec in records:
-        if rec["status"] != "ok":
-            console.print(f"  [{_STATUS_STYLE[rec['status']]}]{rec['status']}[/] "
-                          f"{escape(rec['variant_id'])}: {escape(str(rec.get('reason')))}")
+        if not rec.ok:
+            console.print(f"  [{_STATUS_STYLE[rec.status]}]{rec.status}[/] "
+                          f"{escape(str(rec.variant_id))}: {escape(str(rec.reason))}")
     for source in scenario_data_sources(records):
         console.print(f"data: {escape(source)}")
-    for reason in sorted({rec["data_fallback_reason"] for rec in records
-                          if rec.get("data_fallback_reason")}):
+    for reason in sorted({rec.data_fallback_reason for rec in records
+                          if rec.data_fallback_reason}):
         console.print(f"[yellow]data fallback: {escape(reason)}[/]")
 
 

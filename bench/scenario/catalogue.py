@@ -11,6 +11,8 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from bench.scenario.strategy_kinds import KINDS
+
 _IMPORT_PATH = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$")
 # "applications.<Builder>": any keras.applications builder, weights=None, with a new head
 APPLICATIONS_PREFIX = "applications."
@@ -125,13 +127,4 @@ def validate_model_name(name: str) -> None:
 
 
 # What `bench list` says of each strategy a scenario can name (schema.StrategyName).
-STRATEGY_DESCRIPTIONS: dict[str, str] = {
-    "default": "No explicit strategy (tf.distribute default strategy): the baseline",
-    "one_device": "OneDeviceStrategy on the first device",
-    "mirrored": "MirroredStrategy: synchronous data parallelism over local devices",
-    "central_storage": "CentralStorageStrategy: variables on one device, compute mirrored",
-    "multi_worker_mirrored": "MultiWorkerMirroredStrategy: worker processes with TF_CONFIG, "
-                             "collective all-reduce",
-    "parameter_server": "ParameterServerStrategy: ps + worker processes, ClusterCoordinator loop",
-    "tpu": "TPUStrategy: where a TPU is attached or named; skipped with the resolver's reason",
-}
+STRATEGY_DESCRIPTIONS: dict[str, str] = {name: kind.summary for name, kind in KINDS.items()}

@@ -41,11 +41,6 @@ Trainable = Literal["all", "head"] | Annotated[int, Field(ge=1)]
 Collective = Literal["auto", "ring", "nccl"]
 Partitioner = Literal["none", "fixed", "min_size"]
 
-SINGLE_REPLICA_STRATEGIES = ("default", "one_device")
-# What every other strategy is measured and checked against (speed-ups, loss parity).
-BASELINE_STRATEGIES = SINGLE_REPLICA_STRATEGIES
-# Strategies whose variants are clusters of processes described by TF_CONFIG.
-CLUSTER_STRATEGIES = ("multi_worker_mirrored", "parameter_server")
 
 
 class Strict(BaseModel):

@@ -23,6 +23,7 @@ from bench.scenario.schema import (
     TrainConfig,
     Variant,
 )
+from bench.scenario.strategy_kinds import strategy_kind
 
 DEFAULT_LEARNING_RATE = 0.001  # Keras' own for Adam, bench's default optimizer
 
@@ -62,12 +63,13 @@ def _shapes(strat: StrategyConfig) -> list[dict[str, Any]]:
     """The process/device shapes one strategy entry expands to, with the id label of each."""
     base = {"cross_device_ops": "auto", "collective": "auto", "workers": 1,
             "devices_per_worker": 1, "ps": 0}
-    if strat.name == "multi_worker_mirrored":
+    takes = strategy_kind(strat.name).fields
+    if "devices_per_worker" in takes:
         return [{**base, "workers": w, "devices_per_worker": d, "collective": c,
                  "replicas": w * d, "label": f"w{w}x{d}"}
                 for w, d, c in itertools.product(strat.workers, strat.devices_per_worker,
                                                  strat.collective)]
-    if strat.name == "parameter_server":
+    if "ps" in takes:
         # Each scheduled step runs one whole batch on one worker: 1 replica in sync.
         return [{**base, "workers": w, "ps": p, "replicas": 1, "label": f"ps{p}w{w}"}
                 for p, w in itertools.product(strat.ps, strat.workers)]

@@ -15,13 +15,13 @@ from bench.scenario.imports import is_import_path, lookup_problem
 from bench.scenario.keras_names import labels_problem
 from bench.scenario.schema import (
     ARRAY_DATASETS,
-    CLUSTER_STRATEGIES,
     FILE_DATASETS,
     MNIST_SHAPE,
     DataConfig,
     ModelConfig,
     Scenario,
 )
+from bench.scenario.strategy_kinds import strategy_kind
 
 IMAGE_OPTIONS = ("resize", "random_crop", "random_flip", "random_brightness")
 
@@ -230,7 +230,7 @@ def check_feed(scenario: Scenario, source: str) -> None:
             raise ScenarioError(source, field, "'numpy' feeds Keras fit only; the custom loop "
                                 "(api \"ctl\") takes bench's tf.data pipeline: set api = "
                                 "\"fit\" where feed = \"numpy\"")
-        if strat.name == "parameter_server":
+        if strategy_kind(strat.name).coordinated:
             raise ScenarioError(source, field, "'numpy' cannot feed ParameterServer fit, which "
                                 "needs a per-worker dataset: use feed = \"dataset\"")
         if requested := requested_image_options(data):
@@ -247,7 +247,8 @@ def check_fault(scenario: Scenario, source: str) -> None:
         return
     kind, index = fault.kill.task.split(":")
     for i, strat in enumerate(scenario.strategies):
-        if strat.name not in CLUSTER_STRATEGIES:
+        strategy = strategy_kind(strat.name)
+        if not strategy.cluster:
             raise ScenarioError(source, f"strategies[{i}].name", f"'{strat.name}' runs in one "
                                 "process: [fault] kills a task of a cluster "
                                 "(multi_worker_mirrored or parameter_server)")
@@ -255,10 +256,11 @@ def check_fault(scenario: Scenario, source: str) -> None:
             raise ScenarioError(source, "fault.kill.task", f"'{fault.kill.task}': only a worker "
                                 "can be lost and recovered (the chief writes the record and "
                                 "coordinates; a ps holds the variables)")
-        if int(index) == 0 and strat.name == "multi_worker_mirrored":
-            raise ScenarioError(source, "fault.kill.task", "'worker:0' is multi_worker_mirrored's "
-                                "chief, which writes the record: kill another worker")
-        if strat.name == "parameter_server" and "fit" in (strat.api or scenario.train.api):
+        if strategy.chief == (kind, int(index)):
+            raise ScenarioError(source, "fault.kill.task", f"'{fault.kill.task}' is "
+                                f"{strat.name}'s chief, which writes the record: kill another "
+                                "worker")
+        if strategy.coordinated and "fit" in (strat.api or scenario.train.api):
             raise ScenarioError(source, f"strategies[{i}].api", "[fault] on parameter_server "
                                 "runs the ClusterCoordinator loop only: set api = \"ctl\"")
         if int(index) >= min(strat.workers):

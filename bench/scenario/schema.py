@@ -27,9 +27,6 @@ from bench.scenario.data_config import (
 from bench.scenario.environment import EnvironmentConfig, EnvironmentPoint
 from bench.scenario.fault import FaultConfig
 from bench.scenario.fields import (
-    BASELINE_STRATEGIES,
-    CLUSTER_STRATEGIES,
-    SINGLE_REPLICA_STRATEGIES,
     ApiName,
     Axis,
     AxisFields,
@@ -47,13 +44,13 @@ from bench.scenario.fields import (
     Strict,
     Trainable,
 )
+from bench.scenario.strategy_kinds import KINDS, StrategyKind, strategy_kind
 from bench.scenario.train_config import BatchConfig, KerasObject, TrainConfig
 
 __all__ = [
-    "ARRAY_DATASETS", "BASELINE_STRATEGIES", "BUILTIN_DATASETS", "CLUSTER_STRATEGIES",
-    "FILE_DATASETS", "MNIST_SHAPE", "SINGLE_REPLICA_STRATEGIES", "ApiName", "BatchConfig",
-    "DataConfig", "DistributeDataset", "FeatureConfig", "KerasObject", "PrecisionName",
-    "TrainConfig",
+    "ARRAY_DATASETS", "BUILTIN_DATASETS", "FILE_DATASETS", "MNIST_SHAPE", "ApiName",
+    "BatchConfig", "DataConfig", "DistributeDataset", "FeatureConfig", "KerasObject",
+    "PrecisionName", "TrainConfig",
 ]
 
 
@@ -166,19 +163,22 @@ class StrategyConfig(Strict):
     @model_validator(mode="after")
     def _consistent(self) -> StrategyConfig:
         given = self.model_fields_set
-        if self.name in SINGLE_REPLICA_STRATEGIES and self.replicas != [1]:
+        kind = strategy_kind(self.name)
+
+        def only_for(key: str) -> ValueError:
+            names = [name for name, other in KINDS.items() if key in other.fields]
+            return ValueError(f"'{key}' applies to strategy {' / '.join(map(repr, names))} only")
+
+        if kind.baseline and self.replicas != [1]:
             raise ValueError(f"strategy '{self.name}' runs exactly 1 replica; remove 'replicas'")
-        if self.name != "mirrored" and self.cross_device_ops != ["auto"]:
-            raise ValueError("'cross_device_ops' applies to strategy 'mirrored' only")
-        if self.name in CLUSTER_STRATEGIES and "replicas" in given:
+        if "cross_device_ops" not in kind.fields and self.cross_device_ops != ["auto"]:
+            raise only_for("cross_device_ops")
+        if kind.cluster and "replicas" in given:
             raise ValueError(f"strategy '{self.name}' takes 'workers' (and 'devices_per_worker'), "
                              "not 'replicas'")
-        only_for = {"workers": CLUSTER_STRATEGIES, "devices_per_worker": ("multi_worker_mirrored",),
-                    "collective": ("multi_worker_mirrored",), "ps": ("parameter_server",),
-                    "partitioner": ("parameter_server",), "tpu": ("tpu",)}
-        for key, names in only_for.items():
-            if key in given and self.name not in names:
-                raise ValueError(f"'{key}' applies to strategy {' / '.join(map(repr, names))} only")
+        for key in ("workers", "devices_per_worker", "collective", "ps", "partitioner", "tpu"):
+            if key in given and key not in kind.fields:
+                raise only_for(key)
         return self
 
 
@@ -312,8 +312,13 @@ class Variant(Strict):
     environment: EnvironmentPoint | None = None  # its [environment] point (None: this interpreter)
 
     @property
+    def kind(self) -> StrategyKind:
+        """What its strategy is (bench.scenario.strategy_kinds)."""
+        return strategy_kind(self.strategy)
+
+    @property
     def is_cluster(self) -> bool:
-        return self.strategy in CLUSTER_STRATEGIES
+        return self.kind.cluster
 
     @property
     def total_steps(self) -> int:

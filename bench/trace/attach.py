@@ -14,6 +14,8 @@ from typing import TYPE_CHECKING, Any
 from bench import entrypoints
 from bench.launch.local import worker_env
 from bench.launch.process import WorkerProcess, last_error_line
+from bench.record.measured import StepTime
+from bench.record.model import VariantRecord
 
 if TYPE_CHECKING:
     from bench.launch.forkserver import ForkServer
@@ -54,36 +56,35 @@ def analyze_in_subprocess(logdir: Path, bench_median_step_s: float | None, logs_
     return result
 
 
-def attach_trace_analysis(record: dict[str, Any], logs_dir: Path,
+def attach_trace_analysis(record: VariantRecord, logs_dir: Path,
                           forkserver: ForkServer | None = None,
-                          python: str | None = None) -> dict[str, Any]:
+                          python: str | None = None) -> VariantRecord:
     """Add `analysis` to the record's trace and to each cluster task that traced; a failed
     analysis leaves its log in `logs_dir`. `forkserver` and `python` are the variant's
     environment's."""
-    trace = record.get("trace")
-    if record.get("status") != "ok" or not trace or trace.get("status") != "captured":
+    trace = record.trace
+    if not record.ok or trace is None or trace.status != "captured" or trace.dir is None:
         return record
     # A traced "step" is one steps_per_execution block: compare like with like.
-    per_trace_step = (record.get("timing") or {}).get("steps_per_sample") or 1
+    per_trace_step = (record.timing.steps_per_sample if record.timing else None) or 1
 
-    def trace_step_median(owner: dict[str, Any]) -> float | None:
-        median = (owner.get("step_time") or {}).get("median")
+    def trace_step_median(step_time: StepTime | None) -> float | None:
+        median = step_time.median if step_time else None
         return median * per_trace_step if median else None
 
-    variant = record.get("variant_id", "variant")
-    trace["analysis"] = analyze_in_subprocess(Path(trace["dir"]), trace_step_median(record),
-                                              logs_dir, variant, forkserver=forkserver,
-                                              python=python)
-    cluster = record.get("cluster") or {}
-    chief_dir = Path(trace["dir"])
-    for task in cluster.get("tasks", []):
-        task_dir = chief_dir.parent / task["task"]
-        if task.get("status") != "ok" or not task_dir.is_dir():
+    variant = record.variant_id if record.variant_id is not None else "variant"
+    trace.analysis = analyze_in_subprocess(Path(trace.dir), trace_step_median(record.step_time),
+                                           logs_dir, variant, forkserver=forkserver,
+                                           python=python)
+    chief_dir = Path(trace.dir)
+    for task in (record.cluster.tasks if record.cluster else None) or []:
+        task_dir = chief_dir.parent / str(task.task)
+        if task.status != "ok" or not task_dir.is_dir():
             continue
         if task_dir == chief_dir:
-            task["trace_analysis"] = trace["analysis"]
+            task.trace_analysis = trace.analysis
         else:
-            task["trace_analysis"] = analyze_in_subprocess(
-                task_dir, trace_step_median(task), logs_dir, f"{variant}.{task['task']}",
+            task.trace_analysis = analyze_in_subprocess(
+                task_dir, trace_step_median(task.step_time), logs_dir, f"{variant}.{task.task}",
                 forkserver=forkserver, python=python)
     return record

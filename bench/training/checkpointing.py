@@ -28,9 +28,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from bench.child_env import ChildEnv
 from bench.launch.cluster_plan import is_chief
-from bench.protocol import CHECKPOINT_DIR_ENV
-from bench.records import extra_failed
+from bench.record.failure import extra_failed
+from bench.scenario.schema import Variant
 from bench.timing import round_up, summarize
 from bench.training import precision
 from bench.training.flavour import keras as keras_module
@@ -274,7 +275,7 @@ def summary(plan: CheckpointPlan, log: SaveLog, seconds: list[float], restore: d
     }
 
 
-def cost(variant: Any, checkpointed: BlockRunner | None, strategy: Any, model: Any,
+def cost(variant: Variant, checkpointed: BlockRunner | None, strategy: Any, model: Any,
          build: Callable[[], tuple[Any, Any]], global_batch: int, block: int
          ) -> dict[str, Any] | None:
     """The variant's checkpoint cost (measure.checkpoint) after its timed windows, or None when
@@ -285,12 +286,12 @@ def cost(variant: Any, checkpointed: BlockRunner | None, strategy: Any, model: A
         return None
     if checkpointed is None:
         return {"status": "skipped", "reason": "this training path cannot save checkpoints"}
-    where = os.environ.get(CHECKPOINT_DIR_ENV)
+    where = ChildEnv.from_env().checkpoint_dir
     directory = Path(where) if where else Path(tempfile.mkdtemp(prefix="bench-checkpoints-"))
     # where the loop can save: between its blocks of steps (the parameter server's coordinator
     # schedules any number of steps before it joins and saves)
-    between = (variant.train.steps_per_execution if variant.strategy == "parameter_server"
-               else block)
+    coordinated = variant.kind.coordinated
+    between = variant.train.steps_per_execution if coordinated else block
     plan = plan_for(cfg.every, cfg.keep, round_up(m.steps, block), m.repeats, between, directory)
     log = SaveLog(plan)
     fit = variant.api == "fit"
@@ -307,7 +308,7 @@ def cost(variant: Any, checkpointed: BlockRunner | None, strategy: Any, model: A
         restore = restore_fresh(strategy, fresh, fit, plan, model.get_weights())
         result = summary(plan, log, seconds, restore, global_batch,
                          "ModelCheckpoint" if fit else "CheckpointManager")
-        if fit and variant.strategy == "parameter_server":
+        if fit and coordinated:
             result["notes"].append(
                 "parameter-server fit: the coordinator's batch hooks run while the workers go on "
                 "with steps already scheduled, so a save's time on the coordinator overlaps "

@@ -10,14 +10,8 @@ from __future__ import annotations
 
 import os
 
-from bench.placement import (
-    CLUSTER_DEVICE_ENV,
-    DEFAULT_LOGICAL_GPU_MEMORY_MB,
-    GPU_SHARED_ENV,
-    LOGICAL_GPU_MEMORY_ENV,
-    DeviceLayout,
-    plan_layout,
-)
+from bench.child_env import ChildEnv
+from bench.placement import DEFAULT_LOGICAL_GPU_MEMORY_MB, DeviceLayout, plan_layout
 
 __all__ = ["DeviceLayout", "cluster_device_kind", "configure", "describe", "enable_memory_growth",
            "gpu_facts", "plan_layout"]
@@ -36,10 +30,10 @@ def configure(requested: str, replicas: int) -> DeviceLayout:
     if requested == "cpu" and gpus:
         tf.config.set_visible_devices([], "GPU")
         gpus = []
-    layout = plan_layout(requested, replicas, len(gpus),
-                         shared=os.environ.get(GPU_SHARED_ENV) == "1")
+    told = ChildEnv.from_env()
+    layout = plan_layout(requested, replicas, len(gpus), shared=bool(told.gpu_shared))
     if layout.gpu_memory == "limit":  # memory growth cannot be set beside logical GPUs
-        limit = int(os.environ.get(LOGICAL_GPU_MEMORY_ENV, DEFAULT_LOGICAL_GPU_MEMORY_MB))
+        limit = told.logical_gpu_memory_mb or DEFAULT_LOGICAL_GPU_MEMORY_MB
         for gpu in gpus:
             tf.config.set_logical_device_configuration(
                 gpu, [tf.config.LogicalDeviceConfiguration(memory_limit=limit)]
@@ -57,7 +51,7 @@ def configure(requested: str, replicas: int) -> DeviceLayout:
 def cluster_device_kind() -> dict[str, str]:
     """What the variant's computing cluster tasks run on, as the launcher planned it (a
     ParameterServer coordinator itself computes on nothing); {} outside a planned cluster."""
-    kind = os.environ.get(CLUSTER_DEVICE_ENV)
+    kind = ChildEnv.from_env().cluster_computes_on
     return {"cluster_computes_on": kind} if kind else {}
 
 

@@ -15,6 +15,7 @@ import sys
 import time
 
 from bench import protocol
+from bench.child_env import ChildEnv
 
 
 class GateTimeout(RuntimeError):
@@ -51,4 +52,4 @@ class Gate:
 
     @classmethod
     def from_env(cls, timeout_s: float) -> Gate:
-        return cls(os.environ.get(protocol.GATE_ENV) or None, timeout_s)
+        return cls(ChildEnv.from_env().gate or None, timeout_s)

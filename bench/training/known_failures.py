@@ -7,7 +7,8 @@ Only failures seen and understood are listed; anything else stays a failure with
 from __future__ import annotations
 
 import re
-from typing import Any
+
+from bench.scenario.schema import Variant
 
 # XLA compiles each replica's step for one device; the cross-replica variable update (the
 # all-reduce's result applied to every replica's copy) then reads copies on the other devices.
@@ -23,11 +24,12 @@ _UNFED_PLACEHOLDER = re.compile(r"You must feed a value for placeholder tensor '
                                 r"Placeholder")
 
 
-def skip_reason(variant: Any, exc: BaseException) -> str | None:
+def skip_reason(variant: Variant, exc: BaseException) -> str | None:
     """Why `exc` is a known limitation of this variant's configuration, or None."""
     text = str(exc)
     if (variant.api == "fit" and variant.train.steps_per_execution > 1
-            and variant.strategy == "mirrored" and variant.cross_device_ops == "auto"
+            and variant.kind.all_reduce == "cross_device_ops"  # in one process
+            and variant.cross_device_ops == "auto"
             and variant.train.keras == "keras3" and _UNFED_PLACEHOLDER.search(text)):
         return ("Keras 3 fit with steps_per_execution > 1 under MirroredStrategy's default "
                 "all-reduce fails ('You must feed a value for placeholder tensor .../cond/"

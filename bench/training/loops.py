@@ -188,6 +188,20 @@ def replica_step_fn(strategy: Any, model: Any, optimizer: Any, objectives: Objec
                        else replica_step)
 
 
+def distributed_step(strategy: Any, replica_step: Callable[[Any, Any], Any]
+                     ) -> Callable[[Any], Any]:
+    """One step of every replica on a distributed batch, the loss summed over them (the
+    tutorials' `strategy.run` and `strategy.reduce`): what the custom loops run, under their
+    own `tf.function`."""
+    import tensorflow as tf
+
+    def one_step(batch: Any) -> Any:
+        per_replica = strategy.run(replica_step, args=batch)
+        return strategy.reduce(tf.distribute.ReduceOp.SUM, per_replica, axis=None)
+
+    return one_step
+
+
 def run_custom_loop(strategy: Any, model: Any, optimizer: Any, dist_dataset: Any, *,
                     objectives: Objectives, metrics: list[Any], global_batch: int,
                     precision: str, schedule: Schedule, steps_per_execution: int,
@@ -202,10 +216,7 @@ def run_custom_loop(strategy: Any, model: Any, optimizer: Any, dist_dataset: Any
     optimizer, replica_step = replica_step_fn(strategy, model, optimizer, objectives, metrics,
                                               global_batch, precision, jit_compile)
     k = steps_per_execution
-
-    def one_step(batch: Any) -> Any:
-        per_replica = strategy.run(replica_step, args=batch)
-        return strategy.reduce(tf.distribute.ReduceOp.SUM, per_replica, axis=None)
+    one_step = distributed_step(strategy, replica_step)
 
     @tf.function
     def train_step(batch: Any) -> Any:

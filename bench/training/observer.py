@@ -18,7 +18,7 @@ from __future__ import annotations
 import statistics
 from typing import Any
 
-from bench.records import OBSERVER_FLAG_RATIO
+from bench.record.model import OBSERVER_FLAG_RATIO
 from bench.timing import ratio_interval
 
 CONFIDENCE = 0.95

@@ -10,6 +10,7 @@ from collections.abc import Callable
 from typing import Any
 
 from bench.protocol import ProgressFn
+from bench.scenario.schema import Variant
 from bench.timing import round_up
 from bench.training.flavour import keras as keras_module
 from bench.training.loops import fit_checkpointed, loop_checkpointed, replica_step_fn
@@ -17,7 +18,7 @@ from bench.training.objectives import Objectives
 from bench.training.schedule import LoopClock, LoopResult, Schedule
 
 
-def ps_block(variant: Any) -> int:
+def ps_block(variant: Variant) -> int:
     """ParameterServer steps are scheduled in blocks that give every worker steps to run
     concurrently (whole executions of steps_per_execution steps)."""
     k = variant.train.steps_per_execution

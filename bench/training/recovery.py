@@ -1,13 +1,13 @@
 """Training that can lose a worker and go on: the worker side of a `[fault]` variant.
 
-Each task appends what it does to its events file (BENCH_FAULT_EVENTS, JSON lines with wall-clock
-times): `ready` (strategy built), `restored` (the step it resumes from, and the loss of the fixed
+Each task appends what it does to its events file (`ChildEnv.fault_events`, JSON lines with
+wall-clock times): `ready` (strategy built), `restored` (the step it resumes from, and the loss of the fixed
 probe batch right after the restore), every `step` (its time and loss), every `backup` (with the
 probe loss at that point), and the `error` that stopped it. The supervisor
-(bench.launch.recovery) builds the recovery timeline from these files and its own fault and
-restart times.
+(bench.launch.recovery_timeline) builds the recovery timeline from these files and its own fault
+and restart times.
 
-MultiWorkerMirrored backs up every K steps to BENCH_BACKUP_DIR, shared by every attempt: the
+MultiWorkerMirrored backs up every K steps to `ChildEnv.backup_dir`, shared by every attempt: the
 custom loop through `tf.train.CheckpointManager` (the chief writes there, the other workers to
 temporary paths, as TensorFlow requires: every worker takes part in a save), tf-keras `fit`
 through `keras.callbacks.BackupAndRestore(save_freq=K)`. A restarted cluster restores from there
@@ -17,19 +17,21 @@ restored run starts its pipeline from the beginning (as a user's BackupAndRestor
 
 from __future__ import annotations
 
-import os
 import shutil
 import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from bench.child_env import ChildEnv
 from bench.launch.cluster_plan import is_chief
-from bench.protocol import BACKUP_ENV, EventLog, ProgressFn
-from bench.records import informative_line
+from bench.protocol import EventLog, ProgressFn
+from bench.record.failure import informative_line
+from bench.scenario.schema import Variant
 from bench.timing import Phases, summarize, throughput
 from bench.training.flavour import keras as keras_module
-from bench.training.loops import replica_step_fn
+from bench.training.loop_choice import distribute
+from bench.training.loops import distributed_step, replica_step_fn
 from bench.training.ps_loops import coordinator_blocks, ps_block
 from bench.training.workload import Workload
 
@@ -77,7 +79,8 @@ class _Tracker:
 def train_custom_loop(strategy: Any, workload: Workload, metrics: list[Any], dist_dataset: Any,
                       tracker: _Tracker, *, global_batch: int, precision: str,
                       backup_dir: Path) -> None:
-    """The custom loop, resumed from the newest backup in `backup_dir` if there is one."""
+    """The custom loop's step (bench.training.loops), resumed from the newest backup in
+    `backup_dir` if there is one."""
     import tensorflow as tf
 
     started = time.time()
@@ -85,6 +88,7 @@ def train_custom_loop(strategy: Any, workload: Workload, metrics: list[Any], dis
     optimizer, replica_step = replica_step_fn(strategy, model, workload.optimizer,
                                               workload.objectives, metrics, global_batch,
                                               precision)
+    train_step = tf.function(distributed_step(strategy, replica_step))
     step_var = tf.Variable(0, dtype=tf.int64, trainable=False)
     checkpoint = tf.train.Checkpoint(model=model, optimizer=optimizer, step=step_var)
     write_dir, is_chief = _write_dir(backup_dir, strategy)
@@ -94,16 +98,10 @@ def train_custom_loop(strategy: Any, workload: Workload, metrics: list[Any], dis
     restored = int(step_var.numpy())
     tracker.restored(restored, started)
 
-    @tf.function
-    def train_step(iterator: Any) -> Any:
-        x, y = next(iterator)
-        per_replica = strategy.run(replica_step, args=(x, y))
-        return strategy.reduce(tf.distribute.ReduceOp.SUM, per_replica, axis=None)
-
     iterator = iter(dist_dataset)
     for done in range(restored + 1, tracker.total + 1):
         began = time.perf_counter()
-        loss = float(train_step(iterator))  # the step is done when its loss is on the host
+        loss = float(train_step(next(iterator)))  # done when its loss is on the host
         tracker.step(done, time.perf_counter() - began, loss)
         if tracker.due(done):
             began = time.perf_counter()
@@ -169,29 +167,26 @@ def train_coordinator(strategy: Any, workload: Workload, metrics: list[Any], dat
 _KEPT: list[Any] = []
 
 
-def train(variant: Any, strategy: Any, workload: Workload, metrics: list[Any],
+def train(variant: Variant, strategy: Any, workload: Workload, metrics: list[Any],
           dataset_fn: Callable[..., Any], *, global_batch: int, total_steps: int,
           probe_batch: Any, progress: ProgressFn, events: EventLog,
           block: int = 1) -> list[float]:
     """Train the variant's steps through its API, backing up every `fault.backup_every` steps;
     return this attempt's per-step times. An error (a lost peer) is logged, then raised."""
-    backup_dir = Path(os.environ.get(BACKUP_ENV) or "backup")
+    backup_dir = Path(ChildEnv.from_env().backup_dir or "backup")
     tracker = _Tracker(events, total_steps, variant.fault.backup_every, progress,
                        lambda: workload.objectives.batch_loss(workload.model, probe_batch))
     try:
         with strategy.scope():
-            if variant.strategy == "parameter_server":
+            if variant.kind.coordinated:
                 train_coordinator(strategy, workload, metrics, dataset_fn, tracker,
                                   global_batch=global_batch, precision=variant.precision,
                                   block=block)
             elif variant.api == "fit":
                 train_fit(workload, metrics, dataset_fn(), tracker, backup_dir=backup_dir)
             else:
-                if variant.distribute_dataset == "distribute_datasets_from_function":
-                    dist = strategy.distribute_datasets_from_function(dataset_fn)
-                else:
-                    dist = strategy.experimental_distribute_dataset(dataset_fn())
-                train_custom_loop(strategy, workload, metrics, dist, tracker,
+                train_custom_loop(strategy, workload, metrics,
+                                  distribute(strategy, variant, dataset_fn), tracker,
                                   global_batch=global_batch, precision=variant.precision,
                                   backup_dir=backup_dir)
     except Exception as exc:
@@ -200,22 +195,21 @@ def train(variant: Any, strategy: Any, workload: Workload, metrics: list[Any],
     return tracker.samples
 
 
-def measure(variant: Any, strategy: Any, workload: Workload, metrics: list[Any],
+def measure(variant: Variant, strategy: Any, workload: Workload, metrics: list[Any],
             dataset: Any, progress: ProgressFn, described: dict[str, Any],
-            phases: Phases, probe_batch: Any, initial_loss: float,
-            spawn_time: float) -> dict[str, Any]:
-    """A `[fault]` variant's attempt: train from the newest backup to the end of its steps
-    (bench.training.recovery). Its figures are this attempt's steps after its own warmup; the
-    supervisor adds the recovery timeline across attempts."""
+            phases: Phases, probe_batch: Any, initial_loss: float, spawn_time: float, *,
+            global_batch: int, batch_notes: list[str]) -> dict[str, Any]:
+    """A `[fault]` variant's attempt: train from the newest backup to the end of its steps.
+    Its figures are this attempt's steps after its own warmup; the supervisor adds the recovery
+    timeline across attempts. `described`: the record's sections of what ran (bench.worker)."""
     events = EventLog()
     events.write("ready")
     m = variant.measure
-    global_batch = described["effective"]["global_batch"]
     with phases("loop"):
         samples = train(variant, strategy, workload, metrics, dataset,
-                                 global_batch=global_batch, total_steps=variant.total_steps,
-                                 probe_batch=probe_batch, progress=progress, events=events,
-                                 block=ps_block(variant))
+                        global_batch=global_batch, total_steps=variant.total_steps,
+                        probe_batch=probe_batch, progress=progress, events=events,
+                        block=ps_block(variant))
     with phases("final_loss"):
         final_loss = workload.objectives.batch_loss(workload.model, probe_batch)
     warmup_n = min(m.warmup_steps, max(0, len(samples) - 2))
@@ -236,5 +230,5 @@ def measure(variant: Any, strategy: Any, workload: Workload, metrics: list[Any],
         "throughput": throughput([timed], global_batch).to_dict(),
         "samples": {"warmup": warmup, "timed": [timed], "traced": []},
         "loss": {"initial": initial_loss, "final": final_loss},
-        "notes": notes + described["effective"].pop("notes"),
+        "notes": notes + batch_notes,
     }

@@ -13,7 +13,15 @@ from pathlib import Path
 from typing import Any
 
 from bench.errors import VariantSkipped
+from bench.scenario.schema import Variant
+from bench.scenario.strategy_kinds import strategy_kind
 from bench.training.devices import DeviceLayout
+
+# NCCL without GPUs, by the field that asked for it (the strategy's all-reduce)
+_NCCL_WITHOUT_GPUS = {
+    "cross_device_ops": "NCCL all-reduce needs GPUs: TensorFlow registers no CPU kernel for "
+                        "'NcclAllReduce'",
+    "collective": "collective = \"nccl\" needs GPUs: NCCL has no CPU implementation"}
 
 # Keras 3 fit() under MultiWorkerMirroredStrategy: reduce_per_replica() reduces the per-replica
 # scalar metrics with `strategy.reduce("MEAN", v, axis=0)`, which fails on a scalar
@@ -50,13 +58,14 @@ def keras_fit_problem(strategy: str, flavour: str = "keras3") -> str | None:
     both cluster strategies). Imports neither Keras nor TensorFlow."""
     if flavour == "tf_keras":
         return None
-    if strategy == "parameter_server":
+    kind = strategy_kind(strategy)
+    if not kind.keras3_fit:
         if (_keras_major() or 0) >= 3:
             return ("Keras 3 fit() has no ParameterServerStrategy support (it raises 'To use this "
                     "dataset, you need to pass this dataset to ClusterCoordinator."
                     "create_per_worker_dataset'); use api = \"ctl\", or train.keras = "
                     "\"tf_keras\"")
-    if strategy == "multi_worker_mirrored":
+    if kind.fit_reduces_across_workers:
         if _keras_source_has("keras.src.backend.tensorflow.trainer", "reduce_per_replica",
                              _KERAS_MWMS_BUG):
             return ("Keras fit() under MultiWorkerMirroredStrategy fails in this Keras: "
@@ -68,13 +77,13 @@ def keras_fit_problem(strategy: str, flavour: str = "keras3") -> str | None:
 
 
 
-def known_skip(variant: Any) -> str | None:
+def known_skip(variant: Variant) -> str | None:
     """Why the installed Keras cannot run this variant's API or sharding, known without starting
     anything (a cluster's supervisor asks before it starts its tasks), or None."""
     if variant.api == "fit" and (problem := keras_fit_problem(variant.strategy,
                                                               variant.train.keras)):
         return problem
-    if variant.strategy == "parameter_server":
+    if "partitioner" in variant.kind.fields:
         return partitioner_problem(variant.partitioner, variant.train.keras)
     return None
 
@@ -82,14 +91,11 @@ def known_skip(variant: Any) -> str | None:
 def check_supported(strategy: str, cross_device_ops: str, layout: DeviceLayout,
                     collective: str = "auto") -> None:
     """Raise VariantSkipped for combinations known not to work on this device kind."""
-    if strategy == "mirrored" and cross_device_ops == "nccl" and layout.kind != "gpu":
-        raise VariantSkipped(
-            "NCCL all-reduce needs GPUs: TensorFlow registers no CPU kernel for 'NcclAllReduce'"
-        )
-    if strategy == "multi_worker_mirrored" and collective == "nccl" and layout.kind != "gpu":
-        raise VariantSkipped("collective = \"nccl\" needs GPUs: NCCL has no CPU implementation")
-    wants_nccl = ((strategy == "mirrored" and cross_device_ops == "nccl")
-                  or (strategy == "multi_worker_mirrored" and collective == "nccl"))
+    field = strategy_kind(strategy).all_reduce
+    wants_nccl = {"cross_device_ops": cross_device_ops, "collective": collective}.get(
+        field or "") == "nccl"
+    if wants_nccl and layout.kind != "gpu":
+        raise VariantSkipped(_NCCL_WITHOUT_GPUS[field or ""])
     if wants_nccl and layout.logical_gpus_per_gpu > 1:
         raise VariantSkipped(
             f"NCCL does not run on logical GPUs ({layout.logical_gpus_per_gpu} split from each "
@@ -178,23 +184,38 @@ def _cross_device_ops(name: str) -> Any:
 
 
 def build_strategy(strategy: str, cross_device_ops: str, layout: DeviceLayout) -> Any:
+    """A strategy of one process over `layout`'s devices."""
     import tensorflow as tf
 
     check_supported(strategy, cross_device_ops, layout)
     devices = list(layout.devices)
-    if strategy == "default":
-        return tf.distribute.get_strategy()
-    if strategy == "one_device":
-        return tf.distribute.OneDeviceStrategy(devices[0])
-    if strategy == "mirrored":
-        return tf.distribute.MirroredStrategy(
-            devices=devices, cross_device_ops=_cross_device_ops(cross_device_ops)
-        )
-    if strategy == "central_storage":
-        return tf.distribute.experimental.CentralStorageStrategy(
-            compute_devices=devices, parameter_device="/cpu:0"
-        )
-    raise ValueError(f"unknown strategy {strategy!r}")
+    builders = {
+        "default": tf.distribute.get_strategy,
+        "one_device": lambda: tf.distribute.OneDeviceStrategy(devices[0]),
+        "mirrored": lambda: tf.distribute.MirroredStrategy(
+            devices=devices, cross_device_ops=_cross_device_ops(cross_device_ops)),
+        "central_storage": lambda: tf.distribute.experimental.CentralStorageStrategy(
+            compute_devices=devices, parameter_device="/cpu:0"),
+    }
+    if strategy not in builders:
+        raise ValueError(f"unknown strategy {strategy!r}")
+    return builders[strategy]()
+
+
+def build(variant: Variant, layout: DeviceLayout) -> Any:
+    """The variant's strategy over `layout` (a cluster's from its TF_CONFIG). A
+    MultiWorkerMirrored collective is configured here, before any op touches the context."""
+    cluster_builders = {
+        "multi_worker_mirrored": lambda: build_multi_worker(variant.collective,
+                                                            variant.measure.timeout_s),
+        "parameter_server": lambda: build_parameter_server(variant.partitioner, variant.ps),
+    }
+    if "partitioner" in variant.kind.fields and (
+            problem := partitioner_problem(variant.partitioner, variant.train.keras)):
+        raise VariantSkipped(problem)
+    if variant.strategy in cluster_builders:
+        return cluster_builders[variant.strategy]()
+    return build_strategy(variant.strategy, variant.cross_device_ops, layout)
 
 
 def describe_strategy(strategy: Any) -> dict[str, Any]:

@@ -15,7 +15,7 @@ from typing import Any
 
 from bench.data.sources import ModelInputs
 from bench.errors import WorkloadError, one_line
-from bench.records import informative_line
+from bench.record.failure import informative_line
 from bench.scenario.keras_names import DEFAULT_LOSS
 from bench.scenario.schema import Variant
 from bench.training import models

@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from bench.data.sources import ModelInputs
-from bench.records import extra_failed
+from bench.record.failure import extra_failed
 from bench.scenario.schema import Variant
 from bench.training import models, workload
 from bench.training.devices import DeviceLayout

@@ -3,7 +3,7 @@
 MFU needs a denominator. Vendor peaks are unknown for most CPUs (and for a shared VM's slice of
 one), so bench measures what a large matmul achieves on this device in this dtype: the best of
 several timed runs of a chain of n x n matmuls. The result is cached in
-~/.cache/bench/peak.json (BENCH_CACHE_DIR overrides), keyed by the device's model (the GPU's
+~/.cache/bench/peak.json (`ChildEnv.cache_dir` overrides), keyed by the device's model (the GPU's
 for a GPU, the CPU's otherwise), device kind, dtype and TensorFlow version, so it is measured per
 machine, not per variant, and a cache shared by hosts with different GPUs keeps them apart.
 
@@ -20,6 +20,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from bench.child_env import ChildEnv
 from bench.fingerprint import cpu_model
 
 MATMUL_N = 1024
@@ -30,7 +31,7 @@ COMPUTE_DTYPE = {"float32": "float32", "mixed_bfloat16": "bfloat16", "mixed_floa
 
 
 def cache_path() -> Path:
-    root = os.environ.get("BENCH_CACHE_DIR") or Path.home() / ".cache" / "bench"
+    root = ChildEnv.from_env().cache_dir or Path.home() / ".cache" / "bench"
     return Path(root) / "peak.json"
 
 

@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 
 from bench.compare.noise import noise_floor
+from bench.record.model import load_all
 from tests.conftest import bench_run
 
 pytestmark = pytest.mark.benchmark
@@ -39,7 +40,7 @@ def test_noise_floor_interleaved_vs_sequential(benchmark, tmp_path: Path) -> Non
             run = bench_run(SCENARIO, tmp_path / mode / "results", "--no-report", *args,
                             timeout=1800)
             assert run.proc.returncode == 0, run.proc.stdout[-3000:] + run.proc.stderr[-3000:]
-            floor = noise_floor(run.records)
+            floor = noise_floor(load_all(run.records))
             assert floor is not None, run.proc.stdout[-2000:]
             floors[mode].append(floor["difference_pct"])
             timing = (run.run_dir / "timing.json").read_text() if run.run_dir else "{}"

@@ -1,108 +1,24 @@
-"""A `[fault]` variant, supervisor side: inject the fault, and read the recovery from the events.
+"""A `[fault]` variant's recovery timeline, supervisor side, read from the tasks' events.
 
-The supervisor (bench.launch.supervisor) starts the cluster; every task reports its steps on the
-progress pipe, and once the target task reports `at_step` the `FaultInjector` sends it the
-signal. What follows is recovery as a job controller does it: for MultiWorkerMirrored the
-whole cluster is started again (fresh ports) and restores from the last backup; for
-ParameterServer only the lost worker is started again, at its address, while the coordinator
-goes on. `timeline` then reads the tasks' events files (bench.training.recovery writes them) into
-the record's `recovery` section. Pure: no TensorFlow.
+Once the fault is injected (bench.launch.fault_injector), recovery goes as a job controller does
+it, as the strategy's description says (`recovers_by`): for MultiWorkerMirrored the whole
+cluster is started again (fresh ports) and restores from the last backup; for ParameterServer
+only the lost worker is started again, at its address, while the coordinator goes on. `timeline`
+reads the tasks' events files (bench.training.recovery writes them) into the record's `recovery`
+section. Pure: no TensorFlow.
 """
 
 from __future__ import annotations
 
-import json
-import os
-import signal
 import statistics
-import time
-from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
+from bench.launch.fault_injector import FaultInjector
 from bench.scenario.fault import FaultConfig
+from bench.scenario.strategy_kinds import strategy_kind
 
 BACK_TO_SPEED = 1.05  # "back at speed": step time within 5% of the pre-fault median
 SPEED_WINDOW = 3  # steps whose median is compared with it
-DETECT_S = 30.0  # how long the chief may take to see the lost peer before the restart anyway
-# A task that survives SIGTERM (TensorFlow's preemption notifier catches it in a cluster task) is
-# sent SIGKILL this long after, as a job controller does once its grace period is over.
-TERM_GRACE_S = 1.0
-
-
-@dataclass
-class FaultInjector:
-    """Sends the fault's signal to the target task once it reports reaching `at_step`."""
-
-    fault: FaultConfig
-    at_step: int
-    target: str  # the task's name (Task.name), e.g. "worker-1"
-    watched: str  # whose steps count: the target's, or the chief's when the target only serves
-    steps: dict[str, int] = field(default_factory=dict)  # task name -> last step it reported
-    injected_at: float | None = None
-    injected_step: int | None = None
-    pid: int | None = None
-    escalated_at: float | None = None  # SIGKILL after a SIGTERM the task survived
-
-    def _alive(self) -> bool:
-        try:  # a zombie (dead, not yet reaped by its Popen) is not alive
-            stat = Path(f"/proc/{self.pid}/stat").read_text()
-        except OSError:
-            return False
-        return stat.rsplit(")", 1)[1].split()[0] != "Z"
-
-    def _escalate(self) -> None:
-        """SIGKILL a task still alive TERM_GRACE_S after its SIGTERM, as a job controller does
-        at the end of its grace period."""
-        assert self.injected_at is not None and self.pid is not None
-        if (self.fault.signal == "SIGTERM" and self.escalated_at is None
-                and time.time() - self.injected_at >= TERM_GRACE_S and self._alive()):
-            self.escalated_at = time.time()
-            try:
-                os.kill(self.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-
-    def on_progress(self, task: str, done: int) -> None:
-        self.steps[task] = done
-
-    def poll(self, pids: dict[str, int]) -> bool:
-        """Inject if due; True when the fault has been injected (now or before)."""
-        if self.injected_at is not None:
-            self._escalate()
-            return True
-        if self.steps.get(self.watched, 0) < self.at_step:
-            return False
-        self.pid = pids[self.target]
-        self.injected_step = self.steps[self.watched]
-        self.injected_at = time.time()
-        try:
-            os.kill(self.pid, getattr(signal, self.fault.signal))
-        except ProcessLookupError:
-            pass
-        return True
-
-
-def await_detection(chief_events: Path, chief: Any, deadline: float) -> None:
-    """Give the chief the time to see the lost peer: its `error` event, or its exit (`chief` is
-    its Popen), within DETECT_S and the budget's monotonic `deadline`."""
-    until = min(deadline, time.monotonic() + DETECT_S)
-    while time.monotonic() < until and chief.poll() is None:
-        if any(e["event"] == "error" for e in read_events(chief_events)):
-            return
-        time.sleep(0.05)
-
-
-def read_events(path: Path) -> list[dict[str, Any]]:
-    if not path.exists():
-        return []
-    out = []
-    for line in path.read_text(encoding="utf-8").splitlines():
-        try:
-            out.append(json.loads(line))
-        except json.JSONDecodeError:
-            pass  # a line cut short by the kill
-    return out
 
 
 def _first(events: list[dict[str, Any]], kind: str) -> dict[str, Any] | None:
@@ -180,16 +96,16 @@ def timeline(*, fault: FaultConfig, at_step: int, injector: FaultInjector, warmu
     """The record's `recovery` section from the events of every attempt (attempt -> task name
     -> events) and the supervisor's own times. Missing phases are None: a recovery that did not
     complete keeps the timeline so far."""
+    whole = strategy_kind(strategy).recovers_by == "cluster"  # else the lost task alone
     first = events.get(1, {}).get(chief, [])
-    later = events.get(2, {}) if strategy == "multi_worker_mirrored" else events.get(1, {})
+    later = events.get(2 if whole else 1, {})
     chief_after = later.get(chief, [])
     injected = injector.injected_at
     # MultiWorkerMirrored: every step of the first attempt came before the loss (a task that
     # survives a SIGTERM trains on until its SIGKILL); the coordinator goes on through it.
-    before = [e for e in _steps(first) if injected is None or e["t"] <= injected
-              or strategy == "multi_worker_mirrored"]
+    before = [e for e in _steps(first) if injected is None or e["t"] <= injected or whole]
     error = _first(first, "error")
-    if strategy == "multi_worker_mirrored":
+    if whole:
         ready = [_first(evs, "ready") for evs in later.values()]
         cluster_up = (max(e["t"] for e in ready if e) if ready and all(ready) else None)
         restored = _first(chief_after, "restored")
@@ -217,7 +133,7 @@ def timeline(*, fault: FaultConfig, at_step: int, injector: FaultInjector, warmu
            for k, v in phases.items()}
     series = [{"attempt": 1, "step": e["step"], "t": e["t"], "dt": e["dt"], "loss": e["loss"]}
               for e in before]
-    series += [{"attempt": 2 if strategy == "multi_worker_mirrored" else 1, "step": e["step"],
+    series += [{"attempt": 2 if whole else 1, "step": e["step"],
                 "t": e["t"], "dt": e["dt"], "loss": e["loss"]} for e in after]
     backups = [e["step"] for e in first if e["event"] == "backup"]
     settled = [e["dt"] for e in after[1:]]  # the first step after a restore traces the step
@@ -230,7 +146,7 @@ def timeline(*, fault: FaultConfig, at_step: int, injector: FaultInjector, warmu
     if injector.escalated_at is not None:
         notes.append(f"{injector.target} survived {fault.signal} and was sent SIGKILL "
                      f"{injector.escalated_at - (injected or 0):.1f} s later")
-    if strategy == "parameter_server" and injected is not None and cluster_up is None:
+    if not whole and injected is not None and cluster_up is None:
         notes.append("the run ended before the restarted worker was back: the coordinator "
                      "finished the steps on the remaining workers")
     return {
@@ -251,9 +167,9 @@ def timeline(*, fault: FaultConfig, at_step: int, injector: FaultInjector, warmu
         "last_backup_before_fault": max((b for b in backups if b <= last_before), default=0),
         "restored_step": restored_step,
         "steps_redone": (last_before - restored_step) if restored_step is not None else (
-            0 if strategy == "parameter_server" and after else None),
+            0 if not whole and after else None),
         "continuity": (_continuity(first, chief_after, restored_step)
-                       if strategy == "multi_worker_mirrored" else _continuity_ps(before, after)),
+                       if whole else _continuity_ps(before, after)),
         "series": series,
         "notes": notes,
     }
@@ -263,9 +179,9 @@ def complete(recovery: dict[str, Any], strategy: str) -> str | None:
     """Why a recovery is incomplete, or None when every phase up to the first step after the
     restore happened (back-to-speed may not, within a short run: that is a finding). A
     parameter-server run goes on without the lost worker, and may end before it is back."""
+    whole = strategy_kind(strategy).recovers_by == "cluster"
     needed = [k for k in ("fault_injected", "cluster_back_up", "state_restored",
                           "first_step_after_restore")
-              if strategy == "multi_worker_mirrored" or k not in ("cluster_back_up",
-                                                                  "state_restored")]
+              if whole or k not in ("cluster_back_up", "state_restored")]
     missing = [k for k in needed if recovery["timeline"][k] is None]
     return f"recovery incomplete: no {', '.join(missing)}" if missing else None

@@ -1,0 +1,137 @@
+"""The record's sections about what the steps did beyond their time: the profiler trace and its
+analysis, FLOPs and MFU, the checkpoint cost, and the `[check]` verdicts."""
+
+from __future__ import annotations
+
+from bench.record.measured import StepTime
+from bench.record.section import Number, Section, field
+
+
+class TopOp(Section):
+    name: str | None = field("the op")
+    type: str | None = field("its type")
+    occurrences: int | None = field("how often it ran in the traced steps")
+    self_time_ms_total: Number | None = field("its self time over the traced steps, in ms")
+    pct: Number | None = field("its share of the ops' self time, in %")
+
+
+class TraceAnalysis(Section):
+    """xprof's analysis of a trace (bench.trace.analysis), attached by the runner."""
+
+    status: str | None = field("`ok`, `error` or `warnings`")
+    error: str | None = field("why the analysis failed, in one line")
+    breakdown_ms: dict[str, Number | None] | None = field(
+        "the traced step split into input, compute, collective and other, in ms")
+    input_bound_pct: Number | None = field("xprof's share of the step spent waiting for input")
+    top_ops: list[TopOp] | None = field("the ops with the most self time")
+
+
+class Trace(Section):
+    """The profiler trace of the traced window."""
+
+    status: str | None = field("`captured`, or `off` with the reason")
+    reason: str | None = field("why there is no trace")
+    error: str | None = field("why capturing it failed")
+    dir: str | None = field("its TensorBoard logdir")
+    steps: int | None = field("traced steps")
+    step_time: StepTime | None = field("the traced steps' statistics")
+    overhead_ratio: Number | None = field("traced ÷ untraced time per step, side by side")
+    overhead_interval: list[Number] | None = field("its bootstrap interval")
+    overhead_flagged: bool | None = field(
+        "the whole interval lies above the limit; records from before the interval: judged by "
+        "the ratio against 1.5")
+    untraced_median_s: Number | None = field("the untraced steps' median")
+    start_s: Number | None = field("starting the profiler")
+    stop_s: Number | None = field("stopping it and writing the trace")
+    analysis: TraceAnalysis | None = field("xprof's analysis, attached by the runner")
+
+
+class Peak(Section):
+    """The measured matmul peak of one device (bench.utilization.peak)."""
+
+    flops_per_s: Number | None = field("the best FLOP/s measured")
+    samples: list[Number] | None = field("each measurement's")
+    device: str | None = field("the device measured")
+    model: str | None = field("its model (GPU name or CPU model)")
+    dtype: str | None = field("the compute dtype")
+    method: str | None = field("how it was measured")
+    measured_at: Number | None = field("when (Unix time)")
+    key: str | None = field("its key in the cache")
+
+
+class Utilization(Section):
+    """FLOPs per step and the model FLOPs utilisation (an extra figure: reported, never fatal)."""
+
+    status: str | None = field("`ok`, `skipped` or `failed`")
+    reason: str | None = field("why it was skipped")
+    error: str | None = field("why it failed")
+    flops_per_step: Number | None = field("FLOPs of one training step")
+    flops_source: str | None = field("how they were counted")
+    achieved_flops_per_s: Number | None = field("FLOPs per step ÷ the median step")
+    peak_flops_per_s: Number | None = field("the measured matmul peak of the devices used")
+    peak_devices: int | None = field("devices the peak counts")
+    peak: Peak | None = field("the peak's measurement")
+    mfu: Number | None = field("achieved ÷ peak FLOP/s")
+
+
+class SaveTimes(StepTime):
+    """A checkpoint save's blocking time, in ms."""
+
+
+class Restore(Section):
+    ms: Number | None = field("restoring the newest save into a fresh model")
+    save: str | None = field("the save restored")
+    weights_match: bool | None = field("the restore gave back the saved weights")
+    max_abs_diff: Number | None = field("the largest weight difference")
+
+
+class Checkpoint(Section):
+    """The checkpoint cost (`measure.checkpoint`), from alternating blocks saving and not."""
+
+    status: str | None = field("`ok`, `skipped` or `failed`")
+    reason: str | None = field("why it was skipped")
+    error: str | None = field("why it failed")
+    api: str | None = field("what saved: CheckpointManager, ModelCheckpoint, ...")
+    every: int | None = field("steps between saves")
+    throughput_ratio: Number | None = field("examples/s saving ÷ not saving")
+    blocked_share: Number | None = field("the saving blocks' time spent waiting for saves")
+    save_count: int | None = field("saves")
+    save_ms: SaveTimes | None = field("each save's blocking time")
+    size_bytes: Number | None = field("a save's median size on disk")
+    restore: Restore | None = field("one restore into a fresh model")
+
+
+class CheckVerdict(Section):
+    """A `[check]` verdict: the worker measures, the runner judges."""
+
+    status: str | None = field("ok / diverged / below / baseline / no-baseline / measured / "
+                               "skipped / failed")
+    reason: str | None = field("why there is no verdict")
+    error: str | None = field("why the check failed")
+    steps: int | None = field("training steps of the check's copy")
+    batch: int | None = field("its global batch")
+    learning_rate: Number | None = field("its learning rate")
+
+
+class LossParity(CheckVerdict):
+    loss: Number | None = field("the copy's loss on a fixed batch after its steps")
+    baseline: str | None = field("the baseline variant it was judged against")
+    baseline_loss: Number | None = field("the baseline's loss")
+    relative_difference: Number | None = field("|loss - baseline's| ÷ baseline's")
+    tolerance: Number | None = field("the largest difference that holds")
+
+
+class Accuracy(CheckVerdict):
+    accuracy: Number | None = field("accuracy on the held-out split")
+    min: Number | None = field("the bound it must reach")
+    eval_split: str | None = field("the split evaluated")
+    eval_examples: int | None = field("examples evaluated")
+    eval_source: str | None = field("the data evaluated")
+    eval_fallback_reason: str | None = field("why synthetic data replaced it")
+
+
+class Checks(Section):
+    """The verdicts of `[check]`."""
+
+    loss_parity: LossParity | None = field("loss parity with the single-device baseline")
+    accuracy: Accuracy | None = field("accuracy on a held-out split")
