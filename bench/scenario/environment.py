@@ -15,11 +15,8 @@ from __future__ import annotations
 import itertools
 import re
 import sys
-from importlib import metadata
 from typing import Annotated, Any, Literal
 
-from packaging.requirements import InvalidRequirement, Requirement
-from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, field_validator
 
 # as the schema's sections: unknown keys are errors
@@ -58,6 +55,10 @@ def specifier(text: str) -> str:
 
 
 def _specifier_list(value: Any) -> Any:
+    # imported here, as in _requirements and installed_tensorflow: a scenario without an
+    # [environment] table, and `bench validate` of it, never pays for packaging's parser
+    from packaging.specifiers import InvalidSpecifier, SpecifierSet
+
     values = value if isinstance(value, list) else [value]
     if not values:
         raise ValueError("an empty list: give one version specifier, or a list of them to compare")
@@ -77,6 +78,8 @@ def _specifier_list(value: Any) -> Any:
 
 
 def _requirements(value: Any) -> Any:
+    from packaging.requirements import InvalidRequirement, Requirement
+
     for text in value if isinstance(value, list) else []:
         try:
             Requirement(str(text))
@@ -239,6 +242,8 @@ def too_old(version: str) -> str | None:
 
 def installed_tensorflow() -> str:
     """The version of the TensorFlow this interpreter has (package metadata: nothing imported)."""
+    from importlib import metadata
+
     for dist in TENSORFLOW_DISTRIBUTIONS:
         try:
             return metadata.version(dist)
