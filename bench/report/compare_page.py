@@ -14,7 +14,7 @@ from pathlib import Path
 
 import bench
 from bench.compare.detector import RELATIVE_NOTE, Comparison, Verdict
-from bench.report.site import template_environment
+from bench.report.templates import template_environment
 from bench.results import write_text_atomic
 
 PLOT_W, PLOT_H = 260, 22  # px of each row's interval plot

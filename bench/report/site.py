@@ -39,6 +39,7 @@ from bench.report.run_charts import run_charts
 from bench.report.runs import RunView, load_run, read_head
 from bench.report.scenario_charts import trend_chart
 from bench.report.summaries import RunSummary, summarize
+from bench.report.templates import template_environment
 from bench.results import find_run_dirs, slug, write_text_atomic
 
 MARKER = ".bench-report"
@@ -149,15 +150,6 @@ def copy_assets(out_dir: Path) -> None:
     for name in _STATIC:
         write_text_atomic(assets / name,
                           (resources.files("bench.report") / "static" / name).read_text("utf-8"))
-
-
-def template_environment() -> jinja2.Environment:
-    env = jinja2.Environment(
-        loader=jinja2.PackageLoader("bench.report", "templates"),
-        autoescape=True,  # every {{ }} is escaped unless a value is explicitly marked safe
-        undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True)
-    env.filters["cells"] = tables.cells_html
-    return env
 
 
 def _entries(paths: list[Path], manifest: Manifest) -> list[RunEntry]:
