@@ -120,6 +120,11 @@ def select(variants: list[Variant], patterns: list[str], source: str) -> list[Va
     return chosen
 
 
+def interleave_asked(scenario: Scenario, opts: RunOptions) -> bool:
+    """Interleaving as asked: the command line's choice, else the scenario's."""
+    return opts.interleave if opts.interleave is not None else scenario.measure.interleave
+
+
 def prepare(path: Path, opts: RunOptions) -> tuple[Scenario, list[Variant]]:
     scenario = apply_overrides(load_scenario(path), opts)
     variants = expand(scenario, str(path))
@@ -138,11 +143,9 @@ def prepare(path: Path, opts: RunOptions) -> tuple[Scenario, list[Variant]]:
     control = opts.control if opts.control is not None else scenario.measure.control
     if control and scenario.fault is None:
         variants = with_control_twin(variants)
-        if (opts.interleave if opts.interleave is not None else scenario.measure.interleave) and \
-                any(not v.is_cluster for v in variants):
+        if interleave_asked(scenario, opts) and any(not v.is_cluster for v in variants):
             # beside the control pair, so it shares the first batch of live variants with them
-            controls = 2 if variants[0].control == "baseline" else 0
-            variants = [*variants[:controls], yardstick(variants[0], controls), *variants[controls:]]
+            variants = [*variants[:2], yardstick(variants[0], 2), *variants[2:]]
             variants = [v.model_copy(update={"index": i}) for i, v in enumerate(variants)]
     return scenario, variants
 
@@ -206,7 +209,7 @@ def run(path: Path, opts: RunOptions, console: Console) -> RunOutcome:
     outcome = RunOutcome(run_dir, [])
     runnable = envs.runnable()
     forkservers = _start_forkservers(opts, runnable, run_dir)
-    interleave = opts.interleave if opts.interleave is not None else scenario.measure.interleave
+    interleave = interleave_asked(scenario, opts)
     if scenario.fault is not None:
         interleave = False  # the recovery is what is measured, on a cluster left to itself
     interleave = interleave and opts.slurm is None
