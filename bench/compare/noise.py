@@ -46,7 +46,7 @@ def paired_difference(base: VariantRecord, other: VariantRecord, seed: int = 0
                       ) -> dict[str, Any]:
     """How far `other`'s headline examples/s is from `base`'s, in percent, with a block-bootstrap
     interval over the rounds both ran (window k of each in round k, when interleaved)."""
-    difference = 100.0 * ((other.headline or 0.0) / (base.headline or float("nan")) - 1.0)
+    difference = 100.0 * (other.headline_ratio(base) - 1.0)
     base_rates = np.asarray(base.window_rates, dtype=float)
     other_rates = np.asarray(other.window_rates, dtype=float)
     rounds = min(len(base_rates), len(other_rates))

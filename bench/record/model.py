@@ -250,6 +250,10 @@ class VariantRecord(Section):
             return None
         return float(t.headline or t.median)
 
+    def headline_ratio(self, base: VariantRecord) -> float:
+        """This headline ÷ `base`'s; NaN where `base` has none (0 where this one has none)."""
+        return (self.headline or 0.0) / (base.headline or float("nan"))
+
     @property
     def typical_step_rate(self) -> float | None:
         """The global batch ÷ the median observed step: the typical step's examples/s."""

@@ -303,7 +303,7 @@ def precision_chart(run: RunView) -> Chart:
         data.append({
             "type": "bar", "name": policy,
             "x": [str(f.variant_id).replace("-float32", "") for f, _ in chosen],
-            "y": [(m.headline or 0.0) / (f.headline or float("nan")) for f, m in chosen],
+            "y": [m.headline_ratio(f) for f, m in chosen],
             "customdata": [[f.headline, m.headline] for f, m in chosen],
             "hovertemplate": "%{x}<br>×%{y:.2f}: %{customdata[1]:,.0f} vs %{customdata[0]:,.0f} "
                              "examples/s<extra>" + policy + "</extra>"})

@@ -51,7 +51,7 @@ def format_versus_baseline(record: VariantRecord, base: VariantRecord | None,
     if base is None or not record.throughput or base is record or \
             record.control_role == "yardstick":  # a fixed workload, not a scenario variant
         return "-"
-    ratio = (record.headline or 0.0) / (base.headline or float("nan"))
+    ratio = record.headline_ratio(base)
     return f"~{ratio:.2f}" if within_noise(ratio, floor) else f"{ratio:.2f}"
 
 
@@ -135,7 +135,7 @@ def render_keras_pairs(console: Console, records: list[VariantRecord]) -> None:
     for column in ("variant (Keras 3)", "Keras 3", "tf-keras", "tf-keras / Keras 3"):
         table.add_column(column, justify="left" if column.startswith("variant") else "right")
     for k3, tfk in pairs:
-        ratio = (tfk.headline or 0.0) / k3.headline if k3.headline else float("nan")
+        ratio = tfk.headline_ratio(k3)
         table.add_row(escape(str(k3.variant_id)), format_throughput(k3), format_throughput(tfk),
                       f"×{ratio:.2f}")
     console.print(table)
