@@ -258,6 +258,7 @@ def measure(variant: Variant, spawn_time: float, progress: ProgressFn) -> dict[s
         # after the measurement, so the checks cannot disturb it
         checked = checks_suite.run(variant, strategy, loaded)
     unobserved_s = result.clocks.get("unobserved") or []
+    observed_s = result.clocks.get("observed") or []
     return {
         **describe_setup(),
         "timing": {
@@ -281,14 +282,14 @@ def measure(variant: Variant, spawn_time: float, progress: ProgressFn) -> dict[s
                         "gate_wait_s": gate.waited_s,
                         "gate_wait_by_segment": gate.waited_by_segment,
                         "window_s": unobserved_s,
-                        "observed_window_s": result.clocks.get("observed") or [],
+                        "observed_window_s": observed_s,
                         "trace_base_s": sum(result.clocks.get("trace_base") or []),
                         "order": result.order,
                         "speeds": iterator_speeds(unobserved_s, [schedule.iterator_of(t) for t
                                                   in range(len(unobserved_s))],
                                                   global_batch * steps),
                         "window_started_at": result.window_started_at},
-        "observer": (observer.summary(unobserved_s, result.clocks.get("observed") or [])
+        "observer": (observer.summary(unobserved_s, observed_s)
                      if not coordinated else
                      {"status": "skipped", "reason": "the coordinator syncs once per block of "
                                                      "steps in both windows"}),

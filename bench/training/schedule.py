@@ -125,10 +125,9 @@ class LoopResult:
     # and the turns, outside the gate and the profiler: its cost on the figures it reports.
     harness_s: float = 0.0
     # The loop's input iterators, one per epoch (Keras fit's own, or the custom loop's), kept
-    # alive on purpose:
-    # destroying a tf.data iterator waits for its background threads (0.3-3 s per variant
-    # inside a run of the default scenario). Workers end with os._exit, so it is never
-    # destroyed and never costs the run that wait.
+    # alive on purpose: destroying a tf.data iterator waits for its background threads (0.3-3 s
+    # per variant inside a run of the default scenario). Workers end with os._exit, so none is
+    # destroyed and none costs the run that wait.
     iterators: list[Any] = field(default_factory=list)
     # When each turn's first window started (time.time(), the clock every process shares), so
     # a run can show that no two variants' turns overlapped.
