@@ -21,7 +21,7 @@ def main() -> None:
              + 0.3 * (visits - 3))
     bought = (rng.random(n) < 1 / (1 + np.exp(-logit))).astype(int)
     lines = ["age,income,city,visits,bought"]
-    lines += [",".join(str(v) for v in row) for row in zip(age, income, city, visits, bought)]
+    lines += [",".join(str(v) for v in row) for row in zip(age, income, city, visits, bought, strict=True)]
     (Path(__file__).parent / "customers.csv").write_text("\n".join(lines) + "\n")
 
 
