@@ -29,7 +29,7 @@ def run(
     results_dir: Annotated[Path, typer.Option("--results-dir", "-o",
                                               help="Where run directories are created.")
                            ] = Path("results"),
-    quick: Annotated[bool, typer.Option(help="Smoke test: at most 3 warmup, 20 timed steps, "
+    quick: Annotated[bool, typer.Option(help="Smoke test: at most 3 warmup, 1 settling, 20 timed steps, "
                                              "2 repeats, no trace.")] = False,
     warmup: Annotated[Optional[int], typer.Option(min=0, help="Override measure.warmup_steps."
                                                   )] = None,
