@@ -108,14 +108,17 @@ class MeasureConfig(Strict):
         "Interleave the timed windows of all live variants in shuffled rounds (bench.launch.rounds); false "
         "runs the variants one after another, as `bench run --no-interleave` does."))
     settle_steps: NonNegativeInt = Field(1, description=(
-        "Untimed steps after each gate release before a turn's windows: a variant's first step "
-        "after idling at the gate runs cold (1.1-1.4x the same variant's steps run back to back "
-        "here, the second 1.0-1.1x), so by default one settles."))
+        "Untimed steps after each gate release before a turn's windows: a variant released from "
+        "its gate runs slow for some 30-40 ms while it takes the machine back (its first step "
+        "1.4-1.8x a warm step here, the tenth about 1.1x), so the settling steps should cover that "
+        "time or short steps read low. One suits steps of tens of ms; the default scenario, whose "
+        "steps take 2-5 ms, settles 16."))
     iterators: PositiveInt = Field(1, description=(
         "Fresh input iterators the turns are spread over, as a user's epochs each start a new "
-        "one: under MirroredStrategy some iterators run every step at half speed here, so one "
-        "iterator would show one of the two speeds; several show both, and the record their "
-        "shares."))
+        "one: iterators can run at different speeds, so one iterator would show one of them; "
+        "several show them all, and the record their shares. bench keeps every iterator alive: "
+        "the time a user's loop waits while a finished iterator is destroyed is not in the "
+        "headline."))
     max_live: Literal["auto"] | PositiveInt = Field("auto", description=(
         "How many variant processes may be alive at once (\"auto\": from free memory, and GPU memory where "
         "there are GPUs); more variants are run in batches of this size."))
