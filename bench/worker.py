@@ -37,6 +37,7 @@ from bench.timing import (
 from bench.training import (
     checkpointing,
     devices,
+    epoch_ends,
     flavour,
     known_failures,
     loop_choice,
@@ -247,6 +248,10 @@ def measure(variant: Variant, spawn_time: float, progress: ProgressFn) -> dict[s
     with phases("checkpoint"):  # after the measurement and the loss: it trains on
         checkpoint = checkpointing.cost(variant, result.checkpointed, strategy, model,
                                         build_model_and_optimizer, global_batch, k)
+    with phases("epoch_ends"):  # it trains on too
+        ends = (epoch_ends.measure(result.run_epoch, m.epochs, round_up(m.epoch_steps, k))
+                if result.run_epoch is not None and m.epochs and not variant.is_cluster
+                else None)
     warmup = (result.samples.get("warmup") or [[]])[0]
     windows = result.samples.get("observed") or []
     timed = [s for w in windows for s in w]
@@ -288,7 +293,8 @@ def measure(variant: Variant, spawn_time: float, progress: ProgressFn) -> dict[s
                         "speeds": iterator_speeds(unobserved_s, [schedule.iterator_of(t) for t
                                                   in range(len(unobserved_s))],
                                                   global_batch * steps),
-                        "window_started_at": result.window_started_at},
+                        "window_started_at": result.window_started_at,
+                        "epoch_ends": ends},
         "observer": (observer.summary(unobserved_s, observed_s)
                      if not coordinated else
                      {"status": "skipped", "reason": "the coordinator syncs once per block of "

@@ -89,3 +89,29 @@ def test_views_say_what_is_missing_without_traces_or_clusters(tmp_path: Path) ->
     assert "has an analysed trace" in top_ops_chart(bare).note
     assert "per-worker" in workers_chart(bare).note
     assert not measurement_cost_chart(bare).rendered
+
+
+def test_epoch_ends_that_waited_are_counted_in_the_summary(tmp_path: Path) -> None:
+    records = standard_records()
+    quick = {"steps": 64, "steps_s": 0.4, "end_s": 0.001, "finished": True, "waited": False}
+    records[0]["measurement"] = {"epoch_ends": [
+        quick, {"steps": 64, "steps_s": 0.4, "end_s": 0.2, "finished": True, "waited": True}]}
+    records[1]["measurement"] = {"epoch_ends": [
+        quick, quick, {"steps": 64, "steps_s": 0.5, "end_s": 5.0, "finished": False,
+                       "waited": True}]}
+    summary = "\n".join(summarize_run(load_run(write_run(tmp_path, "ends-20261122T051803Z",
+                                                         records))))
+    assert ("Epoch ends: 2 of 5 short epochs waited at their end for tf.data's autotune thread, "
+            "50%-1000% of the epoch's own time (1 at least: still waiting at the cap); the others "
+            "took 1 ms.") in summary
+    assert "one iterator over all epochs (dataset.repeat() and steps_per_epoch)" in summary
+
+
+def test_epoch_ends_that_never_waited_say_so_without_advice(tmp_path: Path) -> None:
+    records = standard_records()
+    records[0]["measurement"] = {"epoch_ends": [
+        {"steps": 64, "steps_s": 0.4, "end_s": 0.002, "finished": True, "waited": False}]}
+    summary = "\n".join(summarize_run(load_run(write_run(tmp_path, "calm-20261122T051803Z",
+                                                         records))))
+    assert "Epoch ends: 0 of 1 short epochs waited at their end; the others took 2 ms." in summary
+    assert "repeat()" not in summary

@@ -87,6 +87,19 @@ class Speeds(Section):
     bimodal: bool | None = field("the iterators ran at two speeds")
 
 
+class EpochEnd(Section):
+    """One short epoch at the variant's finish: its steps on a fresh input iterator, then its
+    end, as a loop with a fresh iterator every epoch ends each epoch."""
+
+    steps: int | None = field("its steps")
+    steps_s: Number | None = field("their time, to the last step's result on the host")
+    end_s: Number | None = field("destroying the iterator (at least this, where it had not "
+                                 "finished within the cap)")
+    finished: bool | None = field("the end finished within the cap")
+    waited: bool | None = field("the end took 0.1 s or more: it waited for tf.data's autotune "
+                                "thread")
+
+
 class Measurement(Section):
     """How the timed windows were run."""
 
@@ -103,6 +116,9 @@ class Measurement(Section):
     order: list[list[str]] | None = field("each turn's windows in the order they ran")
     speeds: Speeds | None = field("examples/s of each fresh input iterator and their modes")
     window_started_at: list[Number] | None = field("each window's start (Unix time)")
+    epoch_ends: list[EpochEnd] | None = field(
+        "the short epochs at the finish: what an epoch's end costs a loop that starts a fresh "
+        "input iterator every epoch")
 
 
 class Observer(Section):

@@ -1,6 +1,6 @@
 """What the charts, tables and the page's words derive from records beyond the record's own
 properties: pairs of variants that differ in one axis, the step breakdown and top ops as shares
-of the step, each worker of a cluster, what measuring cost, the two speeds, and labels.
+of the step, each worker of a cluster, what measuring cost, the two speeds, epoch ends, and labels.
 
 Plain functions over records (bench.record.model), with no plotly, so the narrative can quote the
 same pairs and figures the charts draw without loading the plotting code.
@@ -159,6 +159,32 @@ def format_speeds(rec: VariantRecord) -> str | None:
     total = (fast.iterators or 0) + (slow.iterators or 0)
     return (f"{fast.rate:,.0f} ex/s in {fast.iterators} of {total} iterators, "
             f"{slow.rate:,.0f} in {slow.iterators}")
+
+
+def describe_epoch_ends(records: Sequence[VariantRecord]) -> str | None:
+    """How often a short epoch's end waited, over the run's variants: what a loop with a fresh
+    input iterator every epoch pays at some epochs' ends (bench.training.epoch_ends)."""
+    ends = [end for r in records if r.ok and r.measurement is not None
+            for end in (r.measurement.epoch_ends or [])]
+    if not ends:
+        return None
+    waited = [end for end in ends if end.waited]
+    text = f"epoch ends: {len(waited)} of {len(ends)} short epochs waited at their end"
+    if waited:
+        ratios = sorted((end.end_s or 0.0) / (end.steps_s or 1.0) for end in waited)
+        capped = sum(1 for end in waited if not end.finished)
+        text += (f" for tf.data's autotune thread, {ratios[0]:.0%}-{ratios[-1]:.0%} of the "
+                 f"epoch's own time" + (f" ({capped} at least: still waiting at the cap)"
+                                        if capped else ""))
+    quick = sorted(end.end_s or 0.0 for end in ends if not end.waited)
+    if quick:
+        text += f"; the others took {1000 * percentile(quick, 50):.0f} ms"
+    if waited:
+        text += (". A loop that starts a fresh iterator every epoch (fit over a finite dataset, "
+                 "`for batch in dataset`) waits so at some epochs' ends, the longer the epoch the "
+                 "longer; one iterator over all epochs (dataset.repeat() and steps_per_epoch) "
+                 "never does")
+    return text + "."
 
 
 def model_label(variant: RecordedVariant) -> str:

@@ -16,6 +16,7 @@ from bench.record.profiled import Accuracy, LossParity
 from bench.report import checkpoints, environments
 from bench.report.derived import (
     Pair,
+    describe_epoch_ends,
     format_speeds,
     keras_pairs,
     measurement_costs,
@@ -214,6 +215,12 @@ def two_speeds(run: RunView) -> str | None:
             "headline is over all of them): " + "; ".join(notes) + ".") if notes else None
 
 
+def epoch_ends(run: RunView) -> str | None:
+    """How often ending an input iterator waited (what some epochs' ends cost a user's loop)."""
+    text = describe_epoch_ends(run.ok)
+    return text[0].upper() + text[1:] if text else None
+
+
 def data_notes(run: RunView) -> list[str]:
     return [f"Data fallback: {reason}." for reason in run.fallback_reasons]
 
@@ -225,6 +232,7 @@ def summarize_run(run: RunView) -> list[str]:
              input_bound(run), precision_speedups(run), keras_flavours(run),
              environments.summary_line(run.records, run.noise_floor),
              utilization(run), stragglers(run), measurement_cost(run), two_speeds(run),
+             epoch_ends(run),
              checkpoints.describe(checkpoints.checkpoint_rows(run.ok)), loss_parity(run),
              accuracy(run),
              *failures(run), unsettled(run), *data_notes(run)]

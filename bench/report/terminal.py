@@ -17,6 +17,7 @@ from bench.report.checkpoints import COLUMNS as CHECKPOINT_COLUMNS
 from bench.report.checkpoints import checkpoint_rows, format_size
 from bench.report.derived import (
     api_label,
+    describe_epoch_ends,
     format_speeds,
     keras_pairs,
     model_label,
@@ -222,6 +223,8 @@ def render_summary(console: Console, records: list[VariantRecord]) -> None:
     render_environment_pairs(console, records, floor)
     render_checkpoint_costs(console, records)
     console.print(describe_noise_floor(floor))
+    if ends := describe_epoch_ends(records):
+        console.print(f"[dim]{escape(ends)}[/]")
     if floor is not None:
         console.print("  [dim]vs baseline: headline ratio to the same API and precision on one "
                       "device; ~ marks a ratio within the noise floor[/]")

@@ -119,6 +119,13 @@ class MeasureConfig(Strict):
         "several show them all, and the record their shares. bench keeps every iterator alive: "
         "the time a user's loop waits while a finished iterator is destroyed is not in the "
         "headline."))
+    epochs: NonNegativeInt = Field(2, description=(
+        "Short epochs at the variant's finish, after its turns, each on a fresh input iterator "
+        "that ends at once, as a loop over a finite dataset ends each epoch (a plain `fit("
+        "dataset, epochs=N)`, `for batch in dataset`): the record holds how long each end took, "
+        "where such a loop waits for tf.data's autotune thread. 0 turns them off; local "
+        "single-process variants only."))
+    epoch_steps: PositiveInt = Field(64, description="Steps in each of those epochs.")
     max_live: Literal["auto"] | PositiveInt = Field("auto", description=(
         "How many variant processes may be alive at once (\"auto\": from free memory, and GPU memory where "
         "there are GPUs); more variants are run in batches of this size."))

@@ -124,6 +124,14 @@ def run_fit(model: Any, optimizer: Any, feed: FitInput, *, objectives: Objective
                      f"divided by {k}")
     result = clock.result(notes, [keeper.iterator for keeper in keepers])
     result.checkpointed = fit_checkpointed(model, feed.kwargs())
+
+    def run_epoch(steps: int) -> Any:
+        keeper = _keep_iterator_callback()
+        model.fit(**feed.kwargs(), epochs=1, steps_per_epoch=steps, verbose=0, callbacks=[keeper])
+        iterator, keeper.iterator = keeper.iterator, None
+        return iterator
+
+    result.run_epoch = run_epoch
     return result
 
 
@@ -250,4 +258,14 @@ def run_custom_loop(strategy: Any, model: Any, optimizer: Any, dist_dataset: Any
     result = clock.result([], iterators)
     result.checkpointed = loop_checkpointed(lambda _: float(call()), k,
                                              {"model": model, "optimizer": optimizer})
+
+    def run_epoch(steps: int) -> Any:
+        iterator = iter(dist_dataset)
+        loss = None
+        for _ in range(0, steps, k):
+            loss = train_step(next(iterator)) if k == 1 else train_block(iterator)
+        float(loss)
+        return iterator
+
+    result.run_epoch = run_epoch
     return result

@@ -137,6 +137,9 @@ class LoopResult:
     checkpointed: Callable[[Any, Any], list[float]] | None = None
     settling_s: float = 0.0  # the untimed settling steps, which are in no sample and no clock
     order: list[tuple[str, str]] = field(default_factory=list)  # each turn's window order
+    # Runs one epoch of n steps of this loop on a fresh input iterator, to its last step's
+    # result on the host, and returns that iterator (bench.training.epoch_ends ends it).
+    run_epoch: Callable[[int], Any] | None = None
 
 
 class LoopClock:
