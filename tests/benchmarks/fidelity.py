@@ -1,14 +1,20 @@
 """Fidelity: bench's headline against the plain loop a user writes (plain_loop.py), per variant.
 
-Alternating rounds, each of them the six plain loops (default strategy, Mirrored x1 and x2;
-fit and the custom loop; each its own process) and one `bench run` of the default scenario
-(scenarios/mnist_mirrored.toml, as shipped: its 14 variants interleaved), the order reversed
-every other round, so a drift across the round lands on both sides alike. Per round and
-variant: bench's headline ÷ the plain loop's examples over the wall time of its epochs (the first
-epoch, which compiles, left out), which is what the headline is too: examples over the wall time
-of its windows, slow spells and slow iterators included. The plain loops' epochs can have two
-speeds (a fresh iterator each epoch, and some epochs run at half speed), so the ratio to the
-median of the fast epochs alone and the share of slow ones are printed beside it.
+Rounds of six variants of the default scenario (default strategy, Mirrored x1 and x2; fit and
+the custom loop), each variant in a freshly shuffled place: its `bench run --only` (the variant
+with its control twin and the yardstick, measured as scenarios/mnist_mirrored.toml measures, in
+interleaved rounds) and its two plain loops (`--iterators one` and `fresh`), each its own
+process, back to back, in an order reversed every other round. A variant's sides so run within
+a minute or two of each other, and a drift across them lands on both sides alike over two
+rounds. Per round and variant: bench's headline ÷ the plain loop's examples over the wall time
+of its epochs (the first, which compiles, left out).
+
+The like-for-like figure is the ratio to the plain loop that keeps one iterator over its epochs
+(`--iterators one`): both are then a step rate, which is what the headline is. The ratio to the
+plain loop with a fresh iterator each epoch (`--iterators fresh`, a plain `fit(dataset,
+epochs=E)`) is printed beside it with that loop's epoch ends: destroying a finished tf.data
+iterator often waits for tf.data's autotune thread (docs/measuring/design.md, #epoch-ends), a
+cost per epoch that a step rate does not contain.
 
     python tests/benchmarks/fidelity.py --rounds 5 [--json out.json]
 """
@@ -42,66 +48,70 @@ VARIANTS = {
     "mirrored-r2-fit-float32-gb128": ["--strategy", "mirrored", "--replicas", "2", "--api", "fit"],
     "mirrored-r2-ctl-float32-gb128": ["--strategy", "mirrored", "--replicas", "2", "--api", "ctl"],
 }
-SLOW_MODE = 0.7  # an epoch under this share of the run's fastest is in the slow mode
+MODES = ("one", "fresh")  # the plain loop's iterator modes: like-for-like first
+LONG_END_S = 0.5  # an epoch end longer than this waited for tf.data's autotune thread
 ENV = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"}
 
 
-def plain(args: list[str]) -> dict[str, Any]:
-    """One plain loop: its examples over the wall time of its epochs (examples/s), the median of
-    its fast epochs, its share of slow epochs, and every epoch's rate (the first, which compiles,
-    left out)."""
-    out = subprocess.run([sys.executable, str(HERE / "plain_loop.py"), *args], env=ENV,
+def plain(args: list[str], mode: str) -> dict[str, Any]:
+    """One plain loop: its examples over the wall time of its epochs (the first, which compiles,
+    left out), every epoch's rate, and (custom loop, fresh iterators) each epoch end's wait."""
+    out = subprocess.run([sys.executable, str(HERE / "plain_loop.py"), *args,
+                          "--iterators", mode], env=ENV,
                          capture_output=True, text=True, check=True, timeout=900)
-    rates = json.loads(out.stdout.strip().splitlines()[-1])["examples_per_sec"][1:]
-    fast = [r for r in rates if r >= SLOW_MODE * max(rates)]
-    return {"rate": statistics.harmonic_mean(rates), "fast_epochs": statistics.median(fast),
-            "slow_share": 1 - len(fast) / len(rates), "epochs": rates}
+    figures = json.loads(out.stdout.strip().splitlines()[-1])
+    rates = figures["examples_per_sec"][1:]
+    return {"rate": statistics.harmonic_mean(rates), "epochs": rates, "end_s": figures["end_s"]}
 
 
-def bench_headlines(work: Path) -> dict[str, float]:
-    """One `bench run` of the default scenario: each variant's headline examples/s."""
+def bench_headline(work: Path, vid: str) -> float:
+    """`bench run --only VID` of the default scenario: the variant's headline examples/s."""
     results = work / f"results-{random.random():.6f}"
-    subprocess.run([sys.executable, "-m", "bench", "run", str(SCENARIO), "--no-report",
-                    "-o", str(results)], env=ENV, capture_output=True, text=True, check=True,
-                   timeout=1800, cwd=REPO)
+    subprocess.run([sys.executable, "-m", "bench", "run", str(SCENARIO), "--only", vid,
+                    "--no-report", "-o", str(results)], env=ENV, capture_output=True, text=True,
+                   check=True, timeout=900, cwd=REPO)
     (records,) = results.glob("*/records.jsonl")
-    out = {}
     for line in records.read_text().splitlines():
         rec = json.loads(line)
-        if rec["status"] == "ok" and rec["variant"].get("control") in (None, "baseline"):
-            out[rec["variant_id"]] = rec["throughput"]["headline"]
-    return out
+        if rec["variant_id"] == vid and rec["status"] == "ok":
+            return float(rec["throughput"]["headline"])
+    raise RuntimeError(f"{vid}: no ok record in {records}")
 
 
-def measure(rounds: int) -> dict[str, dict[str, object]]:
-    ratios: dict[str, list[float]] = {vid: [] for vid in VARIANTS}
-    to_fast: dict[str, list[float]] = {vid: [] for vid in VARIANTS}
-    slow: dict[str, list[float]] = {vid: [] for vid in VARIANTS}
+def measure(rounds: int) -> dict[str, dict[str, Any]]:
+    """Per variant: bench ÷ plain loop for each iterator mode over the rounds, the median and its
+    interval, the fresh-iterator loop's epoch ends, and every round's raw figures."""
+    ratios: dict[str, dict[str, list[float]]] = {vid: {m: [] for m in MODES} for vid in VARIANTS}
+    ends: dict[str, list[float]] = {vid: [] for vid in VARIANTS}
     raw: dict[str, list[dict[str, Any]]] = {vid: [] for vid in VARIANTS}
     with tempfile.TemporaryDirectory() as tmp:
         for k in range(rounds):
-            plain_first = k % 2 == 0
-            sides = ["plain", "bench"] if plain_first else ["bench", "plain"]
-            figures: dict[str, dict[str, float]] = {}
-            headlines: dict[str, float] = {}
-            for side in sides:
-                if side == "bench":
-                    headlines = bench_headlines(Path(tmp))
-                else:
-                    figures = {vid: plain(args) for vid, args in VARIANTS.items()}
-            for vid in VARIANTS:
-                ratios[vid].append(headlines[vid] / figures[vid]["rate"])
-                to_fast[vid].append(headlines[vid] / figures[vid]["fast_epochs"])
-                slow[vid].append(figures[vid]["slow_share"])
-                raw[vid].append({"bench": headlines[vid], "plain_epochs": figures[vid]["epochs"]})
-            print(f"round {k + 1}: " + ", ".join(f"{vid} {ratios[vid][-1]:.3f}"
-                                                 for vid in VARIANTS), flush=True)
-    return {vid: {"ratios": values, "median": statistics.median(values),
-                  "interval": bootstrap_median_interval(values),
-                  "to_fast_epochs": to_fast[vid],
-                  "to_fast_median": statistics.median(to_fast[vid]),
-                  "plain_slow_share": statistics.mean(slow[vid]), "rounds": raw[vid]}
-            for vid, values in ratios.items()}
+            order = list(VARIANTS)
+            random.Random(k).shuffle(order)
+            for vid in order:
+                sides = ["bench", *MODES] if k % 2 == 0 else [*reversed(MODES), "bench"]
+                figures: dict[str, dict[str, Any]] = {}
+                headline = 0.0
+                for side in sides:
+                    if side == "bench":
+                        headline = bench_headline(Path(tmp), vid)
+                    else:
+                        figures[side] = plain(VARIANTS[vid], side)
+                for m in MODES:
+                    ratios[vid][m].append(headline / figures[m]["rate"])
+                ends[vid] += figures["fresh"]["end_s"]
+                raw[vid].append({"bench": headline, "plain": figures})
+                print(f"round {k + 1} {vid}: {ratios[vid]['one'][-1]:.3f} "
+                      f"(fresh {ratios[vid]['fresh'][-1]:.3f})", flush=True)
+    table: dict[str, dict[str, Any]] = {}
+    for vid in VARIANTS:
+        row: dict[str, Any] = {"rounds": raw[vid], "end_s": ends[vid]}
+        for m in MODES:
+            values = ratios[vid][m]
+            row[m] = {"ratios": values, "median": statistics.median(values),
+                      "interval": bootstrap_median_interval(values)}
+        table[vid] = row
+    return table
 
 
 def main() -> None:
@@ -110,15 +120,18 @@ def main() -> None:
     parser.add_argument("--json", type=Path)
     args = parser.parse_args()
     table = measure(args.rounds)
-    print("| variant | bench ÷ plain (median) | 95% interval | range | "
-          "bench ÷ plain's fast epochs (median) | plain slow epochs |")
+    print("| variant | bench ÷ plain, one iterator (median) | 95% interval | "
+          "bench ÷ plain, fresh iterator per epoch (median) | 95% interval | "
+          "custom loop's epoch ends that waited (mean wait) |")
     print("|---|---|---|---|---|---|")
     for vid, row in table.items():
-        lo, hi = row["interval"]
-        values = row["ratios"]
-        print(f"| {vid} | {row['median']:.3f} | {lo:.3f}–{hi:.3f} | "
-              f"{min(values):.3f}–{max(values):.3f} | {row['to_fast_median']:.3f} | "
-              f"{row['plain_slow_share']:.0%} |")
+        (lo, hi), (flo, fhi) = row["one"]["interval"], row["fresh"]["interval"]
+        long_ends = [s for s in row["end_s"] if s > LONG_END_S]
+        waited = (f"{len(long_ends)} of {len(row['end_s'])} "
+                  f"({statistics.mean(long_ends):.1f} s)" if long_ends
+                  else f"0 of {len(row['end_s'])}" if row["end_s"] else "-")
+        print(f"| {vid} | {row['one']['median']:.3f} | {lo:.3f}–{hi:.3f} | "
+              f"{row['fresh']['median']:.3f} | {flo:.3f}–{fhi:.3f} | {waited} |")
     if args.json:
         args.json.write_text(json.dumps(table, indent=1))
 

@@ -9,8 +9,18 @@ the tutorials train it and timed per epoch, as a careful person times their own 
 - `ctl`: `for batch in dist_dataset: loss = train_step(batch)` with `strategy.run` inside a
   `tf.function`, the loss brought to the host once, at the epoch's end.
 
-The dataset is finite (one pass per epoch, a new iterator each epoch, as a user's is).
-Prints one JSON line: {"examples_per_sec": [...per epoch, the first included...]}.
+Two ways to feed the epochs, both common:
+
+- `--iterators fresh`: the dataset is finite and every epoch makes a new iterator (a plain
+  `fit(dataset, epochs=E)`, the tutorials' `for batch in dist_dataset`); the finished one is
+  destroyed as the next epoch begins, and that wait is in the epoch's time;
+- `--iterators one`: the dataset repeats and one iterator serves every epoch
+  (`fit(dataset.repeat(), steps_per_epoch=..., epochs=E)`; the custom loop takes as many steps
+  per epoch from one iterator), as tf-models' trainers do: no epoch ends an iterator.
+
+The custom loop times an ending iterator's destruction apart (`end_s`): what an epoch waits for
+between its last step and the next epoch's first. Prints one JSON line:
+{"examples_per_sec": [...per epoch, the first included...], "end_s": [...]}.
 
     python tests/benchmarks/plain_loop.py --strategy mirrored --replicas 2 --api fit
 """
@@ -31,7 +41,10 @@ def main() -> None:
     parser.add_argument("--strategy", choices=["default", "mirrored"], default="default")
     parser.add_argument("--replicas", type=int, default=1)
     parser.add_argument("--api", choices=["fit", "ctl"], default="fit")
+    parser.add_argument("--iterators", choices=["fresh", "one"], default="fresh")
     parser.add_argument("--epochs", type=int, default=5)
+    parser.add_argument("--autotune", choices=["on", "off"], default="on",
+                        help="tf.data's autotuner (off: options.autotune.enabled = False)")
     args = parser.parse_args()
 
     import tensorflow as tf
@@ -49,8 +62,14 @@ def main() -> None:
     rng = np.random.default_rng(0)
     x = rng.normal(size=(EXAMPLES, 28, 28, 1)).astype("float32")
     y = rng.integers(0, 10, size=EXAMPLES).astype("int32")
-    dataset = (tf.data.Dataset.from_tensor_slices((x, y)).cache().shuffle(10_000, seed=0)
-               .batch(global_batch, drop_remainder=True).prefetch(tf.data.AUTOTUNE))
+    dataset = tf.data.Dataset.from_tensor_slices((x, y)).cache().shuffle(10_000, seed=0)
+    if args.iterators == "one":
+        dataset = dataset.repeat()
+    dataset = dataset.batch(global_batch, drop_remainder=True).prefetch(tf.data.AUTOTUNE)
+    if args.autotune == "off":
+        options = tf.data.Options()
+        options.autotune.enabled = False
+        dataset = dataset.with_options(options)
     steps = EXAMPLES // global_batch
     with strategy.scope():
         model = keras.Sequential([
@@ -59,6 +78,7 @@ def main() -> None:
             keras.layers.Dense(10)])
         optimizer = keras.optimizers.Adam(1e-3)
     seconds: list[float] = []
+    end_s: list[float] = []
     if args.api == "fit":
         with strategy.scope():
             model.compile(optimizer=optimizer,
@@ -67,7 +87,8 @@ def main() -> None:
         timer = keras.callbacks.LambdaCallback(
             on_epoch_begin=lambda epoch, logs: began.append(time.perf_counter()),
             on_epoch_end=lambda epoch, logs: seconds.append(time.perf_counter() - began[-1]))
-        model.fit(dataset, epochs=args.epochs, verbose=0, callbacks=[timer])
+        per_epoch = {"steps_per_epoch": steps} if args.iterators == "one" else {}
+        model.fit(dataset, epochs=args.epochs, verbose=0, callbacks=[timer], **per_epoch)
     else:
         loss_fn = keras.losses.SparseCategoricalCrossentropy(from_logits=True, reduction="none")
         with strategy.scope():
@@ -87,14 +108,24 @@ def main() -> None:
             return strategy.reduce(tf.distribute.ReduceOp.SUM, per_replica, axis=None)
 
         dist_dataset = strategy.experimental_distribute_dataset(dataset)
+        shared = iter(dist_dataset) if args.iterators == "one" else None
+        ending = 0.0  # the previous epoch's iterator destruction: in this epoch's time
         for _ in range(args.epochs):
-            began = time.perf_counter()
+            began = time.perf_counter() - ending
+            iterator = shared if shared is not None else iter(dist_dataset)
             loss = None
-            for batch in dist_dataset:
+            # fresh: to its end, as `for batch in dist_dataset` runs; one: an epoch's steps
+            for batch in (iterator if shared is None else (next(iterator) for _ in range(steps))):
                 loss = train_step(batch)
             float(loss)
-            seconds.append(time.perf_counter() - began)
-    print(json.dumps({"examples_per_sec": [steps * global_batch / s for s in seconds]}))
+            last_step = time.perf_counter()
+            seconds.append(last_step - began)
+            if shared is None:
+                del iterator  # the tutorials' loop lets it go here, at the epoch's end
+                ending = time.perf_counter() - last_step
+                end_s.append(ending)
+    print(json.dumps({"examples_per_sec": [steps * global_batch / s for s in seconds],
+                      "end_s": end_s}))
 
 
 if __name__ == "__main__":
