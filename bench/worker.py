@@ -251,7 +251,7 @@ def measure(variant: Variant, spawn_time: float, progress: ProgressFn) -> dict[s
     with phases("epoch_ends"):  # it trains on too
         ends = (epoch_ends.measure(result.run_epoch, m.epochs, round_up(m.epoch_steps, k))
                 if result.run_epoch is not None and m.epochs and not variant.is_cluster
-                else None)
+                and variant.control not in ("twin", "yardstick") else None)
     warmup = (result.samples.get("warmup") or [[]])[0]
     windows = result.samples.get("observed") or []
     timed = [s for w in windows for s in w]

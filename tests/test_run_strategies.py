@@ -110,6 +110,11 @@ def test_measurements_are_complete_and_sane(matrix_run: BenchRun) -> None:
         loop_steps = 2 + 2 * (1 + 2 * 8)
         assert timing["harness_share"] == pytest.approx(
             timing["harness_s"] / loop_steps / rec["step_time"]["median"])
+        # one short epoch at the finish, on a fresh iterator, ended and timed
+        (epoch,) = measurement["epoch_ends"]
+        assert epoch["steps"] == 64 and epoch["steps_s"] > 0 and epoch["finished"]
+        assert epoch["waited"] == (epoch["end_s"] >= 0.1)
+        assert timing["phases"]["epoch_ends"] >= epoch["steps_s"] + epoch["end_s"]
 
 
 def summary_rows(out: str) -> list[list[str]]:

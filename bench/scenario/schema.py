@@ -109,22 +109,22 @@ class MeasureConfig(Strict):
         "runs the variants one after another, as `bench run --no-interleave` does."))
     settle_steps: NonNegativeInt = Field(1, description=(
         "Untimed steps after each gate release before a turn's windows: a variant released from "
-        "its gate runs slow for some 30-40 ms while it takes the machine back (its first step "
-        "1.4-1.8x a warm step here, the tenth about 1.1x), so the settling steps should cover that "
-        "time or short steps read low. One suits steps of tens of ms; the default scenario, whose "
-        "steps take 2-5 ms, settles 16."))
+        "its gate runs slow for its first 20-25 steps while it takes the machine back (its first "
+        "step 1.2-1.8x a warm step here, the tenth about 1.1x), so the settling steps should cover "
+        "them or short steps read low. One suits steps of tens of ms; the default scenario, whose "
+        "steps take 2-8 ms, settles 24."))
     iterators: PositiveInt = Field(1, description=(
         "Fresh input iterators the turns are spread over, as a user's epochs each start a new "
         "one: iterators can run at different speeds, so one iterator would show one of them; "
         "several show them all, and the record their shares. bench keeps every iterator alive: "
         "the time a user's loop waits while a finished iterator is destroyed is not in the "
         "headline."))
-    epochs: NonNegativeInt = Field(2, description=(
+    epochs: NonNegativeInt = Field(1, description=(
         "Short epochs at the variant's finish, after its turns, each on a fresh input iterator "
         "that ends at once, as a loop over a finite dataset ends each epoch (a plain `fit("
         "dataset, epochs=N)`, `for batch in dataset`): the record holds how long each end took, "
         "where such a loop waits for tf.data's autotune thread. 0 turns them off; local "
-        "single-process variants only."))
+        "single-process variants only, not the run's control twin or yardstick."))
     epoch_steps: PositiveInt = Field(64, description="Steps in each of those epochs.")
     max_live: Literal["auto"] | PositiveInt = Field("auto", description=(
         "How many variant processes may be alive at once (\"auto\": from free memory, and GPU memory where "
