@@ -114,11 +114,10 @@ class MeasureConfig(Strict):
         "them or short steps read low. One suits steps of tens of ms; the default scenario, whose "
         "steps take 2-8 ms, settles 24."))
     iterators: PositiveInt = Field(1, description=(
-        "Fresh input iterators the turns are spread over, as a user's epochs each start a new "
-        "one: iterators can run at different speeds, so one iterator would show one of them; "
-        "several show them all, and the record their shares. bench keeps every iterator alive: "
-        "the time a user's loop waits while a finished iterator is destroyed is not in the "
-        "headline."))
+        "Fresh input iterators the turns are spread over, each made after its turn's gate; the "
+        "record gives each one's rate, and the terminal calls out two clearly apart speeds. "
+        "bench keeps every iterator alive, so the headline is the step's rate; what ending one "
+        "costs an epoch is measured apart (`epochs`)."))
     epochs: NonNegativeInt = Field(1, description=(
         "Short epochs at the variant's finish, after its turns, each on a fresh input iterator "
         "that ends at once, as a loop over a finite dataset ends each epoch (a plain `fit("
