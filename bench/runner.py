@@ -261,7 +261,7 @@ def _start_forkservers(opts: RunOptions, variants: list[Variant], run_dir: Path)
         return servers
     for v in variants:
         python = interpreter(v.environment)
-        if v.is_cluster or needs_fresh_interpreter(v) or servers.get(python) is not None:
+        if needs_fresh_interpreter(v) or servers.get(python) is not None:
             continue
         log = (f"forkserver.{v.environment.label}.log" if python != sys.executable
                and v.environment else "forkserver.log")

@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -94,6 +95,11 @@ def test_multi_worker_records_global_and_per_worker_figures(clusters_run: BenchR
         for task in ("worker-0", "worker-1"):  # every worker traces into its own logdir
             assert list((Path(rec["trace"]["dir"]).parent / task).glob("plugins/profile/*/*.xplane.pb"))
         assert rec["cluster"]["network"] == "isolated"
+        # no import of TensorFlow per cluster: the supervisor is forked from the run's fork
+        # server and forks its tasks' server from itself, which forks every task
+        assert rec["launch"]["start_method"] == "forkserver", rec["launch"]
+        assert rec["cluster"]["task_server"] == "fork"
+        assert [t["start_method"] for t in tasks] == ["forkserver", "forkserver"]
         assert rec["task"] == {"type": "worker", "index": 0}
         assert rec["loss"]["final"] < rec["loss"]["initial"]
     assert "planned 4 replicas, the strategy has 2" in " ".join(
@@ -268,13 +274,34 @@ def test_tasks_started_by_slurm(tmp_path: Path) -> None:
     assert rec["cluster"]["spec"] == {"worker": ["localhost:24560", "localhost:24561"]}
 
 
+LISTEN_ON_EVERY_INTERFACE = """
+import socket, sys
+server = socket.create_server(("0.0.0.0", 0))
+port = server.getsockname()[1]
+socket.create_connection(("127.0.0.1", port), timeout=5).close()  # its loopback is up
+print(socket.if_nameindex(), port, flush=True)
+sys.stdin.read()  # listening until the test has tried from outside
+"""
+
+
 def test_worker_processes_never_listen_outside_their_namespace() -> None:
-    # The isolation itself: a fresh namespace has only loopback.
-    out = subprocess.run(netns.isolated_command([sys.executable, "-c",
-                         "import socket; print(socket.if_nameindex())"]),
-                         capture_output=True, text=True, timeout=30)
-    assert out.returncode == 0, out.stderr
-    assert [name for _, name in eval(out.stdout)] == ["lo"]
+    # The isolation itself: a fresh namespace has only loopback, and a server listening on every
+    # interface in it (as TensorFlow's do) cannot be reached from the host.
+    inside = subprocess.Popen(netns.isolated_command([sys.executable, "-c",
+                                                      LISTEN_ON_EVERY_INTERFACE]),
+                              stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True)
+    try:
+        assert inside.stdout is not None
+        line = inside.stdout.readline()
+        assert line, inside.communicate(timeout=30)[1]
+        interfaces, port = line.rsplit(" ", 1)
+        assert [name for _, name in eval(interfaces)] == ["lo"]
+        with pytest.raises(ConnectionRefusedError):
+            socket.create_connection(("127.0.0.1", int(port)), timeout=5)
+    finally:
+        inside.communicate(input="", timeout=30)
+    assert inside.returncode == 0
     assert os.environ.get("TF_CONFIG") is None  # nothing leaked into the test process
 
 

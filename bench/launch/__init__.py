@@ -25,8 +25,9 @@ class Launcher(Protocol):
 def launcher_for(variant: Variant, forkservers: ForkServers | None = None,
                  slurm: SlurmOptions | None = None) -> Launcher:
     """With `slurm`, every variant is a Slurm job. Otherwise single-process strategies run
-    locally (forked from the fork server of their environment, when there is one) and
-    multi-process ones get a local cluster launcher, whose tasks are always new interpreters."""
+    locally and multi-process ones get a local cluster launcher; the process each starts (the
+    worker, the cluster's supervisor) is forked from the fork server of its environment when
+    there is one."""
     from bench.launch.cluster import ClusterLauncher
     from bench.launch.local import LocalLauncher
     from bench.launch.slurm import SlurmLauncher
@@ -34,4 +35,4 @@ def launcher_for(variant: Variant, forkservers: ForkServers | None = None,
     if slurm is not None:
         return SlurmLauncher(slurm)
 
-    return ClusterLauncher() if variant.is_cluster else LocalLauncher(forkservers)
+    return ClusterLauncher(forkservers) if variant.is_cluster else LocalLauncher(forkservers)

@@ -1,9 +1,11 @@
 """Launch a cluster variant (MultiWorkerMirrored, ParameterServer) on this host.
 
-The parent starts one supervisor (`bench.launch.supervisor`), inside a private network namespace
-unless the scenario chooses the host network, and gives it the variant's budget plus a margin:
-the supervisor enforces the budget itself and names the task that failed or hung; the parent's
-kill of the whole process group is the backstop.
+The parent starts one supervisor (`bench.launch.supervisor`), which enters a private network
+namespace of its own unless the scenario chooses the host network, and gives it the variant's
+budget plus a margin: the supervisor enforces the budget itself and names the task that failed or
+hung; the parent's kill of the whole process group is the backstop. The supervisor is forked from
+the run's fork server when there is one for the variant: it then has TensorFlow imported, and
+forks its tasks' fork server from itself without importing it again.
 """
 
 from __future__ import annotations
@@ -12,7 +14,8 @@ from pathlib import Path
 
 from bench import entrypoints
 from bench.launch import netns
-from bench.launch.local import record_path_of, run_worker_command
+from bench.launch.forkserver import ForkServers
+from bench.launch.local import forkserver_for, record_path_of, run_worker_command
 from bench.protocol import ProgressFn
 from bench.record.model import VariantRecord
 from bench.results import VARIANTS_FILE
@@ -33,14 +36,12 @@ def isolation_skip(variant: Variant) -> VariantRecord | None:
 
 
 def supervisor_command(variant: Variant, run_dir: Path) -> list[str]:
-    """The supervisor of a cluster variant, in its own network namespace unless the scenario
-    chooses the host network (check `isolation_skip` first)."""
-    cmd = entrypoints.command(entrypoints.CLUSTER_SUPERVISOR,
-                              "--variants", str(run_dir / VARIANTS_FILE), "--id", variant.id,
-                              "--record", str(record_path_of(run_dir, variant)),
-                              "--network", variant.network,
-                              python=interpreter(variant.environment))
-    return netns.isolated_command(cmd) if variant.network == "isolated" else cmd
+    """The supervisor of a cluster variant (check `isolation_skip` first)."""
+    return entrypoints.command(entrypoints.CLUSTER_SUPERVISOR,
+                               "--variants", str(run_dir / VARIANTS_FILE), "--id", variant.id,
+                               "--record", str(record_path_of(run_dir, variant)),
+                               "--network", variant.network,
+                               python=interpreter(variant.environment))
 
 
 def budget_s(variant: Variant) -> float:
@@ -50,9 +51,15 @@ def budget_s(variant: Variant) -> float:
 
 
 class ClusterLauncher:
+    """Runs a cluster variant's supervisor under the variant's budget plus a margin."""
+
+    def __init__(self, forkservers: ForkServers | None = None) -> None:
+        self.forkservers = forkservers
+
     def run(self, variant: Variant, run_dir: Path, progress: ProgressFn | None = None
             ) -> VariantRecord:
         if (skipped := isolation_skip(variant)) is not None:
             return skipped
         return run_worker_command(variant, run_dir, supervisor_command(variant, run_dir),
-                                  record_path_of(run_dir, variant), budget_s(variant), progress)
+                                  record_path_of(run_dir, variant), budget_s(variant), progress,
+                                  forkserver=forkserver_for(variant, self.forkservers))

@@ -260,6 +260,7 @@ class Cluster:
             summary = ClusterTask(
                 task=task.name, type=task.type, index=task.index, address=address,
                 trains=task.trains, pid=self.procs[task].popen.pid,
+                start_method=self.procs[task].start_method,
                 exit_code=self.procs[task].popen.returncode, log=str(self.log_path(task)),
                 **self.stats.get(task, {}))
             if rec is not None and rec.ok:

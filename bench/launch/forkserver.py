@@ -82,6 +82,7 @@ class ForkServer:
         self._log_path = log_path
         self._sock: socket.socket | None = None
         self._proc: subprocess.Popen[bytes] | None = None
+        self._pid: int | None = None  # a server made by `fork_here`, this process's child
         self._ready = threading.Event()
         self._dead = threading.Event()
         self._lock = threading.Lock()  # one spawn request in flight at a time
@@ -91,6 +92,7 @@ class ForkServer:
         self._children: dict[int, ForkedChild] = {}
         self._early_exits: dict[int, int] = {}
         self.ready_s: float | None = None  # start → ready, for the run's timing breakdown
+        self.start_method: str | None = None  # `spawn` (`start`) or `fork` (`adopt`)
 
     def start(self) -> ForkServer:
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
@@ -102,7 +104,18 @@ class ForkServer:
                 pass_fds=[theirs.fileno()], env=self._env, stdin=subprocess.DEVNULL,
                 stdout=log, stderr=log, start_new_session=True)
         theirs.close()
-        self._sock = ours
+        self.start_method = "spawn"
+        return self._connect(ours)
+
+    def adopt(self, pid: int, sock: socket.socket) -> ForkServer:
+        """Take on a server this process forked from itself (`forkserver_main.fork_here`), its
+        pid and this end of its socket, instead of starting one."""
+        self._pid = pid
+        self.start_method = "fork"
+        return self._connect(sock)
+
+    def _connect(self, sock: socket.socket) -> ForkServer:
+        self._sock = sock
         self._started = time.monotonic()
         threading.Thread(target=self._listen, name="forkserver-listener", daemon=True).start()
         return self
@@ -190,6 +203,9 @@ class ForkServer:
                 self._proc.kill()
                 self._proc.wait()
             self._proc = None
+        if self._pid is not None:
+            _reap(self._pid, timeout_s=2.0)
+            self._pid = None
 
     def __enter__(self) -> ForkServer:
         return self.start()
@@ -197,6 +213,23 @@ class ForkServer:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
+
+
+def _reap(pid: int, timeout_s: float) -> None:
+    """Wait for a child to exit; SIGKILL it after `timeout_s`."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        try:
+            if os.waitpid(pid, os.WNOHANG)[0] == pid:
+                return
+        except ChildProcessError:
+            return
+        time.sleep(0.02)
+    try:
+        os.kill(pid, signal.SIGKILL)
+        os.waitpid(pid, 0)
+    except (ProcessLookupError, ChildProcessError):
+        pass
 
 
 class ForkServers:

@@ -28,6 +28,7 @@ import sys
 import tempfile
 import threading
 import traceback
+from pathlib import Path
 from typing import Any
 
 from bench import entrypoints
@@ -35,7 +36,8 @@ from bench.launch.forkserver import MAX_MESSAGE
 from bench.launch.groups import die_with_parent
 
 # What a child may run: each module has `main(argv) -> int`.
-RUNNABLE_MODULES = (entrypoints.WORKER, entrypoints.TRACE_ANALYSIS, entrypoints.PS_SERVER)
+RUNNABLE_MODULES = (entrypoints.WORKER, entrypoints.TRACE_ANALYSIS, entrypoints.PS_SERVER,
+                    entrypoints.CLUSTER_SUPERVISOR)
 # Imported too when present: what the children would otherwise import first thing.
 OPTIONAL_PRELOADS = ("xprof.convert.raw_to_tool_data",)
 REAP_INTERVAL_S = 0.02
@@ -165,6 +167,32 @@ def serve(sock: socket.socket) -> int:
         for fd in fds:
             os.close(fd)
         _send(sock, {"spawned": pid})
+
+
+def fork_here(log_path: Path) -> tuple[int, socket.socket]:
+    """A server forked from this process, which holds TensorFlow imported and nothing initialised
+    (a cluster's supervisor forked from the run's server): it serves at once, without importing
+    TensorFlow again. Its pid and this process's end of its socket, for `ForkServer.adopt`.
+    Call it before this process starts any thread."""
+    ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    log = os.open(log_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    pid = os.fork()
+    if pid == 0:  # the server, as `ForkServer.start` makes it but without the exec
+        code = 1
+        try:
+            ours.close()
+            os.setsid()
+            for target in (1, 2):
+                os.dup2(log, target)
+            code = serve(theirs)
+        finally:
+            os._exit(code)
+    os.close(log)
+    theirs.close()
+    return pid, ours
 
 
 def main(argv: list[str] | None = None) -> int:

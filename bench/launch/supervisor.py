@@ -1,7 +1,7 @@
 """`python -m bench.launch.supervisor`: start, watch and tear down one local cluster variant.
 
-Runs inside the cluster's private network namespace (or on the host network when the scenario
-asks). It starts every task with its own TF_CONFIG, forwards the chief's progress, and ends the
+Enters the cluster's private network namespace first thing (or stays on the host network when
+the scenario asks). It starts every task with its own TF_CONFIG, forwards the chief's progress, and ends the
 cluster as soon as anything goes wrong: a task that exits or fails is reported by name, a task
 that hangs is caught by the budget (TensorFlow waits forever for a peer that never joins).
 Tasks stay in the supervisor's process group and die with it, so the parent's kill of that
@@ -24,9 +24,10 @@ from bench.launch.cluster_plan import Task, chief_of, plan_tasks
 from bench.launch.cluster_tasks import Cluster, NativeCrash, Restart
 from bench.launch.fault_injector import FaultInjector, await_detection
 from bench.launch.forkserver import ForkServer
+from bench.launch.forkserver_main import fork_here
 from bench.launch.gate_relay import GateRelay
 from bench.launch.local import worker_env
-from bench.launch.netns import bring_loopback_up
+from bench.launch.netns import enter_private_namespace
 from bench.placement import needs_fresh_interpreter
 from bench.protocol import read_events
 from bench.record.cluster import Cluster as ClusterSection
@@ -36,17 +37,25 @@ from bench.training import strategies
 
 
 def task_forkserver(variant: Variant, logs: Path, run_dir: Path) -> ForkServer | None:
-    """A fork server inside the cluster's network namespace that imports TensorFlow once for
+    """A fork server inside the cluster's network namespace that holds TensorFlow imported for
     every task (a task started as a new interpreter spends seconds importing it, all of them at
-    once on the same cores). None for tf-keras (its tasks need TF_USE_LEGACY_KERAS before the
-    import) and for a [fault] variant (a restarted task is a new process, as it would be)."""
+    once on the same cores). A supervisor forked from the run's fork server has it imported
+    already and forks the server from itself; one started as a new interpreter starts one that
+    imports it. None for tf-keras (its tasks need TF_USE_LEGACY_KERAS before the import) and for
+    a [fault] variant (a restarted task is a new process, as it would be)."""
     if needs_fresh_interpreter(variant) or variant.fault is not None:
         return None
-    return ForkServer(worker_env(), logs / f"{variant.id}.forkserver.log", str(run_dir)).start()
+    log = logs / f"{variant.id}.forkserver.log"
+    server = ForkServer(worker_env(), log, str(run_dir))
+    if "tensorflow" in sys.modules:
+        return server.adopt(*fork_here(log))
+    return server.start()
 
 
 def supervise(variant: Variant, variants_path: Path, logs: Path, network: str,
               attempts: int = 3) -> VariantRecord:
+    """Run the variant's cluster, started again on new ports (up to `attempts` times) after a
+    failure a fresh cluster is unlikely to meet again; its record."""
     if variant.fault is not None:
         return supervise_fault(variant, variants_path, logs, network)
     if (known := strategies.known_skip(variant)) is not None:  # no cluster to start for it
@@ -54,8 +63,9 @@ def supervise(variant: Variant, variants_path: Path, logs: Path, network: str,
     deadline = time.monotonic() + variant.measure.timeout_s
     crashes: list[str] = []
     restarts: list[str] = []
-    relay = GateRelay(ChildEnv.from_env().gate or None, logs, variant.id)
+    # before the relay: a server forked from this process must be forked before any thread
     forkserver = task_forkserver(variant, logs, variants_path.parent)
+    relay = GateRelay(ChildEnv.from_env().gate or None, logs, variant.id)
     try:
         for attempt in range(1, attempts + 1):
             relay.reset()
@@ -79,6 +89,7 @@ def supervise(variant: Variant, variants_path: Path, logs: Path, network: str,
     record = _variant_record(variant, cluster, status, reason, network, attempt)
     assert record.cluster is not None
     record.cluster.native_crashes, record.cluster.restarts = crashes, restarts
+    record.cluster.task_server = forkserver.start_method if forkserver is not None else None
     if crashes:
         record.notes = [*(record.notes or []),
                         f"cluster restarted after a native crash: {'; '.join(crashes)}"]
@@ -172,7 +183,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--network", choices=["isolated", "host"], required=True)
     args = parser.parse_args(argv)
     if args.network == "isolated":
-        bring_loopback_up()
+        try:
+            enter_private_namespace()
+        except OSError as exc:
+            print(f"cannot enter a private network namespace: {exc}", file=sys.stderr)
+            return 1
     try:
         variant = results.variant_by_id(results.read_json(args.variants), args.id, args.variants)
     except BenchError as exc:

@@ -33,6 +33,8 @@ class ClusterTask(Section):
     pid: int | None = field("its pid")
     exit_code: int | None = field("its exit code (null: still running when the cluster ended)")
     log: str | None = field("its log")
+    start_method: str | None = field("`forkserver` (forked from the cluster's fork server) or "
+                                     "`spawn` (a new interpreter)")
     cpu_s: Number | None = field("its CPU seconds")
     peak_rss_mb: Number | None = field("its peak resident memory")
     status: str | None = field("its own record's status")
@@ -51,6 +53,9 @@ class Cluster(Section):
     chief: str | None = field("the task that wrote the record (`this task` for `bench worker`)")
     resolver: str | None = field("`bench worker`: how the cluster was found (tf_config, slurm)")
     tasks: list[ClusterTask] | None = field("every task of the local cluster")
+    task_server: str | None = field(
+        "how the fork server of its tasks started: `fork` (forked from a supervisor that had "
+        "TensorFlow imported), `spawn` (a new interpreter that imports it); null: none")
     native_crashes: list[str] | None = field("native crashes that restarted the cluster")
     restarts: list[str] | None = field("every restart and why")
 
