@@ -66,6 +66,39 @@ def test_variants_finish_one_per_core_unless_one_measures_checkpoints() -> None:
     assert finishing_width(variants({"checkpoint": {"every": 5}})) == 1
 
 
+def test_a_variant_that_ends_while_its_group_builds_is_charged_until_its_end(tmp_path) -> None:
+    """Variants start in groups; the parent waits for each in turn. One that ends (a skip) while
+    another still builds is charged its own time, not the time until the parent looked."""
+    import queue
+    import sys
+
+    from bench.launch.process import WorkerProcess
+    from bench.launch.rounds import LiveVariant
+    from bench.protocol import format_gate
+
+    variant = expand(parse_scenario(BASE))[0]
+
+    def live(name: str, code: str) -> LiveVariant:
+        announced: queue.Queue[tuple[str, int, float]] = queue.Queue()
+        proc = WorkerProcess([sys.executable, "-c", code], dict(os.environ),
+                             tmp_path / f"{name}.log", on_gate=lambda segment, index:
+                             announced.put((segment, index, time.monotonic())))
+        return LiveVariant(variant, tmp_path, proc, tmp_path / f"{name}.gate", announced)
+
+    since = time.monotonic()
+    building = live("building", f"import time; time.sleep(3); print({format_gate('window')!r}, "
+                                "flush=True); time.sleep(30)")
+    skipped = live("skipped", "pass")
+    try:
+        assert building.run_to_gate(since)
+        assert not skipped.run_to_gate(since)
+        assert building.active_s >= 3.0
+        assert skipped.active_s < 1.5, skipped.active_s  # it ended at once
+    finally:
+        building.close()
+        skipped.close()
+
+
 def test_observer_flags_only_an_interval_above_the_limit() -> None:
     from bench.training.observer import summary as observer_summary
 

@@ -55,6 +55,9 @@ class WorkerProcess:
         self.start_method = "spawn"
         self.fork_problem: str | None = None  # why a fork was asked for and not used
         self.popen: Any = None
+        # when its stdout closed (time.monotonic()): the process ended then, whenever the parent
+        # looks; None while it runs
+        self.output_ended_at: float | None = None
         if forkserver is not None and new_session:
             self.popen = self._fork(forkserver, cmd, env)
         if self.popen is None:
@@ -88,6 +91,13 @@ class WorkerProcess:
 
     def _pump(self) -> None:
         assert self.popen.stdout is not None
+        try:
+            self._copy_output()
+        finally:
+            self.output_ended_at = time.monotonic()
+
+    def _copy_output(self) -> None:
+        assert self.popen.stdout is not None
         for raw in self.popen.stdout:
             line = raw.decode(errors="replace")
             if (progress := parse_progress(line)) is not None:
@@ -112,6 +122,10 @@ class WorkerProcess:
             kill_group(self.popen.pid, grace_s)
         elif self.popen.poll() is None:
             self.popen.kill()
+
+    def join_output(self, timeout_s: float = 0.5) -> None:
+        """Wait (briefly) until everything the ended process wrote has been read."""
+        self._reader.join(timeout=timeout_s)
 
     def close(self) -> None:
         self.kill(grace_s=1.0)

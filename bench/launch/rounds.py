@@ -88,7 +88,8 @@ class LiveVariant:
         """Wait while the worker runs, until it announces its next segment (True) or ends or
         overruns its budget (False); the running time (from `since`, when it was released
         together with others, else from now, until its announcement) is charged to its budget:
-        a variant that reached its gate early is not charged for the others it was built with."""
+        a variant that reached its gate early, or ended (a skip), is not charged for the others
+        it was built with."""
         started = time.monotonic() if since is None else since
         deadline = started + max(0.0, self.budget_s - self.active_s)
         ended: float | None = None
@@ -101,6 +102,8 @@ class LiveVariant:
                 except queue.Empty:
                     pass
                 if self.proc.popen.poll() is not None:
+                    self.proc.join_output()
+                    ended = self.proc.output_ended_at
                     return False
                 if time.monotonic() > deadline:
                     self.timed_out = True
@@ -143,8 +146,7 @@ class LiveVariant:
 def start(variant: Variant, run_dir: Path, forkservers: ForkServers | None,
           progress: ProgressFn | None, gate_timeout_s: float) -> LiveVariant:
     """Start a variant's worker with a gate: it builds, warms up and stops at its first window.
-    A cluster variant's supervisor relays the gate to its training tasks (bench.launch.gate_relay)
-    and is never forked (its tasks are new interpreters anyway)."""
+    A cluster variant's supervisor relays the gate to its training tasks (bench.launch.gate_relay)."""
     fifo = run_dir / "logs" / f"{variant.id}.gate"
     fifo.unlink(missing_ok=True)
     os.mkfifo(fifo, 0o600)
@@ -153,7 +155,6 @@ def start(variant: Variant, run_dir: Path, forkservers: ForkServers | None,
     gate = ChildEnv(gate=str(fifo), gate_timeout_s=gate_timeout_s).to_env()
     if variant.is_cluster:
         cmd, env = cluster.supervisor_command(variant, run_dir), gate
-        forkservers = None
     else:
         cmd = worker_command(run_dir, variant, record_path_of(run_dir, variant))
         env = {**variant_env(run_dir, variant), **gate}
