@@ -41,6 +41,8 @@ TEST_ENVIRONMENT: dict[str, str] = {
     "BENCH_TEST_PID_FILE": "where a test fixture's hanging builder writes its pid.",
     "BENCH_BENCHMARK_ROUNDS": "rounds of `tests/benchmarks/test_nightly_variants.py` (default 1).",
     "BENCH_NOISE_RUNS": "runs of each kind in `tests/benchmarks/test_noise_floor.py` (default 10).",
+    "BENCH_NOISE_MODES": "the kinds of run of `tests/benchmarks/test_noise_floor.py`: "
+                         "`interleaved`, `sequential`, comma-separated (default both).",
     "BENCH_STORE_SOURCE": "a run directory `tests/benchmarks/test_store_scale.py` builds its stores "
                           "from (default: a fresh run).",
 }
