@@ -11,7 +11,8 @@ does before it runs a command): in a new user namespace where this user is root,
 is needed where unprivileged user namespaces are allowed. A cluster's supervisor does so first
 thing, which lets it be forked from the run's fork server like any worker.
 
-Usage: `python -m bench.launch.netns COMMAND [ARG...]` runs a command in a namespace of its own.
+Usage: `python -m bench.launch.netns COMMAND [ARG...]` (or this file as a script) runs a command
+in a namespace of its own.
 """
 
 from __future__ import annotations
@@ -49,8 +50,10 @@ def isolation_problem() -> str | None:
 
 
 def isolated_command(cmd: list[str]) -> list[str]:
-    """`cmd` run inside a new network namespace (call isolation_problem() first)."""
-    return [sys.executable, "-m", "bench.launch.netns", *cmd]
+    """`cmd` run inside a new network namespace (call isolation_problem() first). This file runs
+    as a script (`-P`: its folder stays off the import path) and imports the standard library
+    only, where `-m bench.launch.netns` would import the package's scenario schema first."""
+    return [sys.executable, "-P", __file__, *cmd]
 
 
 def enter_private_namespace() -> None:
