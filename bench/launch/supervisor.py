@@ -1,11 +1,12 @@
 """`python -m bench.launch.supervisor`: start, watch and tear down one local cluster variant.
 
 Enters the cluster's private network namespace first thing (or stays on the host network when
-the scenario asks). It starts every task with its own TF_CONFIG, forwards the chief's progress, and ends the
-cluster as soon as anything goes wrong: a task that exits or fails is reported by name, a task
-that hangs is caught by the budget (TensorFlow waits forever for a peer that never joins).
-Tasks stay in the supervisor's process group and die with it, so the parent's kill of that
-group is a last resort that always works.
+the scenario asks). It starts every task with its own TF_CONFIG, forwards the chief's progress,
+and ends the cluster as soon as anything goes wrong: a task that exits or fails is reported by
+name, a task that hangs is caught by the budget (TensorFlow waits forever for a peer that never
+joins). Every task dies with the supervisor (a new interpreter stays in its process group; a
+forked task dies with its fork server, which dies with the supervisor), so the parent's kill of
+the supervisor's group is a last resort that always works.
 """
 
 from __future__ import annotations

@@ -71,4 +71,4 @@ def test_noise_floor_interleaved_vs_sequential(benchmark, tmp_path: Path) -> Non
         print(f"{mode}: |d| <= {TARGET_PCT}% in {within[mode]} of {len(values)}; median |d| "
               f"{statistics.median(abs(d) for d in values):.1f}%; max |d| "
               f"{max(abs(d) for d in values):.1f}%; wall median {statistics.median(walls[mode]):.1f} s")
-    assert within[RUN_MODES[0]] >= 0.9 * RUNS, floors
+    assert within["interleaved"] >= 0.9 * RUNS, floors  # the target is the interleaved runs'
