@@ -98,6 +98,9 @@ def apply_overrides(scenario: Scenario, opts: RunOptions) -> Scenario:
     for key in ("warmup_steps", "steps", "repeats", "timeout_s"):
         if getattr(opts, key) is not None:
             update[key] = getattr(opts, key)
+    if opts.quick:  # a smoke test's short epoch is no longer than its window
+        update["epoch_steps"] = min(update["epoch_steps"],
+                                    update.get("steps", scenario.measure.steps))
     if opts.rounds_factor > 1:
         for key in ("repeats", "timeout_s"):
             update[key] = update.get(key, getattr(scenario.measure, key)) * opts.rounds_factor

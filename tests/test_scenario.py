@@ -14,9 +14,10 @@ from pathlib import Path
 import pytest
 
 from bench.errors import ScenarioError
+from bench.runner import RunOptions, apply_overrides
 from bench.scenario.loading import load_scenario, load_variants, parse_scenario
 from bench.scenario.matrix import expand
-from tests.conftest import bench
+from tests.conftest import REPO, bench
 
 BASE = {
     "scenario": {"name": "s"},
@@ -418,3 +419,16 @@ def test_pipeline_fields_given_as_lists_are_matrix_axes() -> None:
     single = variants_of(scenario(data={"prefetch": [3]}, train={"api": "fit"}))
     assert [v.id for v in single] == ["default-r1-fit-float32-gb32"]
     assert single[0].data.prefetch == 3
+
+
+def test_quick_shortens_the_run_and_its_short_epoch_to_a_window() -> None:
+    default = load_scenario(REPO / "scenarios" / "mnist_mirrored.toml")
+    quick = apply_overrides(default, RunOptions(quick=True)).measure
+    assert (quick.warmup_steps, quick.steps, quick.repeats, quick.settle_steps, quick.trace_steps,
+            quick.epochs, quick.epoch_steps) == (3, 16, 2, 1, 0, 1, 16)
+    fewer = apply_overrides(default, RunOptions(quick=True, steps=8)).measure
+    assert (fewer.steps, fewer.epoch_steps) == (8, 8)
+    resnet = apply_overrides(load_scenario(REPO / "scenarios" / "resnet50.toml"),
+                             RunOptions(quick=True)).measure
+    assert (resnet.steps, resnet.epoch_steps) == (4, 4)
+    assert apply_overrides(default, RunOptions()).measure.epoch_steps == 64

@@ -252,7 +252,7 @@ def shipped_scenarios_page(root: Path) -> str:
            "and runs there with `bench run --quick` (the costliest ones, a few of their variants; "
            "`tutorial_transfer`, whose ResNet50 steps take seconds, is only validated). `--quick` "
            "is a smoke test: at most 3 warmup, 1 settling and 20 timed steps, 2 repeats, one short "
-           "epoch of 20 steps, and no trace. The "
+           "epoch no longer than a window, and no trace. The "
            "default scenario is `scenarios/mnist_mirrored.toml`.", ""]
     for path in sorted((root / "scenarios").glob("*.toml")):
         comment = []

@@ -30,7 +30,7 @@ def run(
                                               help="Where run directories are created.")
                            ] = Path("results"),
     quick: Annotated[bool, typer.Option(help="Smoke test: at most 3 warmup, 1 settling, 20 timed steps, "
-                                             "2 repeats, one short epoch of 20 steps, no trace.")
+                                             "2 repeats, one short epoch no longer than a window, no trace.")
                      ] = False,
     warmup: Annotated[Optional[int], typer.Option(min=0, help="Override measure.warmup_steps."
                                                   )] = None,
