@@ -12,9 +12,17 @@ import pytest
 from bench.report.derived import op_shares, worker_rows
 from bench.report.detail_charts import measurement_cost_chart, top_ops_chart, workers_chart
 from bench.report.narrative import summarize_run
-from bench.report.runs import RunView, load_run
+from bench.report.runs import RunView, find_baselines, load_run
 from bench.report.site import render_site
-from tests.fixtures.report_runs import cluster_record, standard_records, write_run
+from bench.report.tables import COLUMNS, figures_row
+from bench.report.terminal import format_versus_baseline
+from tests.fixtures.report_runs import (
+    cluster_record,
+    ok_record,
+    standard_records,
+    variant,
+    write_run,
+)
 
 
 @pytest.fixture
@@ -115,3 +123,24 @@ def test_epoch_ends_that_never_waited_say_so_without_advice(tmp_path: Path) -> N
                                                          records))))
     assert "Epoch ends: 0 of 1 short epochs waited at their end; the others took 2 ms." in summary
     assert "repeat()" not in summary
+
+
+def test_the_terminal_and_the_report_give_the_same_ratios_to_the_baseline(tmp_path: Path) -> None:
+    """One rule for "vs baseline": a ratio for a variant of another strategy, none for the
+    baseline's A/A twin (its ratio is the noise floor), wherever it shows."""
+    records = standard_records()
+    records[0]["variant"]["control"] = "baseline"
+    twin = ok_record({**variant("default-r1-fit-float32-gb64-control"), "control": "twin"},
+                     0.0041, seed=9)
+    view = load_run(write_run(tmp_path / "results", "versus-20261127T051803Z", [*records, twin]))
+    column = COLUMNS.index("vs baseline")
+    terminal_bases = find_baselines(view.records)
+    shown = {str(rec.variant_id): (
+        figures_row(view, rec)[column].text.replace("–", "-"),
+        format_versus_baseline(rec, terminal_bases.get(str(rec.variant_id)), view.noise_floor))
+        for rec in view.ok}
+    assert all(report == terminal for report, terminal in shown.values()), shown
+    assert view.baselines["mirrored-r2-fit-float32-gb128"].variant_id == "default-r1-fit-float32-gb64"
+    assert float(shown["mirrored-r2-fit-float32-gb128"][0].lstrip("~")) < 1.0
+    assert shown["default-r1-fit-float32-gb64-control"] == ("-", "-")
+    assert shown["default-r1-fit-float32-gb64"] == ("-", "-")

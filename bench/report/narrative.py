@@ -24,7 +24,7 @@ from bench.report.derived import (
     straggler_note,
     worker_rows,
 )
-from bench.report.runs import RunView
+from bench.report.runs import RunView, versus_baseline
 from bench.scaling import replicas_of
 
 INPUT_BOUND_PCT = 20.0  # xprof calls a step "highly input-bound" above 20% input time
@@ -48,9 +48,9 @@ def fastest(run: RunView) -> str | None:
     best = max(recs, key=_thr)
     text = f"Fastest: {best.variant_id} at {_thr(best):,.0f} examples/s"
     base = run.baselines.get(str(best.variant_id))
-    if base and not best.variant.on_baseline_strategy:
-        text += (f", {_versus(_thr(best) / _thr(base), run)} the single-device baseline "
-                 f"({base.variant_id})")
+    ratio = versus_baseline(best, base)
+    if base is not None and ratio is not None:
+        text += f", {_versus(ratio, run)} the single-device baseline ({base.variant_id})"
     slowest = min(recs, key=_thr)
     if slowest is not best:
         text += f"; slowest: {slowest.variant_id} at {_thr(slowest):,.0f}"

@@ -125,6 +125,16 @@ def find_baselines(records: list[VariantRecord]) -> dict[str, VariantRecord]:
     return out
 
 
+def versus_baseline(record: VariantRecord, base: VariantRecord | None) -> float | None:
+    """The headline ratio of a variant to its single-device baseline (find_baselines); None for a
+    variant that ran a single-device strategy itself (the baselines, the A/A twin, whose ratio is
+    the noise floor) or the yardstick, and where either has no headline."""
+    if (base is None or record.variant.on_baseline_strategy or record.control_role == "yardstick"
+            or not record.has_throughput or not record.headline or not base.headline):
+        return None
+    return record.headline_ratio(base)
+
+
 Head = tuple[dict[str, Any], list[dict[str, Any]], str, str]  # environment, variants, name, text
 
 

@@ -27,7 +27,7 @@ from bench.report.derived import (
     straggler_note,
     worker_rows,
 )
-from bench.report.runs import RunView
+from bench.report.runs import RunView, versus_baseline
 from bench.scaling import replicas_of
 
 
@@ -84,9 +84,7 @@ def figures_row(run: RunView, rec: VariantRecord) -> list[Cell]:
     step, timing, loss, use = rec.step_time, rec.timing, rec.loss, rec.utilization
     analysis = rec.trace_analysis
     base = run.baselines.get(rec.variant_id or "")
-    vs_base = (rec.headline / base.headline
-               if base and rec.headline and base.headline and rec.has_throughput
-               and not v.on_baseline_strategy else None)
+    vs_base = versus_baseline(rec, base)
     split = step_breakdown(rec)  # shares of the traced step, on the untraced step's scale
     initial, final = (loss.initial, loss.final) if loss else (None, None)
     loss_text = f"{initial:.3f} → {final:.3f}" if initial is not None and final is not None else "–"

@@ -23,7 +23,7 @@ from bench.report.derived import (
     model_label,
     step_breakdown,
 )
-from bench.report.runs import find_baselines
+from bench.report.runs import find_baselines, versus_baseline
 
 if TYPE_CHECKING:
     from bench.compare.detector import Comparison
@@ -49,10 +49,9 @@ def format_versus_baseline(record: VariantRecord, base: VariantRecord | None,
                            floor: dict[str, Any] | None) -> str:
     """Headline ratio to the variant's baseline in this run, "~" where the control twins
     differed as much (within the noise floor)."""
-    if base is None or not record.throughput or base is record or \
-            record.control_role == "yardstick":  # a fixed workload, not a scenario variant
+    ratio = versus_baseline(record, base)
+    if ratio is None:
         return "-"
-    ratio = record.headline_ratio(base)
     return f"~{ratio:.2f}" if within_noise(ratio, floor) else f"{ratio:.2f}"
 
 
