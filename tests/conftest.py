@@ -42,6 +42,10 @@ warmup_steps = 2
 steps = 8
 repeats = 2
 timeout_s = 120
+# no traced turn and no short epoch at the finish (a quarter of a tiny run's time): the tests of
+# traces and epoch ends ask for them
+trace_steps = 0
+epochs = 0
 """
 
 

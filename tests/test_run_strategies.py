@@ -17,6 +17,8 @@ pytestmark = pytest.mark.slow
 MATRIX = """
 [measure]
 control = false   # no A/A twin, no yardstick: just the matrix
+trace_steps = 10  # every variant's trace and short epoch are read here
+epochs = 1
 
 [train]
 api = ["fit", "ctl"]
