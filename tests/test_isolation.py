@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from bench.launch.forkserver import ForkServer
+from bench.launch.forkserver_main import exit_code
 from bench.launch.local import worker_env
 from bench.launch.process import WorkerProcess
 from tests.conftest import REPO, BenchRun, bench_run, write_scenario
@@ -134,3 +135,12 @@ def test_server_leaves_on_its_own_when_the_parent_closes_it(tmp_path: Path) -> N
     assert proc is not None
     server.close()
     assert proc.returncode == 0  # it left by itself; the kill after the grace period gives -9
+
+
+def test_a_forked_child_ends_on_sys_exit_as_an_interpreter_does(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    assert exit_code(SystemExit()) == 0 and exit_code(SystemExit(None)) == 0
+    assert exit_code(SystemExit(3)) == 3
+    assert capsys.readouterr().err == ""
+    assert exit_code(SystemExit("the chief gave up: no peers")) == 1
+    assert capsys.readouterr().err == "the chief gave up: no peers\n"

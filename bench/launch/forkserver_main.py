@@ -83,6 +83,16 @@ def _send(sock: socket.socket, message: dict[str, Any]) -> None:
     sock.send(json.dumps(message).encode())
 
 
+def exit_code(exc: SystemExit) -> int:
+    """The exit code an interpreter ends with on `exc`: sys.exit() is 0, sys.exit(N) is N, and
+    sys.exit("why") prints why to stderr and is 1 (else a task that gives up that way leaves
+    nothing in its log to say why)."""
+    if exc.code is None or isinstance(exc.code, int):
+        return exc.code or 0
+    print(exc.code, file=sys.stderr)
+    return 1
+
+
 def _run_child(request: dict[str, Any], fds: list[int], sock: socket.socket) -> int:
     """In the forked child: become the requested process and run its main; its exit code."""
     code = 1
@@ -106,7 +116,7 @@ def _run_child(request: dict[str, Any], fds: list[int], sock: socket.socket) -> 
         sys.argv = [request["module"], *request["args"]]
         code = importlib.import_module(request["module"]).main(request["args"])
     except SystemExit as exc:
-        code = exc.code if isinstance(exc.code, int) else 1
+        code = exit_code(exc)
     except BaseException:  # noqa: BLE001 -- the child must end here whatever happened
         traceback.print_exc()
     for stream in (sys.stdout, sys.stderr):
