@@ -190,7 +190,8 @@ name = "default"
 
 @pytest.mark.parametrize(("builder", "expected"), [
     ("kill_worker_1", "worker-1 (pid"),  # the supervisor sees the exit first
-    ("stop_worker_1", "stopped sending heartbeats"),  # the chief's collective names task:1
+    # the chief's collective names task:1, and its record wins over its exit code 1
+    ("stop_worker_1", "stopped sending heartbeats"),
 ])
 def test_a_failing_worker_fails_the_variant_fast_and_the_run_goes_on(
         tmp_path: Path, builder: str, expected: str) -> None:
@@ -207,6 +208,7 @@ def test_a_failing_worker_fails_the_variant_fast_and_the_run_goes_on(
         assert "SIGKILL" in mw["reason"]
     else:
         assert "task:1" in mw["reason"]
+        assert mw["cluster"]["tasks"][0]["exit_code"] == 1  # the record said why, not the code
     assert default["status"] == "ok"
     assert leftover_processes(str(run.run_dir)) == []
 

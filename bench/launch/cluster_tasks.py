@@ -220,11 +220,12 @@ class Cluster:
             if task in self.records:
                 continue
             code = proc.popen.poll()
-            if task.trains and code in (None, 0) and (
-                    record := take_record(self.record_path(task))) is not None:
-                # a task that wrote its record is done (written whole, by rename): the cluster
-                # ends once every one has, without waiting for TensorFlow's shutdown barrier;
-                # its record is merged into the variant's
+            if task.trains and (record := take_record(self.record_path(task))) is not None:
+                # a task that wrote its record is done (written whole, by rename) and the record
+                # is its own account, whatever its exit code: TensorFlow's teardown after a
+                # peer's failure may end the process with 1 once the record says why. The
+                # cluster ends once every task has one, without waiting for the shutdown
+                # barrier; the records are merged into the variant's
                 self.records[task] = record
             elif code is None:
                 continue
