@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import signal
 import socket
 import subprocess
 import sys
@@ -192,6 +193,7 @@ name = "default"
     ("kill_worker_1", "worker-1 (pid"),  # the supervisor sees the exit first
     # the chief's collective names task:1, and its record wins over its exit code 1
     ("stop_worker_1", "stopped sending heartbeats"),
+    ("crash_worker_1", "SIGBUS (crashed on all 3 attempts)"),  # a fresh cluster each time
 ])
 def test_a_failing_worker_fails_the_variant_fast_and_the_run_goes_on(
         tmp_path: Path, builder: str, expected: str) -> None:
@@ -206,9 +208,13 @@ def test_a_failing_worker_fails_the_variant_fast_and_the_run_goes_on(
     assert mw["wall_s"] < 60 + 10
     if builder == "kill_worker_1":
         assert "SIGKILL" in mw["reason"]
-    else:
+    elif builder == "stop_worker_1":
         assert "task:1" in mw["reason"]
         assert mw["cluster"]["tasks"][0]["exit_code"] == 1  # the record said why, not the code
+    else:  # every attempt's crash, and the last attempt's tasks, are in the record
+        assert [c.split(" (pid")[0] for c in mw["cluster"]["native_crashes"]] == ["worker-1"] * 3
+        assert mw["cluster"]["attempts"] == 3 and mw["error"]["type"] == "NativeCrash"
+        assert [t["exit_code"] for t in mw["cluster"]["tasks"]][1] == -signal.SIGBUS
     assert default["status"] == "ok"
     assert leftover_processes(str(run.run_dir)) == []
 

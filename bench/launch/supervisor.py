@@ -78,9 +78,12 @@ def supervise(variant: Variant, variants_path: Path, logs: Path, network: str,
                 restarts.append(str(restart))
                 if isinstance(restart, NativeCrash):
                     crashes.append(str(restart))
-                if attempt == attempts:
-                    return VariantRecord.failed(variant, restart.final_reason(attempts))
-                continue
+                if attempt < attempts:
+                    continue
+                # the last attempt's tasks, and every attempt's crash, stay in the record
+                status, reason = "failed", restart.final_reason(attempts)
+                cluster.failure_error = {"type": type(restart).__name__, "message": str(restart)}
+                break
             cluster.close()
             break
     finally:
