@@ -31,6 +31,17 @@ WINDOW, TRACE, FINISH = "window", "trace", "finish"
 SEGMENTS = (WINDOW, TRACE, FINISH)
 
 
+def last_release(released: tuple[str, int] | None) -> str:
+    """Where a process (or a cluster's tasks) was last let go from its gate, for a timeout's
+    reason: ', last let go into its turn 7 of the rounds'; '' before the first release."""
+    if released is None:
+        return ""
+    segment, index = released
+    what = {WINDOW: f"its turn {index + 1} of the rounds", TRACE: "its traced turn"}.get(
+        segment, "its finish (after its windows: final loss, checks, its record)")
+    return f", last let go into {what}"
+
+
 def format_progress(done: int, total: int) -> str:
     return f"{PROGRESS_PREFIX}{done} {total}"
 

@@ -44,7 +44,7 @@ devices = "gpu"                  # skipped: no GPU here
 
 [[strategies]]
 name = "mirrored"
-replicas = 1                     # the builder hangs: the budget kills it
+replicas = 1                     # hangs in its first turn: the budget kills it
 
 [[strategies]]
 name = "mirrored"
@@ -84,6 +84,7 @@ def test_each_reason_is_recorded(fault_run: BenchRun) -> None:
     assert "NcclAllReduce" in nccl["reason"]
     assert "no GPU" in gpu["reason"]
     assert "timed out after 25 s" in hang["reason"]
+    assert "last let go into its turn 1 of the rounds" in hang["reason"]  # where it hung
     assert hang["error"]["type"] == "Timeout"
     assert boom["reason"] == ("model 'tests.fixtures.faulty:by_strategy' raised RuntimeError: "
                               "builder exploded on purpose")  # the user's function, named

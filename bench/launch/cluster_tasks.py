@@ -210,9 +210,9 @@ class Cluster:
             if outcome is not None:
                 return ("faulted", outcome[1]) if injected and outcome[0] == "failed" else outcome
             time.sleep(POLL_S)
-        waiting = [t.name for t in self.tasks if t.trains and t not in self.records]
-        return "failed", timed_out(self.variant.measure.timeout_s,
-                                   f" waiting for {', '.join(waiting)}")
+        waiting = ", ".join(t.name for t in self.tasks if t.trains and t not in self.records)
+        where = protocol.last_release(self.relay.released)
+        return "failed", timed_out(self.variant.measure.timeout_s, f" waiting for {waiting}{where}")
 
     def _check(self) -> tuple[str, str | None] | None:
         """The cluster's outcome once there is one, else None."""

@@ -36,6 +36,7 @@ class GateRelay:
         self._announced: tuple[str, int] | None = None
         self._waiting_since: float | None = None
         self._stale_go = False  # the runner's go for an announcement a restart made void
+        self.released: tuple[str, int] | None = None  # the segment the tasks were last let go into
         self.paused_s = 0.0  # time spent waiting for the runner: not charged to the budget
 
     @property
@@ -83,7 +84,7 @@ class GateRelay:
             return
         with self._lock:
             self._at.clear()
-            self._announced = None
+            self.released, self._announced = self._announced, None
             if self._waiting_since is not None:
                 self.paused_s += time.monotonic() - self._waiting_since
                 self._waiting_since = None
@@ -110,7 +111,7 @@ class GateRelay:
             self._tasks.clear()
             self._at.clear()
             self._stale_go = self._stale_go or self._announced is not None
-            self._announced = None
+            self._announced = self.released = None
             if self._waiting_since is not None:
                 self.paused_s += time.monotonic() - self._waiting_since
                 self._waiting_since = None

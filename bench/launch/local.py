@@ -78,21 +78,22 @@ def run_worker_command(variant: Variant, run_dir: Path, cmd: list[str], record_p
 
 
 def launched_record(variant: Variant, proc: WorkerProcess, record_path: Path, outcome: Outcome,
-                    budget_s: float) -> VariantRecord:
-    """What a finished process leaves: its record (or a failed one), with how it started."""
-    record = collect_record(variant, record_path, proc.log_path, outcome, budget_s)
+                    budget_s: float, where: str = "") -> VariantRecord:
+    """What a finished process leaves: its record (or a failed one), with how it started;
+    `where` it was last let go from its gate, for a timeout's reason."""
+    record = collect_record(variant, record_path, proc.log_path, outcome, budget_s, where)
     return record.add(launch={"start_method": proc.start_method,
                               "fork_problem": proc.fork_problem})
 
 
 def collect_record(variant: Variant, record_path: Path, log_path: Path, outcome: Outcome,
-                   budget_s: float) -> VariantRecord:
+                   budget_s: float, where: str = "") -> VariantRecord:
     """The record the child wrote, or a failed one saying why there is none."""
     if (record := take_record(record_path)) is not None:
         return record.add(wall_s=outcome.duration_s)
     if outcome.timed_out:
-        return no_record(variant, log_path, timed_out(budget_s, "; worker process group killed"),
-                         "Timeout")
+        return no_record(variant, log_path,
+                         timed_out(budget_s, f"{where}; worker process group killed"), "Timeout")
     cause = last_error_line(log_path) or "no output"
     return no_record(variant, log_path, f"worker exited with code {outcome.returncode} without "
                      f"a record: {cause}", "WorkerCrash", message=cause,

@@ -41,7 +41,7 @@ from bench.launch.local import (
     worker_env,
 )
 from bench.launch.process import Outcome, WorkerProcess
-from bench.protocol import FINISH, GO, ProgressFn
+from bench.protocol import FINISH, GO, ProgressFn, last_release
 from bench.record.model import VariantRecord
 from bench.scenario.schema import Variant
 
@@ -67,6 +67,7 @@ class LiveVariant:
     fifo: Path
     announced: queue.Queue[tuple[str, int, float]]  # segment, index, when it was announced
     at: tuple[str, int] | None = None  # the segment it waits to run, while at the gate
+    released: tuple[str, int] | None = None  # the segment it was last let go into
     active_s: float = 0.0  # running time so far, charged against measure.timeout_s
     timed_out: bool = False
     positions: list[int] = field(default_factory=list)  # its place in each round, from 0
@@ -81,7 +82,7 @@ class LiveVariant:
 
     def release(self) -> None:
         """Let the worker run the segment it announced."""
-        self.at = None
+        self.released, self.at = self.at, None
         os.write(self._writer, GO)
 
     def run_to_gate(self, since: float | None = None) -> bool:
@@ -133,7 +134,8 @@ class LiveVariant:
         outcome = Outcome(None if self.timed_out else self.proc.popen.returncode, self.timed_out,
                           self.active_s)
         return launched_record(self.variant, self.proc,
-                               record_path_of(self.run_dir, self.variant), outcome, self.budget_s)
+                               record_path_of(self.run_dir, self.variant), outcome, self.budget_s,
+                               where=last_release(self.released))
 
     def close(self) -> None:
         self.proc.close()
