@@ -4,6 +4,8 @@ let go together, and it remembers where it last let them go (what a timeout's re
 from __future__ import annotations
 
 import os
+import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -57,4 +59,30 @@ def test_tasks_go_together_and_the_relay_remembers_where(
     finally:
         for fd in [*readers, runner]:
             os.close(fd)
+        relay.close()
+
+
+def test_the_supervisor_wakes_on_an_announcement_and_on_the_go(tmp_path: Path) -> None:
+    """`wait` returns when a task announces or the runner says go, not at its timeout: each turn
+    of a cluster passes the relay without a polling delay."""
+    runner_gate = tmp_path / "runner.gate"
+    os.mkfifo(runner_gate)
+    relay = GateRelay(str(runner_gate), tmp_path, "v")
+    relay.task_env(TASKS[0])
+    runner = os.open(runner_gate, os.O_WRONLY | os.O_NONBLOCK)
+    never_s = 60.0  # what a wait that missed its wake-up would take
+    try:
+        relay.on_gate(TASKS[0])(protocol.WINDOW, 0)
+        started = time.monotonic()
+        relay.wait(never_s)
+        assert time.monotonic() - started < never_s / 4
+        relay.poll()  # announced to the runner; now its go wakes the supervisor
+        threading.Timer(0.2, os.write, (runner, protocol.GO)).start()
+        started = time.monotonic()
+        relay.wait(never_s)
+        assert time.monotonic() - started < never_s / 4
+        relay.poll()
+        assert relay.released == (protocol.WINDOW, 0)
+    finally:
+        os.close(runner)
         relay.close()

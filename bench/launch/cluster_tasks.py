@@ -209,7 +209,7 @@ class Cluster:
                 outcome = "failed", str(restart)
             if outcome is not None:
                 return ("faulted", outcome[1]) if injected and outcome[0] == "failed" else outcome
-            time.sleep(POLL_S)
+            self.relay.wait(POLL_S)
         waiting = ", ".join(t.name for t in self.tasks if t.trains and t not in self.records)
         where = protocol.last_release(self.relay.released)
         return "failed", timed_out(self.variant.measure.timeout_s, f" waiting for {waiting}{where}")
