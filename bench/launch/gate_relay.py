@@ -10,8 +10,8 @@ its budget is paused, as a single variant's is, and its servers stay up (TensorF
 run on their own threads while the Python side blocks at the gate).
 
 The supervisor's loop sleeps in `wait`, which returns as soon as a task announces or the runner
-says go: a turn passes the relay without a polling interval's delay each way (with 30 rounds and
-a 50 ms poll that was about 2 s a cluster variant spent idle, with nothing running).
+says go: a turn passes the relay without a polling interval's delay each way, time in which
+nothing would run on the machine.
 """
 
 from __future__ import annotations
