@@ -214,7 +214,7 @@ def test_a_failing_worker_fails_the_variant_fast_and_the_run_goes_on(
     else:  # every attempt's crash, and the last attempt's tasks, are in the record
         assert [c.split(" (pid")[0] for c in mw["cluster"]["native_crashes"]] == ["worker-1"] * 3
         assert mw["cluster"]["attempts"] == 3 and mw["error"]["type"] == "NativeCrash"
-        assert [t["exit_code"] for t in mw["cluster"]["tasks"]][1] == -signal.SIGBUS
+        assert mw["cluster"]["tasks"][1]["exit_code"] == -signal.SIGBUS
     assert default["status"] == "ok"
     assert leftover_processes(str(run.run_dir)) == []
 
