@@ -31,15 +31,16 @@ PS_FIT = "Keras 3 fit() has no ParameterServerStrategy support"
 # tests/test_rounds.py).
 WITH_CONTROLS = "mnist_mirrored"
 FEWER_STEPS = ["--steps", "8", "--warmup", "2"]
-# ResNet50 builds take minutes on 2 cores: its fit variant runs end to end, the custom loop (the
-# same code as every other scenario's) is only expanded. checkpoint_cost's clusters take minutes
-# too: its MLP default fit runs here (tests/test_run_checkpoints.py runs the Mirrored and
-# MultiWorkerMirrored paths).
-# The tutorials' workloads and the parameter-server recommender run a few variants each here
-# (a local path or two, one cluster path), which keeps CI within its time; their every variant
-# was run on the machine of each change (the closing notes).
-ONLY = {"resnet50": ["default-r1-fit-*"],
-        "checkpoint_cost": ["default-r1-fit-*"],
+# Scenarios whose costly paths run elsewhere in CI run a few variants each here (a local path or
+# two, one cluster path); every variant of each was run on the machine of each change (the
+# closing notes). checkpoint_cost's clusters take minutes: its MLP default fit runs here
+# (tests/test_run_checkpoints.py runs the Mirrored and MultiWorkerMirrored paths).
+# mixed_precision's CNN runs its float32 and bfloat16 fit, and its float16 is skipped, here; both
+# policies run under Mirrored x 2 through fit and the custom loop in tests/test_run_options.py.
+# lstm runs its default fit and its Mirrored x 2 custom loop.
+ONLY = {"checkpoint_cost": ["default-r1-fit-*"],
+        "lstm": ["default-r1-fit-*", "mirrored-r2-ctl-*"],
+        "mixed_precision": ["default-r1-fit-*"],
         "parameter_server": ["default-r1-*", "parameter_server-ps2w2-fixed-*"],
         "tutorial_regression": ["default-r1-*", "central_storage-r2-ctl-*",
                                 "parameter_server-ps1w2-tf_keras-fit-*"],
@@ -49,10 +50,14 @@ ONLY = {"resnet50": ["default-r1-fit-*"],
         # runs it beside this interpreter's TensorFlow); Keras 3 forked from its own fork server,
         # tf-keras 2.20 (installed without dependencies) in a fresh interpreter of it
         "tf_upgrade": ["default-r1-*-tf2.20"]}
+# The scenarios of ONLY that keep their own steps: they ask for few already, or save checkpoints.
+OWN_STEPS = ("checkpoint_cost", "parameter_server", "tutorial_regression", "tutorial_softmax",
+             "tutorial_mlp_clusters", "tf_upgrade")
 # Expanded and validated here, not run: a step of ResNet50 at 224 x 224 takes seconds on 2 cores,
-# and a run minutes. Its parts run in CI elsewhere: a compiled user model with a sigmoid head and
-# binary labels (tests/test_user_workload.py), a frozen ResNet50 base (seed_tutorials).
-EXPANDED_ONLY = ("tutorial_transfer",)
+# and its graph a minute to build. The catalogue's ResNet50 runs in seed_tutorials (32 x 32
+# images, head and last 10 layers trainable); a compiled user model with a sigmoid head and
+# binary labels in tests/test_user_workload.py.
+EXPANDED_ONLY = ("resnet50", "tutorial_transfer")
 # Scenarios whose every run must train: the loss on the probe batch falls.
 LOSS_FALLS = ("tutorial_regression", "tutorial_softmax", "tutorial_mlp_clusters",
               "tutorial_transfer", "parameter_server")
@@ -79,15 +84,9 @@ OK: dict[str, list[str]] = {
         "default-r1-fit-float32-gb64-map1-pfauto", "default-r1-fit-float32-gb64-mapauto-pf0",
         "default-r1-fit-float32-gb64-mapauto-pfauto"],
     "lstm": [
-        "default-r1-fit-float32-gb64",
-        "default-r1-ctl-float32-gb64", "mirrored-r1-fit-float32-gb64", "mirrored-r1-ctl-float32-gb64",
-        "mirrored-r2-fit-float32-gb128", "mirrored-r2-ctl-float32-gb128"],
+        "default-r1-fit-float32-gb64", "mirrored-r2-ctl-float32-gb128"],
     "mixed_precision": [
-        "default-r1-fit-float32-gb64",
-        "default-r1-ctl-float32-gb64", "default-r1-fit-mixed_bfloat16-gb64",
-        "default-r1-ctl-mixed_bfloat16-gb64", "mirrored-r2-fit-float32-gb128",
-        "mirrored-r2-ctl-float32-gb128", "mirrored-r2-fit-mixed_bfloat16-gb128",
-        "mirrored-r2-ctl-mixed_bfloat16-gb128"],
+        "default-r1-fit-float32-gb64", "default-r1-fit-mixed_bfloat16-gb64"],
     "mnist_mirrored": [
         "default-r1-fit-float32-gb64",
         "default-r1-ctl-float32-gb64", "default-r1-fit-mixed_bfloat16-gb64",
@@ -103,7 +102,7 @@ OK: dict[str, list[str]] = {
         "multi_worker_mirrored-w2x1-ring-ctl-dsfn-float32-gb128",
         "multi_worker_mirrored-w3x1-ring-ctl-dsfn-float32-gb192"],
     "resnet50": [
-        "default-r1-fit-float32-gb8"],
+        "default-r1-fit-float32-gb8", "default-r1-ctl-float32-gb8"],
     # the seeds' tutorials: every path runs here, MWMS and PS fit through tf-keras
     "seed_tutorials": [
         "default-r1-fit-float32-gb16",
@@ -144,10 +143,7 @@ SKIPPED: dict[str, dict[str, str]] = {
         "multi_worker_mirrored-w2x2-fit-float32-gb256": MWM_FIT,
         "parameter_server-ps1w2-fit-float32-gb64": PS_FIT},
     "mixed_precision": {
-        "default-r1-fit-mixed_float16-gb64": FLOAT16_ON_CPU,
-        "default-r1-ctl-mixed_float16-gb64": FLOAT16_ON_CPU,
-        "mirrored-r2-fit-mixed_float16-gb128": FLOAT16_ON_CPU,
-        "mirrored-r2-ctl-mixed_float16-gb128": FLOAT16_ON_CPU},
+        "default-r1-fit-mixed_float16-gb64": FLOAT16_ON_CPU},
     "strategy_shootout": {"tpu-r1-ctl-float32-gb64": NO_TPU},
 }
 
@@ -159,14 +155,12 @@ def test_every_shipped_scenario_states_its_outcomes() -> None:
 
 def run_args(stem: str) -> list[str]:
     """How the test runs a shipped scenario: --quick; all but the default scenario (run as users
-    run it, with its controls) without controls and with FEWER_STEPS, unless they ask for fewer
-    steps already or save checkpoints (ONLY)."""
+    run it, with its controls) without controls, the variants of ONLY, and with FEWER_STEPS
+    unless they keep their own (OWN_STEPS)."""
     if stem == WITH_CONTROLS:
         return ["--quick"]
-    if stem in ONLY:
-        return ["--quick", "--no-control",
-                *[arg for pattern in ONLY[stem] for arg in ("--only", pattern)]]
-    return ["--quick", "--no-control", *FEWER_STEPS]
+    only = [arg for pattern in ONLY.get(stem, []) for arg in ("--only", pattern)]
+    return ["--quick", "--no-control", *only, *([] if stem in OWN_STEPS else FEWER_STEPS)]
 
 
 # These scenarios' runs are started together when the first test needs one, two at a time
@@ -175,11 +169,10 @@ def run_args(stem: str) -> list[str]:
 # module takes about half the time. fault_tolerance's run is the recovery tests' and clusters'
 # run the cluster tests' (session fixtures). Figures are not checked here, only that every path
 # runs and what it records.
-LONGEST_FIRST = ["resnet50", "seed_tutorials", "parameter_server",
-                 "mixed_precision", "tutorial_regression", "lstm", "tutorial_mlp_clusters",
-                 "tutorial_softmax",
-                 "strategy_shootout", "mnist_mirrored", "batch_sweep", "multi_worker_ctl",
-                 "transformer", "input_bound", "checkpoint_cost"]
+LONGEST_FIRST = ["seed_tutorials", "mnist_mirrored", "tutorial_softmax", "batch_sweep",
+                 "transformer", "parameter_server", "lstm", "tutorial_regression",
+                 "strategy_shootout", "input_bound", "mixed_precision", "tf_upgrade",
+                 "multi_worker_ctl", "tutorial_mlp_clusters", "checkpoint_cost"]
 SHARED = {"fault_tolerance": "fault_tolerance_run", "clusters": "clusters_run"}
 
 

@@ -250,7 +250,8 @@ def shipped_scenarios_page(root: Path) -> str:
            "Each file in `scenarios/` opens with a comment saying what question it answers; this "
            "page is those comments. Every one validates in CI (`tests/test_shipped_scenarios.py`), "
            "and runs there with `bench run --quick` (the costliest ones, a few of their variants; "
-           "`tutorial_transfer`, whose ResNet50 steps take seconds, is only validated). `--quick` "
+           "`resnet50` and `tutorial_transfer`, whose ResNet50 steps at 224 x 224 take seconds, "
+           "are only validated). `--quick` "
            "is a smoke test: at most 3 warmup, 1 settling and 20 timed steps, 2 repeats, one short "
            "epoch no longer than a window, and no trace. The "
            "default scenario is `scenarios/mnist_mirrored.toml`.", ""]
