@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 
+from tests.background import BackgroundBench
 from tests.browser import IN_CI
 from tests.slurm_cluster import LocalSlurm, SlurmUnavailable
 
@@ -107,6 +108,29 @@ def _private_peak_cache(tmp_path_factory: pytest.TempPathFactory) -> None:
     [environment] virtualenvs are built beside it (BENCH_CACHE_DIR/envs), once per session,
     unless BENCH_ENV_CACHE names a cache to reuse across sessions (1.9 GB per environment)."""
     os.environ["BENCH_CACHE_DIR"] = str(tmp_path_factory.mktemp("bench-cache"))
+
+
+TF220_BODY = '[[strategies]]\nname = "default"\n\n[environment]\ntensorflow = "2.20.*"\n'
+
+
+@pytest.fixture(scope="session", autouse=True)
+def tf220_build(request: pytest.FixtureRequest, _private_peak_cache: None,
+                tmp_path_factory: pytest.TempPathFactory
+                ) -> Iterator[tuple[Path, BackgroundBench] | None]:
+    """`bench env build` of TensorFlow 2.20 into the session's cache, started before the first
+    test when a selected test needs it (the `tf220` fixture of tests/test_environments.py, which
+    waits for it), so that its minute and more of pip runs beside the tests before. The scenario
+    built and the build; None when no selected test needs it."""
+    if not any("tf220" in item.fixturenames for item in request.session.items):
+        yield None
+        return
+    folder = tmp_path_factory.mktemp("tf220")
+    scenario = write_scenario(folder, TF220_BODY)
+    build = BackgroundBench(["env", "build", str(scenario)], folder, cwd=REPO)
+    try:
+        yield scenario, build
+    finally:
+        build.stop()
 
 
 @pytest.fixture(scope="session")

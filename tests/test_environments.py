@@ -12,7 +12,6 @@ import html
 import json
 import re
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -31,6 +30,7 @@ from bench.launch.slurm import SlurmOptions, batch_script, cluster_worker_args
 from bench.scenario.environment import candidate_point, installed_tensorflow, specifier
 from bench.scenario.loading import load_variants, parse_scenario
 from bench.scenario.matrix import expand, with_candidate
+from tests.background import BackgroundBench
 from tests.conftest import (
     REPO,
     BenchRun,
@@ -200,21 +200,21 @@ def test_versions_the_index_cannot_give_are_refused_in_one_line(tmp_path: Path) 
 
 
 @pytest.fixture(scope="session")
-def tf220(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
-    """`bench env build` of TensorFlow 2.20 into the session's cache (once per session)."""
+def tf220(tf220_build: tuple[Path, BackgroundBench] | None) -> dict[str, Any]:
+    """`bench env build` of TensorFlow 2.20 into the session's cache (once per session, started
+    at the session's start: conftest's tf220_build)."""
     index_or_skip()
-    path = write_scenario(tmp_path_factory.mktemp("tf220"),
-                          f'{STRATEGY}[environment]\ntensorflow = "2.20.*"\n')
-    started = time.monotonic()
-    proc = bench("env", "build", str(path), timeout=1200)
+    assert tf220_build is not None
+    path, build = tf220_build
+    proc = build.result(timeout=1200)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     found = re.search(r"^environment tf2\.20: (?:reusing (\S+) |built in .*: (\S+)$)",
                       proc.stdout, re.MULTILINE)
     assert found, proc.stdout
     env_dir = Path(found[1] or found[2])
     assert env_dir.parent == environments.cache_root()
-    return {"proc": proc, "seconds": time.monotonic() - started, "dir": env_dir,
-            "manifest": environments.read_manifest(env_dir), "scenario": path}
+    return {"proc": proc, "dir": env_dir, "manifest": environments.read_manifest(env_dir),
+            "scenario": path}
 
 
 def install_traces(env: dict[str, Any]) -> tuple[str, str]:
