@@ -25,14 +25,41 @@ from bench.child_env import ChildEnv
 _PACKAGES = ("tensorflow", "tensorflow-cpu", "tf-keras", "keras", "numpy", "pandas", "bench")
 
 
-def cpu_model() -> str:
+def _cpuinfo_field(name: str) -> str | None:
+    """The first `name : value` of /proc/cpuinfo, or None where there is none."""
     try:
         for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
+            if line.split(":", 1)[0].strip() == name:
                 return line.split(":", 1)[1].strip()
     except OSError:
         pass
-    return platform.processor() or platform.machine()
+    return None
+
+
+def cpu_model() -> str:
+    return _cpuinfo_field("model name") or platform.processor() or platform.machine()
+
+
+# The CPU flags that set how fast a matmul runs (vector width, bf16 and int8 units). A VM often
+# names its CPU by family alone ("AMD EPYC"): CPUs of one name can differ in these.
+MATMUL_FLAGS = ("avx2", "fma", "avx512f", "avx512_bf16", "avx512_vnni", "amx_tile", "amx_bf16")
+
+
+def cpu_flags() -> list[str]:
+    """The MATMUL_FLAGS this CPU has (empty where /proc/cpuinfo has no flags)."""
+    present = set((_cpuinfo_field("flags") or "").split())
+    return [flag for flag in MATMUL_FLAGS if flag in present]
+
+
+def usable_cpus() -> int:
+    """The CPUs this process may run on (a container's or a VM slice's share, not the host's)."""
+    return len(os.sched_getaffinity(0))
+
+
+def cpu_identity() -> str:
+    """The CPU as far as its speed goes: model, matmul flags and usable CPUs,
+    e.g. "AMD EPYC [avx2 fma] x2"."""
+    return f"{cpu_model()} [{' '.join(cpu_flags())}] x{usable_cpus()}"
 
 
 GPU_FIELDS = ("index", "uuid", "name", "memory.total", "driver_version", "compute_cap")
@@ -228,6 +255,7 @@ def environment(scenario_digest: str | None = None) -> dict[str, Any]:
         "platform": platform.platform(),
         "python": platform.python_version(),
         "cpu_model": cpu_model(),
+        "cpu_flags": cpu_flags(),
         "cpu_count": os.cpu_count(),
         "gpus": gpus(),
         "packages": package_versions(),

@@ -242,6 +242,8 @@ def measure(variant: Variant, spawn_time: float, progress: ProgressFn) -> dict[s
                              steps_per_execution=k, jit_compile=variant.train.jit_compile,
                              progress=progress, trace=trace, arrays=arrays)
     _KEPT_UNTIL_EXIT.append(result.iterators)  # see LoopResult.iterators
+    with phases("peak"):  # before FINISH: no other variant runs beside it
+        peak_measured_here = mfu.settle_peak(variant, layout)
     gate.wait(FINISH)
     with phases("final_loss"):
         final_loss = built.objectives.batch_loss(model, probe_batch)
@@ -258,7 +260,8 @@ def measure(variant: Variant, spawn_time: float, progress: ProgressFn) -> dict[s
     notes = list(result.notes) + batch_notes
     step_stats = summarize(timed)
     with phases("utilization"):
-        utilised = mfu.utilization(variant, layout, probe_batch, inputs, step_stats.median)
+        utilised = mfu.utilization(variant, layout, probe_batch, inputs, step_stats.median,
+                                   peak_measured_here)
     with phases("checks"):
         # after the measurement, so the checks cannot disturb it
         checked = checks_suite.run(variant, strategy, loaded)

@@ -185,31 +185,44 @@ def test_merge_fills_what_one_side_lacks() -> None:
                        "tf_device": "/physical_device:GPU:0"}]
 
 
-def test_peak_keys_tell_gpu_models_apart_and_keep_the_cpu_key() -> None:
+def test_peak_keys_tell_gpu_models_and_cpus_of_one_name_apart() -> None:
     a100 = peak_key("NVIDIA A100-SXM4-80GB", "gpu", "bfloat16", "2.21.0")
     h100 = peak_key("NVIDIA H100 80GB HBM3", "gpu", "bfloat16", "2.21.0")
     assert a100 != h100
     assert a100 == f"NVIDIA A100-SXM4-80GB|gpu|bfloat16|tf2.21.0|n{MATMUL_N}"
-    cpu = fingerprint.cpu_model()
-    # the format every cache written before GPU models existed used
-    assert peak_key(cpu, "cpu", "float32", "2.21.0") == f"{cpu}|cpu|float32|tf2.21.0|n{MATMUL_N}"
+    # this machine's CPU: its name, the matmul flags it has, and the CPUs this process may use
+    identity = fingerprint.cpu_identity()
+    flags = fingerprint.cpu_flags()
+    assert identity == (f"{fingerprint.cpu_model()} [{' '.join(flags)}] "
+                        f"x{len(os.sched_getaffinity(0))}")
+    assert set(flags) <= set(Path("/proc/cpuinfo").read_text().split())
+    assert ("avx512f" in flags) == ("avx512f" in Path("/proc/cpuinfo").read_text().split())
+    assert peak_key(identity, "cpu", "float32", "2.21.0") != peak_key(
+        fingerprint.cpu_model(), "cpu", "float32", "2.21.0")
 
 
 @pytest.mark.slow
-def test_an_old_cpu_cache_entry_keeps_its_samples(tmp_path: Path,
-                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_cpu_peak_is_settled_by_measurements_in_turn_and_an_unnamed_one_is_not_used(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     import tensorflow as tf
 
     from bench.utilization import peak
 
-    old_key = f"{fingerprint.cpu_model()}|cpu|float32|tf{tf.__version__}|n{MATMUL_N}"
-    samples = [3.0e11, 3.5e11, 3.2e11]  # settled: a hit must not measure again
-    (tmp_path / "peak.json").write_text(json.dumps({old_key: {
-        "flops_per_s": max(samples), "samples": samples, "device": "/cpu:0", "dtype": "float32"}}))
+    # keyed by the CPU's name alone, as caches once were: it may be another CPU of that name
+    name_only = f"{fingerprint.cpu_model()}|cpu|float32|tf{tf.__version__}|n{MATMUL_N}"
+    (tmp_path / "peak.json").write_text(json.dumps({name_only: {
+        "flops_per_s": 1.0, "samples": [1.0, 1.0, 1.0], "device": "/cpu:0", "dtype": "float32"}}))
     monkeypatch.setenv("BENCH_CACHE_DIR", str(tmp_path))
-    assert peak.device_model("/cpu:0", "cpu") == fingerprint.cpu_model()
-    found = peak.peak_flops("/cpu:0", "cpu", "float32")
-    assert found["key"] == old_key and found["samples"] == samples
+    assert peak.device_model("/cpu:0", "cpu") == fingerprint.cpu_identity()
+    first = peak.peak_flops("/cpu:0", "cpu", "float32")  # nothing cached: measures once
+    assert first["key"] != name_only and len(first["samples"]) == 1
+    assert first["flops_per_s"] > 1e9
+    assert peak.peak_flops("/cpu:0", "cpu", "float32")["samples"] == first["samples"]
+    spans = [peak.settle("/cpu:0", "cpu", "float32") for _ in range(3)]
+    assert spans[0] is not None and spans[1] is not None and spans[2] is None  # 3 settle it
+    assert spans[0][0] < spans[0][1] <= spans[1][0] < spans[1][1]
+    settled = peak.peak_flops("/cpu:0", "cpu", "float32")
+    assert len(settled["samples"]) == 3 and settled["flops_per_s"] == max(settled["samples"])
 
 
 def _tensorflow_gpus() -> dict[str, Any]:
@@ -264,7 +277,7 @@ def seeded_peak_key(truth: dict[str, Any]) -> str:
     """The key the record's peak must have: the model of the device the step runs on."""
     if truth["count"]:
         return peak_key(truth["first_gpu"], "gpu", "float32", truth["version"])
-    return peak_key(fingerprint.cpu_model(), "cpu", "float32", truth["version"])
+    return peak_key(fingerprint.cpu_identity(), "cpu", "float32", truth["version"])
 
 
 @pytest.fixture(scope="module")
@@ -315,11 +328,12 @@ def test_the_record_peak_is_keyed_by_the_device_model(one_run: BenchRun,
     kind = record["devices"]["kind"]
     assert kind == "cpu" or record["gpu"]["count"] > 0
     if kind == "cpu":
-        assert peak["key"] == peak_key(fingerprint.cpu_model(), "cpu", "float32", tf_version)
+        assert peak["key"] == peak_key(fingerprint.cpu_identity(), "cpu", "float32", tf_version)
     assert peak["model"] == peak["key"].split("|")[0]
     # the seeded entry of the device it ran on, not the host's T4s: found, not measured again
     assert peak["key"] == seeded_peak_key(truth)
     assert peak["samples"] == SEEDED_SAMPLES and peak["flops_per_s"] == max(SEEDED_SAMPLES)
+    assert record["utilization"]["peak_measured_here"] is None
     assert "T4" not in peak["model"]
 
 

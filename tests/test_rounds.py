@@ -277,7 +277,9 @@ api = ["fit", "ctl"]
 @pytest.fixture(scope="module")
 def interleaved(tmp_path_factory: pytest.TempPathFactory) -> BenchRun:
     tmp = tmp_path_factory.mktemp("interleaved")
-    return bench_run(write_scenario(tmp, SCENARIO, name="rounds"), tmp / "results")
+    # an empty peak cache: the first variants to finish measure the matmul peak
+    return bench_run(write_scenario(tmp, SCENARIO, name="rounds"), tmp / "results",
+                     env={"BENCH_CACHE_DIR": str(tmp / "cache")})
 
 
 @pytest.fixture(scope="module")
@@ -323,6 +325,23 @@ class TestInterleavedRun:
         assert len(spans) == 6 * 4
         for (_, end, first), (start, _, second) in zip(spans, spans[1:], strict=False):
             assert end <= start + 1e-3, f"{first} and {second} ran at once"
+
+    def test_the_peak_is_measured_while_its_variant_holds_the_machine(self, interleaved: BenchRun
+                                                                        ) -> None:
+        spans = {r["variant_id"]: r["utilization"]["peak_measured_here"]
+                 for r in interleaved.records if r["utilization"]["peak_measured_here"]}
+        assert len(spans) == 3, spans  # one key (float32 on this CPU), settled by 3 measurements
+        for vid, (start, end) in spans.items():
+            for rec in interleaved.records:
+                windows = windows_of(rec)
+                if rec["variant_id"] == vid:  # after its own windows, before its finish
+                    assert start >= max(w_end for _, w_end in windows)
+                    assert rec["timing"]["phases"]["peak"] >= end - start
+                for w_start, w_end in windows:
+                    assert w_end <= start or w_start >= end, (vid, rec["variant_id"])
+        peaks = [r["utilization"]["peak"] for r in interleaved.records]
+        assert max(len(p["samples"]) for p in peaks) == 3  # read after the third measurement
+        assert all(p["model"] == p["key"].split("|")[0] for p in peaks)
 
     def test_rounds_are_shuffled_and_every_variant_took_part_in_each(self, interleaved: BenchRun
                                                                       ) -> None:

@@ -88,8 +88,8 @@ def variant_phases(record: VariantRecord) -> dict[str, float]:
         "settling": measurement.settling_s or 0.0,
         "traced": _window_s(record.traced_steps, k) + (measurement.trace_base_s or 0.0),
         "profiler": (trace.start_s or 0.0) + (trace.stop_s or 0.0),
-        "after_loop": sum(worker.get(p, 0.0) for p in ("final_loss", "checkpoint", "epoch_ends",
-                                                       "utilization", "checks")),
+        "after_loop": sum(worker.get(p, 0.0) for p in ("peak", "final_loss", "checkpoint",
+                                                       "epoch_ends", "utilization", "checks")),
         "analysis": parent.analysis_s or 0.0,
     })
     in_loop = sum(phases[p] for p in ("first_step", "warmup", "timed", "observed", "settling",

@@ -71,6 +71,9 @@ class Utilization(Section):
     peak_flops_per_s: Number | None = field("the measured matmul peak of the devices used")
     peak_devices: int | None = field("devices the peak counts")
     peak: Peak | None = field("the peak's measurement")
+    peak_measured_here: list[Number] | None = field(
+        "[start, end] (Unix time) of the measurement this variant added to the peak, taken "
+        "while it held the machine alone; none when the cached peak was settled")
     mfu: Number | None = field("achieved ÷ peak FLOP/s")
 
 

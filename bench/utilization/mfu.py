@@ -17,19 +17,38 @@ from bench.training.devices import DeviceLayout
 from bench.utilization import flops, peak
 
 
-def utilization(variant: Variant, layout: DeviceLayout, batch: tuple[Any, Any],
-                inputs: ModelInputs, median_step_s: float) -> dict[str, Any]:
-    """Achieved FLOP/s and MFU against the measured peak; never fails the variant."""
+def _skip_reason(variant: Variant, layout: DeviceLayout) -> str | None:
     if variant.is_cluster or layout.kind == "tpu":
-        return {"status": "skipped", "reason": f"MFU is not computed for {variant.strategy} "
-                "(tasks share a host, or the peak benchmark does not run there)"}
+        return (f"MFU is not computed for {variant.strategy} (tasks share a host, or the peak "
+                "benchmark does not run there)")
     if variant.model.trainable != "all":
         # Measured: ResNet50 at 32 x 32 counts 478 MFLOP per example frozen ("head"), 478 with
         # the last 30 layers trainable and 481 fully trainable, while the frozen step runs ~20x
         # faster: the graph count includes backward ops of the base that never run.
-        return {"status": "skipped", "reason": "model.trainable freezes layers: the step graph's "
-                "FLOP count still includes the frozen base's backward ops, which do not run, so "
-                "an MFU would overstate the work"}
+        return ("model.trainable freezes layers: the step graph's FLOP count still includes the "
+                "frozen base's backward ops, which do not run, so an MFU would overstate the work")
+    return None
+
+
+def settle_peak(variant: Variant, layout: DeviceLayout) -> list[float] | None:
+    """Measure the devices' peak into the cache if it is not settled yet, and say when
+    (peak.settle). The worker calls it while it holds the machine alone: beside another
+    variant's process a matmul reads a fraction of the peak, and every MFU after would read too
+    high. Never raises (a failure shows in `utilization`)."""
+    if _skip_reason(variant, layout) is not None:
+        return None
+    try:
+        return peak.settle(layout.devices[0], layout.kind, variant.precision)
+    except Exception:  # the lookup in `utilization` meets it again and records it
+        return None
+
+
+def utilization(variant: Variant, layout: DeviceLayout, batch: tuple[Any, Any],
+                inputs: ModelInputs, median_step_s: float,
+                peak_measured_here: list[float] | None = None) -> dict[str, Any]:
+    """Achieved FLOP/s and MFU against the measured peak; never fails the variant."""
+    if (why := _skip_reason(variant, layout)) is not None:
+        return {"status": "skipped", "reason": why}
     try:
         # A plain copy of the model (outside the strategy) gives the graph to count.
         plain = workload.build(variant, inputs)
@@ -48,4 +67,5 @@ def utilization(variant: Variant, layout: DeviceLayout, batch: tuple[Any, Any],
     total_peak = device_peak["flops_per_s"] * counted
     return {"status": "ok", "flops_per_step": step_flops, "flops_source": source,
             "achieved_flops_per_s": achieved, "peak_flops_per_s": total_peak,
-            "peak_devices": counted, "peak": device_peak, "mfu": achieved / total_peak}
+            "peak_devices": counted, "peak": device_peak,
+            "peak_measured_here": peak_measured_here, "mfu": achieved / total_peak}

@@ -4,8 +4,12 @@ MFU needs a denominator. Vendor peaks are unknown for most CPUs (and for a share
 one), so bench measures what a large matmul achieves on this device in this dtype: the best of
 several timed runs of a chain of n x n matmuls. The result is cached in
 ~/.cache/bench/peak.json (`ChildEnv.cache_dir` overrides), keyed by the device's model (the GPU's
-for a GPU, the CPU's otherwise), device kind, dtype and TensorFlow version, so it is measured per
-machine, not per variant, and a cache shared by hosts with different GPUs keeps them apart.
+for a GPU; for a CPU its model, matmul flags and usable CPUs, as two VMs' CPUs of one name can
+differ in both), device kind, dtype and TensorFlow version, so it is measured per machine, not
+per variant, and a cache shared by hosts with different devices keeps them apart.
+
+The worker measures while it holds the machine alone (before it finishes: bench.worker), since
+a matmul beside another variant's process reads a fraction of the peak.
 
 One measurement on a shared machine can land in someone else's burst (274 against 369 GFLOP/s
 in float32 were cached here), so the first MEASUREMENTS uses of a key each add a measurement,
@@ -21,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.child_env import ChildEnv
-from bench.fingerprint import cpu_model
+from bench.fingerprint import cpu_identity
 
 MATMUL_N = 1024
 CHAIN = 8
@@ -58,13 +62,13 @@ def measure_matmul_flops(device: str, dtype: str, n: int = MATMUL_N) -> float:
 
 
 def peak_key(model: str, device_kind: str, dtype: str, tf_version: str, n: int = MATMUL_N) -> str:
-    """The cache key of one peak. A CPU's key is what it was when every key used the CPU model,
-    so caches written then keep their samples."""
+    """The cache key of one peak."""
     return f"{model}|{device_kind}|{dtype}|tf{tf_version}|n{n}"
 
 
 def device_model(device: str, device_kind: str) -> str:
-    """The model the peak on `device` belongs to: TensorFlow's name for a GPU, else the CPU's.
+    """The model the peak on `device` belongs to: TensorFlow's name for a GPU, else the CPU's
+    identity (fingerprint.cpu_identity).
 
     `device` is a logical GPU ("/gpu:1"); several logical GPUs may share one physical GPU, so
     the logical index is mapped onto the physical GPUs in the order TensorFlow creates them.
@@ -73,7 +77,7 @@ def device_model(device: str, device_kind: str) -> str:
 
     spec = tf.DeviceSpec.from_string(device)
     if device_kind != "gpu" and (spec.device_type or "").upper() != "GPU":
-        return cpu_model()
+        return cpu_identity()
     physical = tf.config.get_visible_devices("GPU")
     logical = max(len(tf.config.list_logical_devices("GPU")), len(physical), 1)
     index = (spec.device_index or 0) * len(physical) // logical
@@ -84,30 +88,55 @@ def device_model(device: str, device_kind: str) -> str:
     return "unknown GPU"
 
 
-def peak_flops(device: str, device_kind: str, precision: str) -> dict[str, Any]:
-    """Peak FLOP/s of one device for the policy's compute dtype, from the cache or measured."""
+def _cached(device: str, device_kind: str, precision: str
+            ) -> tuple[dict[str, Any], str, str, list[float]]:
+    """The whole cache, this peak's key and model, and its samples so far."""
     import tensorflow as tf
 
-    dtype = COMPUTE_DTYPE[precision]
     model = device_model(device, device_kind)
-    key = peak_key(model, device_kind, dtype, tf.__version__)
-    path = cache_path()
+    key = peak_key(model, device_kind, COMPUTE_DTYPE[precision], tf.__version__)
     try:
-        cache = json.loads(path.read_text())
+        cache = json.loads(cache_path().read_text())
     except (OSError, ValueError):
         cache = {}
     entry = cache.get(key) or {}
     # A cache written before `samples` existed holds one measurement in `flops_per_s`.
     samples = entry.get("samples") or ([entry["flops_per_s"]] if entry else [])
-    if len(samples) < MEASUREMENTS:
-        samples = [*samples, measure_matmul_flops(device, dtype)]
-        cache[key] = {"flops_per_s": max(samples), "samples": samples, "device": device,
-                      "model": model, "dtype": dtype,
-                      "method": f"best of {len(samples)} measurement(s), each the best of "
-                      f"{RUNS} chains of {CHAIN} {MATMUL_N}x{MATMUL_N} matmuls",
-                      "measured_at": time.time()}
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(path.name + f".{os.getpid()}.tmp")
-        tmp.write_text(json.dumps(cache, indent=2))
-        os.replace(tmp, path)
+    return cache, key, model, samples
+
+
+def _add_measurement(device: str, device_kind: str, precision: str) -> None:
+    cache, key, model, samples = _cached(device, device_kind, precision)
+    dtype = COMPUTE_DTYPE[precision]
+    samples = [*samples, measure_matmul_flops(device, dtype)]
+    cache[key] = {"flops_per_s": max(samples), "samples": samples, "device": device,
+                  "model": model, "dtype": dtype,
+                  "method": f"best of {len(samples)} measurement(s), each the best of "
+                  f"{RUNS} chains of {CHAIN} {MATMUL_N}x{MATMUL_N} matmuls",
+                  "measured_at": time.time()}
+    path = cache_path()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + f".{os.getpid()}.tmp")
+    tmp.write_text(json.dumps(cache, indent=2))
+    os.replace(tmp, path)
+
+
+def settle(device: str, device_kind: str, precision: str) -> list[float] | None:
+    """Add a measurement to the cached peak while it has fewer than MEASUREMENTS, and say when
+    ([start, end], Unix time; None when it was settled). Call it only while this process has
+    the machine to itself."""
+    if len(_cached(device, device_kind, precision)[3]) >= MEASUREMENTS:
+        return None
+    start = time.time()
+    _add_measurement(device, device_kind, precision)
+    return [start, time.time()]
+
+
+def peak_flops(device: str, device_kind: str, precision: str) -> dict[str, Any]:
+    """Peak FLOP/s of one device for the policy's compute dtype: the cached peak, measured now
+    only when the cache has none (`settle` adds the measurements that make it a peak)."""
+    cache, key, model, samples = _cached(device, device_kind, precision)
+    if not samples:
+        _add_measurement(device, device_kind, precision)
+        cache, key, model, samples = _cached(device, device_kind, precision)
     return {**cache[key], "model": model, "key": key}
