@@ -52,7 +52,7 @@ class Peak(Section):
     flops_per_s: Number | None = field("the best FLOP/s measured")
     samples: list[Number] | None = field("each measurement's")
     device: str | None = field("the device measured")
-    model: str | None = field("its model (GPU name or CPU model)")
+    model: str | None = field("its model: the GPU's name, or the CPU's name, matmul flags and usable CPUs")
     dtype: str | None = field("the compute dtype")
     method: str | None = field("how it was measured")
     measured_at: Number | None = field("when (Unix time)")
