@@ -52,8 +52,11 @@ def cpu_flags() -> list[str]:
 
 
 def usable_cpus() -> int:
-    """The CPUs this process may run on (a container's or a VM slice's share, not the host's)."""
-    return len(os.sched_getaffinity(0))
+    """The CPUs this process may run on (a container's or a VM slice's share, not the host's;
+    all of them where the platform cannot say)."""
+    if hasattr(os, "sched_getaffinity"):
+        return len(os.sched_getaffinity(0))
+    return os.cpu_count() or 1
 
 
 def cpu_identity() -> str:
