@@ -88,8 +88,10 @@ def device_model(device: str, device_kind: str) -> str:
     return "unknown GPU"
 
 
-def _cached(device: str, device_kind: str, precision: str
-            ) -> tuple[dict[str, Any], str, str, list[float]]:
+Cached = tuple[dict[str, Any], str, str, list[float]]  # the cache, a key, its model, samples
+
+
+def _cached(device: str, device_kind: str, precision: str) -> Cached:
     """The whole cache, this peak's key and model, and its samples so far."""
     import tensorflow as tf
 
@@ -105,8 +107,10 @@ def _cached(device: str, device_kind: str, precision: str
     return cache, key, model, samples
 
 
-def _add_measurement(device: str, device_kind: str, precision: str) -> None:
-    cache, key, model, samples = _cached(device, device_kind, precision)
+def _add_measurement(device: str, precision: str, cached: Cached) -> dict[str, Any]:
+    """Measure once more, write the cache with this peak's samples grown by it (`cached`: the
+    cache as read just before), and return the peak's new entry."""
+    cache, key, model, samples = cached
     dtype = COMPUTE_DTYPE[precision]
     samples = [*samples, measure_matmul_flops(device, dtype)]
     cache[key] = {"flops_per_s": max(samples), "samples": samples, "device": device,
@@ -119,24 +123,25 @@ def _add_measurement(device: str, device_kind: str, precision: str) -> None:
     tmp = path.with_name(path.name + f".{os.getpid()}.tmp")
     tmp.write_text(json.dumps(cache, indent=2))
     os.replace(tmp, path)
+    return cache[key]
 
 
 def settle(device: str, device_kind: str, precision: str) -> list[float] | None:
     """Add a measurement to the cached peak while it has fewer than MEASUREMENTS, and say when
     ([start, end], Unix time; None when it was settled). Call it only while this process has
     the machine to itself."""
-    if len(_cached(device, device_kind, precision)[3]) >= MEASUREMENTS:
+    cached = _cached(device, device_kind, precision)
+    if len(cached[3]) >= MEASUREMENTS:
         return None
     start = time.time()
-    _add_measurement(device, device_kind, precision)
+    _add_measurement(device, precision, cached)
     return [start, time.time()]
 
 
 def peak_flops(device: str, device_kind: str, precision: str) -> dict[str, Any]:
     """Peak FLOP/s of one device for the policy's compute dtype: the cached peak, measured now
     only when the cache has none (`settle` adds the measurements that make it a peak)."""
-    cache, key, model, samples = _cached(device, device_kind, precision)
-    if not samples:
-        _add_measurement(device, device_kind, precision)
-        cache, key, model, samples = _cached(device, device_kind, precision)
-    return {**cache[key], "model": model, "key": key}
+    cached = _cached(device, device_kind, precision)
+    cache, key, model, samples = cached
+    entry = cache[key] if samples else _add_measurement(device, precision, cached)
+    return {**entry, "model": model, "key": key}
