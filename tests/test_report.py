@@ -97,6 +97,27 @@ def test_summary_names_the_fastest_the_scaling_and_the_problems(tmp_path: Path) 
                      r"\d+\.\d% at best", text)
 
 
+def test_an_mfu_above_the_peak_is_called_out_not_reported_as_a_figure(tmp_path: Path) -> None:
+    """A step faster than the measured peak means the peak read low: the summary says so and
+    names the cache to delete, and the terminal line marks the variant."""
+    from bench.record.model import VariantRecord
+    from bench.report.terminal import render_outcome_line
+
+    fast, slow = (ok_record(variant(vid), 0.004) for vid in ("default-r1-fit-float32-gb64",
+                                                            "default-r1-ctl-float32-gb64"))
+    fast["utilization"].update(mfu=1.07, peak={"dtype": "float32", "cache": "/c/peak.json"})
+    slow["utilization"]["mfu"] = 0.4
+    run = load_run(write_run(tmp_path, "r", [fast, slow]))
+    text = "\n".join(summarize_run(run))
+    assert ("Above 100% on 1 (default-r1-fit-float32-gb64): a step cannot outrun the device's peak"
+            in text)
+    assert "delete /c/peak.json to measure it again" in text
+    lines = {vid: render_outcome_line(VariantRecord.load(r)) for vid, r in
+             (("fast", fast), ("slow", slow))}
+    assert "107.0% MFU  [yellow](above the measured peak" in lines["fast"]
+    assert "above the measured peak" not in lines["slow"]
+
+
 def test_an_input_bound_variant_is_called_out(tmp_path: Path) -> None:
     v = variant("default-r1-fit-float32-gb64")
     run = load_run(write_run(tmp_path, "r", [ok_record(v, 0.010, input_ms=4.0)]))

@@ -57,6 +57,7 @@ class Peak(Section):
     method: str | None = field("how it was measured")
     measured_at: Number | None = field("when (Unix time)")
     key: str | None = field("its key in the cache")
+    cache: str | None = field("the cache file it was read from or written to")
 
 
 class Utilization(Section):
@@ -75,6 +76,12 @@ class Utilization(Section):
         "[start, end] (Unix time) of the measurement this variant added to the peak, taken "
         "while it held the machine alone; none when the cached peak was settled")
     mfu: Number | None = field("achieved ÷ peak FLOP/s")
+
+    @property
+    def above_peak(self) -> bool:
+        """The step ran faster than the measured peak: that peak read low (measured in someone
+        else's burst of load, or by a kernel slower than the step's), so this MFU is not one."""
+        return self.status == "ok" and self.mfu is not None and self.mfu > 1.0
 
 
 class SaveTimes(StepTime):

@@ -118,7 +118,16 @@ def utilization(run: RunView) -> str | None:
             f"{high[1].mfu:.1%} at best ({high[0].variant_id})")
     if low is not high:
         text += f", {low[1].mfu:.1%} at worst ({low[0].variant_id})"
-    return text + "."
+    text += "."
+    if above := [(r, u) for r, u in used if u.above_peak]:
+        caches = sorted({u.peak.cache for _, u in above if u.peak and u.peak.cache})
+        text += (f" Above 100% on {len(above)} ({', '.join(str(r.variant_id) for r, _ in above)}):"
+                 " a step cannot outrun the device's peak, so the measured peak read low (it was"
+                 " measured during someone else's load, or its matmul ran slower than the step's"
+                 " kernels) and these MFUs are not figures; delete "
+                 f"{' and '.join(caches) if caches else 'the peak cache (peak.json)'} to measure"
+                 " it again on a quiet machine.")
+    return text
 
 
 def _check_line(run: RunView, kind: CheckKind, flagged: str, item: Callable[[Any], str],

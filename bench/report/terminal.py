@@ -101,6 +101,8 @@ def render_outcome_line(record: VariantRecord) -> str:
         use = record.utilization
         if use is not None and use.status == "ok":
             line += f", {(use.achieved_flops_per_s or 0) / 1e9:,.1f} GFLOP/s = {use.mfu:.1%} MFU"
+            if use.above_peak:
+                line += "  [yellow](above the measured peak, which read low)[/]"
         line += format_checks(record)
         if speeds := format_speeds(record):
             line += f"  [yellow](two speeds: {escape(speeds)})[/]"

@@ -144,4 +144,4 @@ def peak_flops(device: str, device_kind: str, precision: str) -> dict[str, Any]:
     cached = _cached(device, device_kind, precision)
     cache, key, model, samples = cached
     entry = cache[key] if samples else _add_measurement(device, precision, cached)
-    return {**entry, "model": model, "key": key}
+    return {**entry, "model": model, "key": key, "cache": str(cache_path())}
