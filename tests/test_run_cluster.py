@@ -30,6 +30,10 @@ from tests.conftest import (
 
 pytestmark = [pytest.mark.slow, NEEDS_NETNS, pytest.mark.usefixtures("netns_required")]
 
+# How a task that wrote its record ends: by itself with 0 (its record says how it went), or by
+# the supervisor, which ends the cluster once every record is in.
+TASK_DONE = (0, -signal.SIGTERM, -signal.SIGKILL)
+
 
 # The ParameterServer variable partitioner: the shipped clusters scenario has none.
 SHARDED = """
@@ -101,6 +105,8 @@ def test_multi_worker_records_global_and_per_worker_figures(clusters_run: BenchR
         assert rec["launch"]["start_method"] == "forkserver", rec["launch"]
         assert rec["cluster"]["task_server"] == "fork"
         assert [t["start_method"] for t in tasks] == ["forkserver", "forkserver"]
+        # a task that wrote its record ended with 0, or was ended once every record was in
+        assert all(t["exit_code"] in TASK_DONE for t in tasks), tasks
         assert rec["task"] == {"type": "worker", "index": 0}
         assert rec["loss"]["final"] < rec["loss"]["initial"]
     assert "planned 4 replicas, the strategy has 2" in " ".join(
@@ -140,6 +146,7 @@ def test_parameter_server_records_every_task(clusters_run: BenchRun) -> None:
     assert set(tasks) == {"chief-0", "worker-0", "worker-1", "ps-0"}
     for name in ("worker-0", "worker-1", "ps-0"):
         assert tasks[name]["cpu_s"] > 0 and tasks[name]["peak_rss_mb"] > 0
+    assert tasks["chief-0"]["exit_code"] in TASK_DONE, tasks["chief-0"]
     assert rec["throughput"]["median"] == pytest.approx(
         rec["effective"]["global_batch"] / rec["step_time"]["median"])
     assert any("blocks of" in note for note in rec["notes"])

@@ -130,7 +130,10 @@ def _run_child(request: dict[str, Any], fds: list[int], sock: socket.socket) -> 
 def _end_child(request: dict[str, Any], code: int) -> None:
     """Leave without TensorFlow's slow teardown (the record is written), except a cluster's task
     (TF_CONFIG in its environment): its peers may still pull the last collective's buffers from
-    it, which TensorFlow's shutdown barrier waits for, so it leaves as an interpreter does."""
+    it, which TensorFlow's shutdown barrier waits for, so it leaves as sys.exit does. Under a
+    server that is an interpreter of its own (`main`) that ends the interpreter; under one forked
+    inside a supervisor (`fork_here`) the supervisor's frames lie below, so it stops at
+    `fork_here`, which ends the task with its code."""
     if "TF_CONFIG" in request["env"]:
         raise SystemExit(code)
     os._exit(code)
@@ -198,6 +201,8 @@ def fork_here(log_path: Path) -> tuple[int, socket.socket]:
             for target in (1, 2):
                 os.dup2(log, target)
             code = serve(theirs)
+        except SystemExit as exc:  # a task forked from this server, leaving (_end_child)
+            code = exit_code(exc)
         finally:
             os._exit(code)
     os.close(log)
