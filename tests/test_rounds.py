@@ -220,6 +220,23 @@ def test_noise_floor_from_the_control_twins() -> None:
     assert within_noise(1.009, floor) and not within_noise(1.10, floor)
 
 
+def test_twins_whose_interval_misses_zero_are_called_a_per_process_speed() -> None:
+    """Identical code whose interval misses zero kept a speed of its own per process: the line
+    says so and what the floor then counts as noise (its widest bound)."""
+    floor = noise_floor(control_records([100.0, 102.0, 98.0, 100.0, 101.0, 99.0],
+                                        [88.0, 90.0, 86.0, 88.0, 89.0, 87.0]))
+    assert floor is not None and floor["interval_pct"][1] < 0
+    line = describe(floor)
+    assert line.endswith("; the same code, yet the interval misses zero: each process keeps a "
+                         "speed of its own, which rounds do not average out, so ratios within "
+                         "±12.1% count as noise")
+    assert within_noise(1.119, floor) and not within_noise(1.125, floor)
+    mixed = noise_floor(control_records([100.0, 100.0, 100.0, 100.0, 100.0, 100.0],
+                                        [104.0, 96.0, 103.0, 97.0, 105.0, 95.0]))
+    assert mixed is not None and mixed["interval_pct"][0] < 0 < mixed["interval_pct"][1]
+    assert "misses zero" not in describe(mixed)
+
+
 def test_noise_floor_resamples_blocks_of_consecutive_rounds() -> None:
     """Drift that lasts a few rounds is not independent noise: the same per-round ratios in a
     drifting order must give a wider interval than shuffled, and every resample is made of

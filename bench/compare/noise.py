@@ -74,7 +74,19 @@ def describe(floor: dict[str, Any] | None) -> str:
         lo, hi = floor["interval_pct"]
         line += (f" ({floor['confidence']:.0%} interval {lo:+.1f}% to {hi:+.1f}% over "
                  f"{floor['rounds']} rounds)")
-    return line + f": {floor['baseline']} vs its twin"
+    line += f": {floor['baseline']} vs its twin"
+    if floor["interval_pct"] and (lo > 0 or hi < 0):
+        # The rounds' interval holds the machine's moves between rounds, not a speed each
+        # process keeps throughout (measurements.md#noise-floor): identical code misses zero.
+        line += (f"; the same code, yet the interval misses zero: each process keeps a speed of "
+                 f"its own, which rounds do not average out, so ratios within "
+                 f"±{bound_pct(floor):.1f}% count as noise")
+    return line
+
+
+def bound_pct(floor: dict[str, Any]) -> float:
+    """The widest of the twins' difference and its interval's ends, in percent."""
+    return max([abs(floor["difference_pct"])] + [abs(x) for x in floor["interval_pct"] or []])
 
 
 def within_noise(ratio: float, floor: dict[str, Any] | None) -> bool:
@@ -82,5 +94,4 @@ def within_noise(ratio: float, floor: dict[str, Any] | None) -> bool:
     control twins showed: the widest of the observed difference and its interval's ends."""
     if floor is None:
         return False
-    bound = max([abs(floor["difference_pct"])] + [abs(x) for x in floor["interval_pct"] or []])
-    return abs(100.0 * (ratio - 1.0)) <= bound
+    return abs(100.0 * (ratio - 1.0)) <= bound_pct(floor)
