@@ -8,7 +8,12 @@ turns in a freshly shuffled order every round), how a short window of steps runs
 - `steady`: after `--lead` more steps run back to back, as in a sequential measurement;
 - `idle`: after the process slept for `--gap` seconds, as at a gate while the machine is quiet;
 - `busy`: after a second training process ran for `--gap` seconds, as at a gate while another
-  variant runs its window.
+  variant runs its window;
+- `spin`: after two plain-Python busy loops kept both cores busy for `--gap` seconds, so that no
+  CPU went idle (a cold start that remains is not the CPUs' idle state).
+
+`--input tensor` feeds one fixed batch instead of the tf.data pipeline, `--autotune off` turns
+tf.data's autotuner off: what remains of the cold start then is not the input pipeline's.
 
 It prints the median time of each step position per condition and its ratio to `hot`. A plain
 Keras MLP on synthetic data, a custom-loop step that brings the loss to the host every step (as
@@ -27,12 +32,14 @@ import time
 from collections.abc import Callable
 from multiprocessing.connection import Connection
 
-CONDITIONS = ("hot", "steady", "idle", "busy")
+CONDITIONS = ("hot", "steady", "idle", "busy", "spin")
+SPINNERS = 2
 
 
-def training_step() -> Callable[[], float]:
+def training_step(tensor_input: bool = False, autotune: bool = True) -> Callable[[], float]:
     """A warmed-up training step of a small MLP (784-256-128-10, batch 64) on a cached,
-    shuffled, prefetched tf.data pipeline; each call runs one step and returns its loss."""
+    shuffled, prefetched tf.data pipeline (or, with `tensor_input`, one fixed batch of it); each
+    call runs one step and returns its loss."""
     import numpy as np
     import tensorflow as tf
 
@@ -42,6 +49,10 @@ def training_step() -> Callable[[], float]:
     y = rng.integers(0, 10, 10000)
     data = (tf.data.Dataset.from_tensor_slices((x, y)).cache().shuffle(10000).repeat().batch(64)
             .prefetch(tf.data.AUTOTUNE))
+    if not autotune:
+        options = tf.data.Options()
+        options.autotune.enabled = False
+        data = data.with_options(options)
     model = tf.keras.Sequential([tf.keras.Input((784,)),
                                  tf.keras.layers.Dense(256, activation="relu"),
                                  tf.keras.layers.Dense(128, activation="relu"),
@@ -49,10 +60,11 @@ def training_step() -> Callable[[], float]:
     optimizer = tf.keras.optimizers.Adam(1e-3)
     loss_fn = tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True)
     iterator = iter(data)
+    fixed = next(iterator)
 
     @tf.function
     def step() -> tf.Tensor:
-        features, labels = next(iterator)
+        features, labels = fixed if tensor_input else next(iterator)
         with tf.GradientTape() as tape:
             loss = loss_fn(labels, model(features, training=True))
         grads = tape.gradient(loss, model.trainable_variables)
@@ -75,6 +87,16 @@ def other_variant(conn: Connection) -> None:
         conn.send("done")
 
 
+def spinner(conn: Connection) -> None:
+    """A core kept busy without TensorFlow: spins for as long as it is asked, then says so."""
+    conn.send("ready")
+    while (seconds := conn.recv()) is not None:
+        end = time.perf_counter() + seconds
+        while time.perf_counter() < end:
+            pass
+        conn.send("done")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--gap", type=float, default=0.06, help="seconds idle before a window")
@@ -82,6 +104,10 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=6, help="steps per window")
     parser.add_argument("--lead", type=int, default=100,
                         help="untimed steps run back to back before a steady window")
+    parser.add_argument("--input", choices=("data", "tensor"), default="data",
+                        help="the tf.data pipeline, or one fixed batch")
+    parser.add_argument("--autotune", choices=("on", "off"), default="on",
+                        help="tf.data's autotuner")
     parser.add_argument("--json", help="also write every lap here")
     args = parser.parse_args()
 
@@ -89,8 +115,15 @@ def main() -> None:
     ours, theirs = context.Pipe()
     other = context.Process(target=other_variant, args=(theirs,), daemon=True)
     other.start()
+    spinners = []
+    for _ in range(SPINNERS):
+        ask, answer = context.Pipe()
+        context.Process(target=spinner, args=(answer,), daemon=True).start()
+        spinners.append(ask)
     try:
-        run = training_step()
+        run = training_step(args.input == "tensor", args.autotune == "on")
+        for ask in spinners:
+            ask.recv()  # ready
         if ours.recv() != "ready":
             raise SystemExit("the second process did not start")
         laps: dict[str, list[list[float]]] = {c: [] for c in CONDITIONS}
@@ -102,6 +135,11 @@ def main() -> None:
                 elif condition == "busy":
                     ours.send(args.gap)
                     ours.recv()
+                elif condition == "spin":
+                    for ask in spinners:
+                        ask.send(args.gap)
+                    for ask in spinners:
+                        ask.recv()
                 elif condition == "steady":
                     for _ in range(args.lead):
                         run()
@@ -112,6 +150,8 @@ def main() -> None:
                     window.append(time.perf_counter() - started)
                 laps[condition].append(window)
         ours.send(None)
+        for ask in spinners:
+            ask.send(None)
     finally:
         other.join(timeout=30)
         if other.is_alive():
