@@ -56,6 +56,22 @@ def test_normal_exit_keeps_the_log(tmp_path: Path) -> None:
     assert last_error_line(log) == "ValueError: bad thing"
 
 
+def test_output_behind_a_slow_progress_callback_still_reaches_the_log(tmp_path: Path) -> None:
+    """The reader is still in a progress callback when the process has ended: close() waits for
+    it, and the line after the progress line is in the log."""
+    code = (f"print({format_progress(1, 2)!r}, flush=True); print('after the progress line', "
+            "flush=True)")
+    log = tmp_path / "w.log"
+
+    def slow(done: int, total: int) -> None:
+        time.sleep(3.0)
+
+    with WorkerProcess([sys.executable, "-c", code], dict(os.environ), log,
+                       on_progress=slow) as proc:
+        assert proc.wait(timeout_s=30).returncode == 0
+    assert "after the progress line" in log.read_text()
+
+
 def test_progress_protocol_round_trip() -> None:
     assert parse_progress(format_progress(7, 40)) == (7, 40)
     assert parse_progress("2026 some tensorflow log line") is None

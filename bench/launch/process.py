@@ -24,6 +24,10 @@ from bench.protocol import ProgressFn, parse_gate, parse_progress
 if TYPE_CHECKING:
     from bench.launch.forkserver import ForkServer
 
+# How long close() waits for the reader to copy the last of the output into the log.
+READER_GRACE_S = 10.0
+
+
 @dataclass(frozen=True)
 class Outcome:
     returncode: int | None
@@ -58,6 +62,7 @@ class WorkerProcess:
         # when its stdout closed (time.monotonic()): the process ended then, whenever the parent
         # looks; None while it runs
         self.output_ended_at: float | None = None
+        self._closing = False
         if forkserver is not None and new_session:
             self.popen = self._fork(forkserver, cmd, env)
         if self.popen is None:
@@ -95,6 +100,8 @@ class WorkerProcess:
             self._copy_output()
         finally:
             self.output_ended_at = time.monotonic()
+            if self._closing:  # close() left the log to this thread, still writing then
+                self._log.close()
 
     def _copy_output(self) -> None:
         assert self.popen.stdout is not None
@@ -128,10 +135,16 @@ class WorkerProcess:
         self._reader.join(timeout=timeout_s)
 
     def close(self) -> None:
+        """End the process group and close the log once everything the process wrote is in it.
+        With the group gone its output ends at once; the reader may still be busy (a slow
+        progress callback, a loaded machine), so it gets READER_GRACE_S, and past that it closes
+        the log itself when its last line is written (an escaped grandchild holding the pipe)."""
         self.kill(grace_s=1.0)
         self.popen.wait()
-        self._reader.join(timeout=2.0)
-        self._log.close()
+        self._closing = True
+        self._reader.join(timeout=READER_GRACE_S)
+        if not self._reader.is_alive():
+            self._log.close()
 
     def __enter__(self) -> WorkerProcess:
         return self
