@@ -19,6 +19,8 @@ from bench.launch.forkserver import ForkServer
 from bench.launch.forkserver_main import exit_code
 from bench.launch.local import worker_env
 from bench.launch.process import WorkerProcess
+from bench.perf.overhead import variant_phases
+from bench.record.model import VariantRecord
 from tests.conftest import REPO, BenchRun, bench_run, write_scenario
 
 pytestmark = pytest.mark.slow
@@ -80,6 +82,18 @@ def test_run_reports_its_duty_cycle(back_to_back: BenchRun) -> None:
         sum(r["measurement"]["window_s"]) + sum(r["measurement"]["observed_window_s"])
         for r in back_to_back.records))
     assert "duty cycle" in back_to_back.proc.stdout
+
+
+def test_the_fork_servers_start_up_is_the_runs_not_the_first_variants(
+        back_to_back: BenchRun) -> None:
+    """The first variants wait for the fork server's TensorFlow import: that wait is the run's
+    (timing.json's forkserver_ready_s), in no variant's start or unaccounted time."""
+    assert back_to_back.run_dir is not None
+    ready_s = json.loads((back_to_back.run_dir / "timing.json").read_text())["forkserver_ready_s"]
+    assert ready_s > 1.0  # it imported TensorFlow
+    for record in back_to_back.records:
+        phases = variant_phases(VariantRecord.load(record))
+        assert phases["start"] + phases["other"] < ready_s / 2, (record["variant_id"], phases)
 
 
 def test_spawn_start_method_runs_a_new_interpreter(tmp_path: Path) -> None:

@@ -121,6 +121,7 @@ class LocalLauncher:
     def run(self, variant: Variant, run_dir: Path, progress: ProgressFn | None = None
             ) -> VariantRecord:
         record_path = record_path_of(run_dir, variant)
+        await_forkservers([variant], self.forkservers)
         return run_worker_command(variant, run_dir, worker_command(run_dir, variant, record_path),
                                   record_path, variant.measure.timeout_s, progress,
                                   variant_env(run_dir, variant),
@@ -133,6 +134,15 @@ def forkserver_for(variant: Variant, forkservers: ForkServers | None) -> ForkSer
     if forkservers is None or needs_fresh_interpreter(variant):
         return None
     return forkservers.get(interpreter(variant.environment))
+
+
+def await_forkservers(variants: list[Variant], forkservers: ForkServers | None) -> None:
+    """Wait until the fork servers these variants fork from are ready. A server's start-up (its
+    TensorFlow import, begun with the run) is the run's: no variant's start, time or budget
+    counts it."""
+    servers = {id(s): s for v in variants if (s := forkserver_for(v, forkservers)) is not None}
+    for server in servers.values():
+        server.wait_ready()
 
 
 def record_path_of(run_dir: Path, variant: Variant) -> Path:

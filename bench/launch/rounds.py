@@ -33,6 +33,7 @@ from bench.child_env import ChildEnv
 from bench.launch import cluster
 from bench.launch.forkserver import ForkServers
 from bench.launch.local import (
+    await_forkservers,
     forkserver_for,
     launched_record,
     record_path_of,
@@ -208,6 +209,7 @@ def play(variants: list[Variant], run_dir: Path, forkservers: ForkServers | None
     runnable = [v for v in variants if v.id not in skipped]
     try:
         for group in _groups_per_core(runnable):  # builds run side by side: nothing is timed yet
+            await_forkservers(group, forkservers)
             since = time.monotonic()
             started = [start(v, run_dir, forkservers, progress_for(v), timeout_s) for v in group]
             live += started
