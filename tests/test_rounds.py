@@ -8,6 +8,7 @@ headline agree, and that `--no-interleave` runs the variants one after another.
 
 from __future__ import annotations
 
+import json
 import math
 import os
 import random
@@ -436,6 +437,12 @@ def test_no_interleave_runs_variants_one_after_another(sequential: BenchRun) -> 
         assert rec["measurement"]["settle_steps"] == 0  # back-to-back windows have no cold start
         assert rec["measurement"]["settling_s"] == 0
     assert "noise floor: not measured" in sequential.proc.stdout
+    # the fork server's start-up is the run's, not the first variant's (it imports TensorFlow)
+    assert sequential.run_dir is not None
+    ready_s = json.loads((sequential.run_dir / "timing.json").read_text())["forkserver_ready_s"]
+    assert ready_s > 1.0
+    assert all(r["timing"]["phases"]["start"] < ready_s / 2 for r in records), [
+        r["timing"]["phases"]["start"] for r in records]
 
 
 def test_cli_help_names_the_interleave_and_control_switches() -> None:

@@ -70,12 +70,14 @@ def describe(floor: dict[str, Any] | None) -> str:
         return "noise floor: not measured (no ok baseline and control twin in this run)"
     line = (f"noise floor: the A/A control twins' examples/s differ by "
             f"{floor['difference_pct']:+.1f}%")
+    misses_zero = False
     if floor["interval_pct"]:
         lo, hi = floor["interval_pct"]
         line += (f" ({floor['confidence']:.0%} interval {lo:+.1f}% to {hi:+.1f}% over "
                  f"{floor['rounds']} rounds)")
+        misses_zero = lo > 0 or hi < 0
     line += f": {floor['baseline']} vs its twin"
-    if floor["interval_pct"] and (lo > 0 or hi < 0):
+    if misses_zero:
         # The rounds' interval holds the machine's moves between rounds, not a speed each
         # process keeps throughout (measurements.md#noise-floor): identical code misses zero.
         line += (f"; the same code, yet the interval misses zero: each process keeps a speed of "

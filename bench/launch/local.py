@@ -69,7 +69,10 @@ def run_worker_command(variant: Variant, run_dir: Path, cmd: list[str], record_p
                        budget_s: float, progress: ProgressFn | None,
                        extra_env: dict[str, str] | None = None,
                        forkserver: ForkServer | None = None) -> VariantRecord:
-    """Run one child under a wall-clock budget; return the record it wrote, or a failed one."""
+    """Run one child under a wall-clock budget; return the record it wrote, or a failed one.
+    Its clock (and its spawn time) starts once its fork server is ready (await_forkservers)."""
+    if forkserver is not None:
+        forkserver.wait_ready()
     log_path = run_dir / "logs" / f"{variant.id}.log"
     with WorkerProcess(cmd, worker_env(extra_env), log_path, progress,
                        forkserver=forkserver) as proc:
@@ -121,7 +124,6 @@ class LocalLauncher:
     def run(self, variant: Variant, run_dir: Path, progress: ProgressFn | None = None
             ) -> VariantRecord:
         record_path = record_path_of(run_dir, variant)
-        await_forkservers([variant], self.forkservers)
         return run_worker_command(variant, run_dir, worker_command(run_dir, variant, record_path),
                                   record_path, variant.measure.timeout_s, progress,
                                   variant_env(run_dir, variant),
@@ -140,9 +142,9 @@ def await_forkservers(variants: list[Variant], forkservers: ForkServers | None) 
     """Wait until the fork servers these variants fork from are ready. A server's start-up (its
     TensorFlow import, begun with the run) is the run's: no variant's start, time or budget
     counts it."""
-    servers = {id(s): s for v in variants if (s := forkserver_for(v, forkservers)) is not None}
-    for server in servers.values():
-        server.wait_ready()
+    for variant in variants:
+        if (server := forkserver_for(variant, forkservers)) is not None:
+            server.wait_ready()  # at once when it is ready already
 
 
 def record_path_of(run_dir: Path, variant: Variant) -> Path:
