@@ -332,7 +332,7 @@ def run_variant(variant: Variant, spawn_time: float,
             record.finish("skipped", reason=known, error=error)
         else:
             record.finish("failed", reason=f"{error['type']}: {error['message']}", error=error)
-    return record.add(peak_rss_mb=overhead.peak_rss_mb())
+    return record.add(peak_rss_mb=overhead.peak_rss_mb(), threads=overhead.os_threads())
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -113,6 +113,19 @@ def test_multi_worker_records_global_and_per_worker_figures(clusters_run: BenchR
         clusters_run.by_id()["multi_worker_mirrored-w2x2-ctl-float32-gb256"]["notes"])
 
 
+def test_multi_worker_tasks_do_not_keep_a_thread_per_collective(clusters_run: BenchRun) -> None:
+    """With a collective timeout TensorFlow starts a watchdog thread for every collective it
+    runs, which sleeps out the whole timeout: this run's workers then held some 350 threads
+    against some 120 without (a default-sized run's 1,560), a thread started in every step.
+    TensorFlow's own pools grow with the cores, the bound with them."""
+    bound = 100 + 50 * (os.cpu_count() or 1)
+    for vid in ("multi_worker_mirrored-w2x1-ctl-float32-gb128",
+                "multi_worker_mirrored-w2x2-ctl-float32-gb256"):
+        tasks = clusters_run.by_id()[vid]["cluster"]["tasks"]
+        threads = {t["task"]: t["threads"] for t in tasks}
+        assert all(isinstance(n, int) and 0 < n < bound for n in threads.values()), (threads, bound)
+
+
 def test_the_report_and_tensorboard_show_each_worker(clusters_run: BenchRun) -> None:
     """The run's report draws every MultiWorker worker's median step (the straggler view) and
     lists them per variant; the variant's TensorBoard events sit beside its workers' profiles."""

@@ -267,6 +267,7 @@ class Cluster:
             if rec is not None and rec.ok:
                 summary.status, summary.step_time = "ok", rec.step_time
                 summary.throughput, summary.peak_rss_mb = rec.throughput, rec.peak_rss_mb
+                summary.threads = rec.threads
             elif rec is not None:
                 summary.status, summary.reason = rec.status, rec.reason
             out.append(summary)

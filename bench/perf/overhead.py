@@ -54,6 +54,18 @@ def peak_rss_mb(pid: int | str = "self") -> float | None:
     return None
 
 
+def os_threads(pid: int | str = "self") -> int | None:
+    """A live process's OS threads (Threads in /proc/PID/status; None if it is gone): TensorFlow's
+    pools, tf.data's, and any a workload starts and never ends."""
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("Threads:"):
+                return int(line.split()[1])
+    except (OSError, IndexError, ValueError):
+        pass
+    return None
+
+
 def harness_overhead(harness_s: float, steps: int, median_step_s: float) -> dict[str, float]:
     """bench's own per-step time (hooks, timer, progress) over the warmup and timed steps, and
     its mean per step as a share of the median step: the harness's cost on the figure it reports."""

@@ -37,6 +37,7 @@ class ClusterTask(Section):
                                      "`spawn` (a new interpreter)")
     cpu_s: Number | None = field("its CPU seconds")
     peak_rss_mb: Number | None = field("its peak resident memory")
+    threads: int | None = field("its OS threads when it wrote its record")
     status: str | None = field("its own record's status")
     reason: str | None = field("its own record's reason")
     step_time: StepTime | None = field("its step statistics")

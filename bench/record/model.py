@@ -127,6 +127,7 @@ class VariantRecord(Section):
     checks: Checks | None = field("the verdicts of `[check]`")
     notes: list[str] | None = field("anything else worth knowing about the measurement")
     peak_rss_mb: Number | None = field("the worker's own peak resident memory (VmHWM)")
+    threads: int | None = field("the worker's OS threads when it wrote its record")
     wall_s: Number | None = field("the variant's process time as its launcher saw it")
     launch: Launch | None = field("how the process started")
     cluster: Cluster | None = field("cluster variants: the cluster, its tasks and restarts",

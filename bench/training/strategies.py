@@ -115,15 +115,18 @@ def partitioner_problem(partitioner: str, flavour: str = "keras3") -> str | None
     return None
 
 
-def build_multi_worker(collective: str, timeout_s: float) -> Any:
-    """Must run before anything initialises the TF context (collectives are set at startup)."""
+def build_multi_worker(collective: str) -> Any:
+    """Must run before anything initialises the TF context (collectives are set at startup).
+
+    No collective timeout: TensorFlow starts a watchdog thread for every collective it runs with
+    one, which sleeps out the whole timeout (base_collective_executor.cc), so a worker of a
+    run of a few hundred steps holds some 1,500 threads and each step starts one. A peer that
+    never answers is caught by the supervisor's budget and TensorFlow's heartbeats instead."""
     import tensorflow as tf
 
     impl = tf.distribute.experimental.CommunicationImplementation
     options = tf.distribute.experimental.CommunicationOptions(
-        implementation={"auto": impl.AUTO, "ring": impl.RING, "nccl": impl.NCCL}[collective],
-        timeout_seconds=timeout_s,
-    )
+        implementation={"auto": impl.AUTO, "ring": impl.RING, "nccl": impl.NCCL}[collective])
     return tf.distribute.MultiWorkerMirroredStrategy(communication_options=options)
 
 
@@ -206,8 +209,7 @@ def build(variant: Variant, layout: DeviceLayout) -> Any:
     """The variant's strategy over `layout` (a cluster's from its TF_CONFIG). A
     MultiWorkerMirrored collective is configured here, before any op touches the context."""
     cluster_builders = {
-        "multi_worker_mirrored": lambda: build_multi_worker(variant.collective,
-                                                            variant.measure.timeout_s),
+        "multi_worker_mirrored": lambda: build_multi_worker(variant.collective),
         "parameter_server": lambda: build_parameter_server(variant.partitioner, variant.ps),
     }
     if "partitioner" in variant.kind.fields and (
