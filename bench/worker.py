@@ -21,6 +21,7 @@ from bench.checks import suite as checks_suite
 from bench.child_env import ChildEnv
 from bench.data import sources as data_mod
 from bench.errors import BenchError, DataUnavailable, VariantSkipped, WorkloadError
+from bench.launch.cluster_plan import is_chief_config
 from bench.perf import overhead
 from bench.protocol import FINISH, ProgressFn
 from bench.record.failure import error_from_exception
@@ -53,7 +54,7 @@ from bench.training import (
 )
 from bench.training.gate import Gate
 from bench.training.schedule import LoopResult, Schedule
-from bench.training.tracing import TraceWindow
+from bench.training.tracing import NON_CHIEF_UNTRACED, TraceWindow
 from bench.utilization import mfu
 
 
@@ -70,11 +71,19 @@ def _task_identity() -> dict[str, Any] | None:
 
 def _trace_window(variant: Variant, k: int) -> TraceWindow | None:
     """A profiler window after the timed steps, where the launcher asked for traces (not on a
-    coordinator, which runs no step itself)."""
+    coordinator, which runs no step itself; unprofiled on a MultiWorkerMirrored worker other
+    than the chief: tracing.NON_CHIEF_UNTRACED)."""
     logdir = ChildEnv.from_env().trace_dir
     if not logdir or variant.measure.trace_steps == 0 or variant.kind.coordinated:
         return None
-    return TraceWindow(logdir, round_up(variant.measure.trace_steps, k))
+    return TraceWindow(logdir, round_up(variant.measure.trace_steps, k),
+                       capture=not _untraced_worker(variant))
+
+
+def _untraced_worker(variant: Variant) -> bool:
+    config = json.loads(os.environ.get("TF_CONFIG") or "{}")
+    return (variant.strategy == "multi_worker_mirrored" and bool(config.get("task"))
+            and not is_chief_config(config))
 
 
 def _trace_summary(trace: TraceWindow | None, result: LoopResult,
@@ -84,6 +93,8 @@ def _trace_summary(trace: TraceWindow | None, result: LoopResult,
                                            "would not show the workers' compute"}
     if trace is None:
         return None
+    if not trace.capture:
+        return {"status": "off", "reason": NON_CHIEF_UNTRACED}
     traced = (result.samples.get("traced") or [[]])[0]
     untraced = (result.samples.get("trace_base") or [[]])[0]
     return {
@@ -258,6 +269,9 @@ def measure(variant: Variant, spawn_time: float, progress: ProgressFn) -> dict[s
     windows = result.samples.get("observed") or []
     timed = [s for w in windows for s in w]
     notes = list(result.notes) + batch_notes
+    if (trace is not None and trace.capture and variant.strategy == "multi_worker_mirrored"
+            and _task_identity() is not None):
+        notes.append(f"only the chief was traced: {NON_CHIEF_UNTRACED}")
     step_stats = summarize(timed)
     with phases("utilization"):
         utilised = mfu.utilization(variant, layout, probe_batch, inputs, step_stats.median,

@@ -13,11 +13,22 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
+# Why a MultiWorkerMirrored worker other than the chief runs its traced steps unprofiled.
+NON_CHIEF_UNTRACED = (
+    "TensorFlow's profiler crashes a MultiWorkerMirrored worker other than the chief as it stops "
+    "(a double free or a segfault in TraceMeRecorder::Consume, also without bench: "
+    "docs/measuring/measurements.md#multi-worker-tracing), which a real cluster does not "
+    "survive; the chief's trace stands for the workers")
+
 
 @dataclass
 class TraceWindow:
+    """`capture` False: the window's steps run as traced steps (a cluster's tasks run the same
+    steps), with no profiler."""
+
     logdir: str
     steps: int
+    capture: bool = True
     start_s: float = 0.0  # what profiler.start() cost, outside any step
     stop_s: float = 0.0  # what profiler.stop() cost (writing the trace), outside any step
     _started: bool = field(default=False, repr=False)
@@ -25,6 +36,8 @@ class TraceWindow:
     def start(self) -> None:
         import tensorflow as tf
 
+        if not self.capture:
+            return
         t0 = time.perf_counter()
         options = tf.profiler.experimental.ProfilerOptions(host_tracer_level=2,
                                                            python_tracer_level=0,
@@ -37,6 +50,9 @@ class TraceWindow:
     def step(self, step_num: int) -> Iterator[None]:
         import tensorflow as tf
 
+        if not self.capture:
+            yield
+            return
         with tf.profiler.experimental.Trace("train", step_num=step_num, _r=1):
             yield
 
