@@ -270,7 +270,7 @@ def measure(variant: Variant, spawn_time: float, progress: ProgressFn) -> dict[s
     timed = [s for w in windows for s in w]
     notes = list(result.notes) + batch_notes
     if (trace is not None and trace.capture and variant.strategy == "multi_worker_mirrored"
-            and _task_identity() is not None):
+            and variant.workers > 1 and _task_identity() is not None):
         notes.append(f"only the chief was traced: {NON_CHIEF_UNTRACED}")
     step_stats = summarize(timed)
     with phases("utilization"):
