@@ -37,18 +37,25 @@ WORKLOAD_PHASES = ("build", "loop_other", "first_step", "warmup", "timed", "obse
 CONCURRENT_PHASES = ("build", "loop_other", "first_step", "warmup")
 
 
+def _status_field(pid: int | str, key: str) -> str | None:
+    """The first value of `key:` in /proc/PID/status (None if the process or the line is gone)."""
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith(f"{key}:"):
+                return line.split()[1]
+    except (OSError, IndexError):
+        pass
+    return None
+
+
 def peak_rss_mb(pid: int | str = "self") -> float | None:
     """A live process's own peak resident memory, VmHWM from /proc (None if it is gone).
 
     Not `ru_maxrss`: Linux carries the parent's peak over `exec` into it, so a runner started
     from a 400 MB process (a test session, say) would report 400 MB whatever it used itself.
     """
-    try:
-        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-            if line.startswith("VmHWM:"):
-                return int(line.split()[1]) / 1024.0
-    except (OSError, IndexError, ValueError):
-        pass
+    if (kib := _status_field(pid, "VmHWM")) is not None:
+        return int(kib) / 1024.0
     if pid == "self":  # no /proc: the best this platform offers (KiB on Linux)
         return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
     return None
@@ -57,13 +64,8 @@ def peak_rss_mb(pid: int | str = "self") -> float | None:
 def os_threads(pid: int | str = "self") -> int | None:
     """A live process's OS threads (Threads in /proc/PID/status; None if it is gone): TensorFlow's
     pools, tf.data's, and any a workload starts and never ends."""
-    try:
-        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-            if line.startswith("Threads:"):
-                return int(line.split()[1])
-    except (OSError, IndexError, ValueError):
-        pass
-    return None
+    count = _status_field(pid, "Threads")
+    return int(count) if count is not None else None
 
 
 def harness_overhead(harness_s: float, steps: int, median_step_s: float) -> dict[str, float]:
