@@ -62,9 +62,13 @@ def _emit_progress(done: int, total: int) -> None:
     print(protocol.format_progress(done, total), flush=True)
 
 
+def _tf_config() -> dict[str, Any]:
+    return json.loads(os.environ.get("TF_CONFIG") or "{}")
+
+
 def _task_identity() -> dict[str, Any] | None:
     """This process's task in a TF_CONFIG cluster, if it is part of one."""
-    config = json.loads(os.environ.get("TF_CONFIG") or "{}")
+    config = _tf_config()
     task = config.get("task")
     return {"type": task.get("type"), "index": task.get("index")} if task else None
 
@@ -77,13 +81,15 @@ def _trace_window(variant: Variant, k: int) -> TraceWindow | None:
     if not logdir or variant.measure.trace_steps == 0 or variant.kind.coordinated:
         return None
     return TraceWindow(logdir, round_up(variant.measure.trace_steps, k),
-                       capture=not _untraced_worker(variant))
+                       capture=_multi_worker_chief(variant) is not False)
 
 
-def _untraced_worker(variant: Variant) -> bool:
-    config = json.loads(os.environ.get("TF_CONFIG") or "{}")
-    return (variant.strategy == "multi_worker_mirrored" and bool(config.get("task"))
-            and not is_chief_config(config))
+def _multi_worker_chief(variant: Variant) -> bool | None:
+    """Whether this task of a MultiWorkerMirrored cluster is its chief; None outside one."""
+    config = _tf_config()
+    if variant.strategy != "multi_worker_mirrored" or not config.get("task"):
+        return None
+    return is_chief_config(config)
 
 
 def _trace_summary(trace: TraceWindow | None, result: LoopResult,
@@ -269,8 +275,7 @@ def measure(variant: Variant, spawn_time: float, progress: ProgressFn) -> dict[s
     windows = result.samples.get("observed") or []
     timed = [s for w in windows for s in w]
     notes = list(result.notes) + batch_notes
-    if (trace is not None and trace.capture and variant.strategy == "multi_worker_mirrored"
-            and variant.workers > 1 and _task_identity() is not None):
+    if trace is not None and variant.workers > 1 and _multi_worker_chief(variant):
         notes.append(f"only the chief was traced: {NON_CHIEF_UNTRACED}")
     step_stats = summarize(timed)
     with phases("utilization"):
