@@ -27,7 +27,7 @@ from rich.console import Console
 
 from bench import results
 from bench.compare import runlevel
-from bench.compare.detector import DEFAULT_ALPHA, Comparison, compare_records, confirm
+from bench.compare.detector import DEFAULT_ALPHA, Comparison, compare_records
 from bench.compare.figures import RunFigures, run_figures
 from bench.compare.stores import Store, candidate, load_store, prune_traces, write_reports
 from bench.errors import BenchError
@@ -111,10 +111,7 @@ def gate(run_dir: Path, store: Path, out_dir: Path, console: Console,
         console.print(f"[yellow]suspected: {', '.join(suspects)}; re-running them "
                       f"{confirm_runs} time(s) to confirm[/]")
         reruns = [pinned(results.read_records(rerun(suspects))) for _ in range(confirm_runs)]
-    if by_runs:
-        result = runlevel.decide(result, figures, [records, *reruns])
-    elif reruns:
-        result = confirm(result, [judge(again) for again in reruns])
+    result = runlevel.decide_night(result, figures, records, reruns, judge)
     out_dir.mkdir(parents=True, exist_ok=True)
     write_reports(result, baseline, run_dir, out_dir / f"compare-{run_dir.name}.md",
                   out_dir / f"compare-{run_dir.name}.json")
@@ -170,10 +167,11 @@ def nightly(scenarios: list[Path], store: Path, reports_dir: Path, opts: RunOpti
             outcome.interrupted = True
             break
 
-        def rerun(variant_ids: list[str], path: Path = path) -> Path:
-            """The suspects again, in fresh processes, outside the store."""
+        def rerun(variant_ids: list[str], path: Path = path, night: Path = ran.run_dir) -> Path:
+            """The suspects again, in fresh processes, into the night's own run directory (the
+            report's trend judges the night with them, as the gate does)."""
             again = RunOptions(**{**vars(run_opts), "only": variant_ids,
-                                  "results_dir": reports_dir / "confirmations"})
+                                  "results_dir": night / results.CONFIRMATIONS_DIR})
             return run_scenario(path, again, console).run_dir
 
         if gate(ran.run_dir, store, reports_dir, console, rerun, confirm_runs):

@@ -37,6 +37,9 @@ VARIANTS_FILE = "variants.json"
 TIMING_FILE = "timing.json"  # where the run's wall time went (bench.perf.overhead)
 ENVIRONMENT_FILE = "environment.json"
 SCENARIO_FILE = "scenario.toml"
+# A nightly run's confirmation re-runs, inside its run directory: kept with the night they judge,
+# and no runs of a store, which lists its top-level run directories only.
+CONFIRMATIONS_DIR = "confirmations"
 
 
 def slug(name: str) -> str:
@@ -139,6 +142,12 @@ def find_run_dirs(paths: Iterable[str | Path]) -> list[Path]:
         else:
             raise FileNotFoundError(f"{p}: not a bench run directory")
     return found
+
+
+def confirmation_dirs(run_dir: Path) -> list[Path]:
+    """The run's confirmation re-runs (`bench nightly`), oldest first; most runs have none."""
+    folder = run_dir / CONFIRMATIONS_DIR
+    return find_run_dirs([folder]) if folder.is_dir() else []
 
 
 def runs_of_scenario(store: Path, scenario: str, exclude: Path | None = None) -> list[Path]:

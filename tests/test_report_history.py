@@ -85,6 +85,47 @@ def test_the_trend_marks_what_the_gate_decides(tmp_path: Path) -> None:
     assert "judged by whole runs" in page  # the run-level verdict says how it was reached
 
 
+def test_a_night_the_gate_re_ran_is_marked_with_its_re_runs(tmp_path: Path) -> None:
+    """The gate re-runs a suspect and keeps the re-runs in the night's run directory; the trend
+    judges the night with them, as the gate did. Three stored nights spread ~5% (2 degrees of
+    freedom): a night ×1.35 alone falls short of the deciding bar, with two re-runs it clears it."""
+    from rich.console import Console
+
+    from bench.nightly import gate
+
+    root, site = tmp_path / "store", tmp_path / "site"
+    vid = "mirrored-r1-fit-float32-gb64"
+    for n, factor in enumerate((1.0, 1.06, 0.95)):
+        add_night(root, n, {vid: factor})
+    tonight = add_night(root, 3, {vid: 1.35})
+    render_site([root], site)  # before the gate: the night stands alone
+    page = site / "scenario-report_test.html"
+
+    def marked_tonight() -> list[tuple[str, str, str]]:
+        return [step for step in STEPS.findall(page.read_text()) if step[0] == tonight.name]
+
+    assert marked_tonight() == []
+
+    reruns = iter((1.33, 1.37))
+
+    def rerun(suspects: list[str]) -> Path:
+        assert suspects == [vid]
+        n = 10 + len(results.confirmation_dirs(tonight))
+        return write_run(tonight / results.CONFIRMATIONS_DIR, f"report_test-202611{n}T040000Z",
+                         night(n, {vid: next(reruns)}))
+
+    assert gate(tonight, root, tmp_path / "reports", Console(file=open("/dev/null", "w")),
+                rerun, confirm_runs=2) is True
+    assert len(results.confirmation_dirs(tonight)) == 2
+    assert [d.name for d in results.find_run_dirs([root])] == [  # re-runs are no stored runs
+        f"report_test-202611{n:02d}T030000Z" for n in range(1, 5)]
+    render_site([root], site)  # the re-runs change the night's stamp: it is judged again
+    assert marked_tonight() == [(tonight.name, vid, "regression")]
+    assert re.search(r"regression: step time ×1\.3\d\d, CI [\d.]+–[\d.]+ against the 3 runs "
+                     r"before it, judged by whole runs with its 2 confirmation re-run\(s\)",
+                     page.read_text())
+
+
 def _pages(site: Path) -> dict[str, tuple[int, int]]:
     return {p.name: (p.stat().st_ino, p.stat().st_mtime_ns) for p in site.glob("*.html")}
 
@@ -133,11 +174,12 @@ def test_chart_data_is_written_at_four_significant_digits(tmp_path: Path) -> Non
 def test_prune_drops_old_traces_and_keeps_every_record(tmp_path: Path) -> None:
     root = tmp_path / "store"
     dirs = [add_night(root, n, traces=True) for n in range(3)]
+    rerun = add_night(dirs[0] / results.CONFIRMATIONS_DIR, 10, traces=True)  # a night's re-run
     records = [results.read_records(d) for d in dirs]
     proc = bench("prune", str(root), "--keep-traces", "1")
     assert proc.returncode == 0, proc.stderr
     assert "pruned the traces of 2 run(s)" in proc.stdout
-    assert [(d / "traces").exists() for d in dirs] == [False, False, True]
+    assert [(d / "traces").exists() for d in [*dirs, rerun]] == [False, False, True, False]
     assert [results.read_records(d) for d in dirs] == records
     html = (render_site([root], tmp_path / "site").parent / f"run-{dirs[0].name}.html").read_text()
     assert "dropped by `bench prune`" in html

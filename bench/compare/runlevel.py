@@ -18,12 +18,12 @@ from __future__ import annotations
 
 import copy
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
 
-from bench.compare.detector import Comparison
+from bench.compare.detector import Comparison, confirm
 from bench.compare.figures import RunFigures, run_figure, run_figures  # noqa: F401 (the gate's figure)
 from bench.compare.tdist import t_quantile
 from bench.record.model import VariantRecord
@@ -151,8 +151,20 @@ def suspects(first: Comparison, history: list[Run], run: Run) -> list[str]:
             if v.status == "regression"]
 
 
-def decide(first: Comparison, history: list[Run], runs: list[Run]) -> Comparison:
+def decide(first: Comparison, history: Sequence[Run | RunFigures],
+           runs: Sequence[Run | RunFigures]) -> Comparison:
     """The verdicts with every candidate run (the nightly run first, then its re-runs)."""
     result = run_level(first, history, runs, DECIDE)
     result.confirmations = len(runs) - 1
     return result
+
+
+def decide_night(first: Comparison, history: Sequence[RunFigures], night: Run | RunFigures,
+                 reruns: Sequence[Run], rejudge: Callable[[Run], Comparison]) -> Comparison:
+    """A night's verdicts with its confirmation re-runs: what the nightly gate decides, and so
+    what the report's trend marks. With `MIN_STORE_RUNS` stored runs or more, by whole runs,
+    every re-run a candidate run more; before that, a suspect of `first` (the night's
+    comparison) stays a regression only if every re-run, judged by `rejudge`, regresses too."""
+    if usable(history):
+        return decide(first, history, [night, *reruns])
+    return confirm(first, [rejudge(run) for run in reruns])

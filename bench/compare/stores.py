@@ -123,7 +123,9 @@ def prune_traces(store: Path, keep: int) -> list[Path]:
     for runs in by_scenario.values():
         runs.sort(key=lambda r: r.name)  # run names carry their start time
         for run in runs[:len(runs) - keep]:
-            if (run / TRACES).is_dir():
-                shutil.rmtree(run / TRACES)
+            traced = [d for d in (run, *results.confirmation_dirs(run)) if (d / TRACES).is_dir()]
+            for d in traced:
+                shutil.rmtree(d / TRACES)
+            if traced:
                 pruned.append(run)
     return pruned

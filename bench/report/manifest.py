@@ -63,6 +63,8 @@ def run_stamp(run_dir: Path) -> list[Any]:
         except OSError:
             stamp.append([name, None, None])
     stamp.append(["traces", (run_dir / "traces").is_dir()])  # `bench prune` changes the page
+    # a night's confirmation re-runs change how its steps are judged
+    stamp.append(["confirmations", [d.name for d in results.confirmation_dirs(run_dir)]])
     return stamp
 
 

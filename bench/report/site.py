@@ -40,7 +40,7 @@ from bench.report.runs import RunView, load_run, read_head
 from bench.report.scenario_charts import trend_chart
 from bench.report.summaries import RunSummary, summarize
 from bench.report.templates import template_environment
-from bench.results import find_run_dirs, slug, write_text_atomic
+from bench.results import confirmation_dirs, find_run_dirs, slug, write_text_atomic
 
 MARKER = ".bench-report"
 RECENT_RUNS = 50  # rows of a scenario page's run table (the index and the trend hold them all)
@@ -223,7 +223,8 @@ def _render_group(group: ScenarioGroup, entries: list[RunEntry], writer: _Writer
         if summary.steps_key != chain:
             summary.steps = judge_run(summary.name, read(entry.path), summary.figures,
                                       [s.figures for s in summaries],
-                                      StoredRuns([e.path for e in entries[:i]], read))
+                                      StoredRuns([e.path for e in entries[:i]], read),
+                                      [read(d) for d in confirmation_dirs(entry.path)])
             summary.steps_key = chain
         if due[i]:
             run = load_run(entry.path, read(entry.path), head=head)

@@ -98,7 +98,7 @@ def main() -> None:
             shutil.copytree(store, copy)
             caught[label or n] += night(injected, copy, reports / f"inj{n}-{k}", args.only,
                                         args.quick)
-            # keep the injected run (its re-runs are in the reports' confirmations/) for analysis
+            # keep the injected run (with its re-runs, in its confirmations/) for analysis
             injected_run = max(set(copy.iterdir()) - {copy / d.name for d in store.iterdir()})
             shutil.move(injected_run, work / "injected" / f"{n}-{k}-{injected_run.name}")
             shutil.rmtree(copy)

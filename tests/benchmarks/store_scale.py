@@ -61,7 +61,7 @@ night, store, reports, spare = map(Path, sys.argv[1:5])
 console = Console(file=open('/dev/null', 'w'))
 reruns = iter(range(100))
 def rerun(ids):
-    target = reports / 'confirmations' / f'{night.name}-{next(reruns)}'
+    target = night / 'confirmations' / f'{night.name}-{next(reruns)}'
     shutil.copytree(spare, target, dirs_exist_ok=True)
     return target
 t0 = time.perf_counter()
