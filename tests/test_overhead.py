@@ -37,6 +37,17 @@ def test_phases_add_up_to_the_variants_total() -> None:
     assert overhead.fixed_cost_s(phases) == pytest.approx(5.2 - 2.0 - 0.2)
 
 
+def test_a_clusters_restarts_are_their_own_phase_not_teardown() -> None:
+    restarted = record("a", [[0.2] * 5, [0.2] * 5])
+    restarted["wall_s"] += 2.5  # the supervisor's wall: two failed attempts, then this one
+    restarted["timing"]["parent"]["total_s"] += 2.5
+    restarted["cluster"] = {"attempts": 3, "restart_s": 2.5}
+    phases = overhead.variant_phases(VariantRecord.load(restarted))
+    assert phases["restarts"] == pytest.approx(2.5)
+    assert phases["teardown"] == pytest.approx(0.2)  # as without the restarts
+    assert sum(phases.values()) == pytest.approx(5.2 + 2.5)
+
+
 def test_settling_steps_are_their_own_phase_and_no_fixed_cost() -> None:
     settled = record("a", [[0.2] * 5, [0.2] * 5])
     settled["timing"]["phases"]["loop"] += 0.25  # two windows' settling steps, inside the loop

@@ -359,5 +359,6 @@ def test_a_taken_port_is_picked_again(tmp_path: Path) -> None:
     # the taken port cost the first restart; a later one (a native MultiWorker crash on this
     # busy host, see cluster_tasks.NativeCrash) is recorded with its reason too
     assert result["attempts"] == 1 + len(result["restarts"]) >= 2, result
+    assert result["restart_s"] > 0, result  # the failed attempts' time, a phase of its own
     assert f"could not listen on 127.0.0.1:{result['taken']}" in result["restarts"][0], result
     assert f"127.0.0.1:{result['taken']}" not in result["spec"]["worker"]

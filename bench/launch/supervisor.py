@@ -64,12 +64,14 @@ def supervise(variant: Variant, variants_path: Path, logs: Path, network: str,
     deadline = time.monotonic() + variant.measure.timeout_s
     crashes: list[str] = []
     restarts: list[str] = []
+    restart_s = 0.0
     # before the relay: a server forked from this process must be forked before any thread
     forkserver = task_forkserver(variant, logs, variants_path.parent)
     relay = GateRelay(ChildEnv.from_env().gate or None, logs, variant.id)
     try:
         for attempt in range(1, attempts + 1):
             relay.reset()
+            started = time.monotonic()
             cluster = Cluster(variant, variants_path, logs, relay, forkserver=forkserver)
             try:
                 status, reason = cluster.watch(deadline)
@@ -79,6 +81,7 @@ def supervise(variant: Variant, variants_path: Path, logs: Path, network: str,
                 if isinstance(restart, NativeCrash):
                     crashes.append(str(restart))
                 if attempt < attempts:
+                    restart_s += time.monotonic() - started
                     continue
                 # the last attempt's tasks, and every attempt's crash, stay in the record
                 status, reason = "failed", restart.final_reason(attempts)
@@ -93,6 +96,7 @@ def supervise(variant: Variant, variants_path: Path, logs: Path, network: str,
     record = _variant_record(variant, cluster, status, reason, network, attempt)
     assert record.cluster is not None
     record.cluster.native_crashes, record.cluster.restarts = crashes, restarts
+    record.cluster.restart_s = restart_s
     record.cluster.task_server = forkserver.start_method if forkserver is not None else None
     if crashes:
         record.notes = [*(record.notes or []),

@@ -2,8 +2,8 @@
 
 Pure Python over records (no TensorFlow), so `bench run` prints it at the end and `bench perf`
 aggregates it over repeated runs. A variant's *fixed cost* is everything outside its timed and
-traced windows (process start, imports, building, warmup, checks, teardown, trace
-analysis); the run's *duty cycle* is the time spent inside timed windows over
+traced windows (a cluster's restarts, process start, imports, building, warmup, checks,
+teardown, trace analysis); the run's *duty cycle* is the time spent inside timed windows over
 the run's whole wall time. An interleaved variant's time idle at its gate is no cost of its own:
 another variant runs meanwhile.
 """
@@ -20,7 +20,7 @@ from bench.record.model import VariantRecord
 from bench.record.profiled import Trace
 
 # In the order they happen; "other" is whatever the named phases do not cover.
-PHASES = ("start", "import", "build", "first_step", "warmup", "timed", "observed", "settling",
+PHASES = ("restarts", "start", "import", "build", "first_step", "warmup", "timed", "observed", "settling",
           "traced", "profiler", "loop_other", "after_loop", "teardown", "analysis", "other")
 MEASURED_PHASES = ("timed", "observed", "traced")
 # Untimed steps after each gate release ([measure] settle_steps): a cost of the measurement's
@@ -92,6 +92,8 @@ def variant_phases(record: VariantRecord) -> dict[str, float]:
     warmup = record.warmup_steps
     phases = dict.fromkeys(PHASES, 0.0)
     phases.update({
+        # a cluster's attempts before the one that wrote the record (bench.launch.supervisor)
+        "restarts": (record.cluster.restart_s or 0.0) if record.cluster else 0.0,
         "start": worker.get("start", 0.0),
         "import": worker.get("import", 0.0),
         "build": worker.get("build", 0.0),
@@ -114,7 +116,7 @@ def variant_phases(record: VariantRecord) -> dict[str, float]:
     process_s = record.wall_s or 0.0
     worker_s = timing.worker_s
     if worker_s is not None and process_s:
-        phases["teardown"] = max(0.0, process_s - worker_s)
+        phases["teardown"] = max(0.0, process_s - worker_s - phases["restarts"])
     total = parent.total_s or process_s
     phases["other"] = max(0.0, total - sum(phases.values()))
     return phases

@@ -59,6 +59,8 @@ class Cluster(Section):
         "TensorFlow imported), `spawn` (a new interpreter that imports it); null: none")
     native_crashes: list[str] | None = field("native crashes that restarted the cluster")
     restarts: list[str] | None = field("every restart and why")
+    restart_s: Number | None = field("seconds the attempts before the last took, each from its "
+                                     "start to its cluster's close")
 
 
 class RecoveryStep(Section):
