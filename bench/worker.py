@@ -9,7 +9,6 @@ crashes and hangs it could not report itself.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 import time
@@ -21,7 +20,7 @@ from bench.checks import suite as checks_suite
 from bench.child_env import ChildEnv
 from bench.data import sources as data_mod
 from bench.errors import BenchError, DataUnavailable, VariantSkipped, WorkloadError
-from bench.launch.cluster_plan import is_chief_config
+from bench.launch.cluster_plan import is_chief_config, read_tf_config
 from bench.perf import overhead
 from bench.protocol import FINISH, ProgressFn
 from bench.record.failure import error_from_exception
@@ -62,13 +61,9 @@ def _emit_progress(done: int, total: int) -> None:
     print(protocol.format_progress(done, total), flush=True)
 
 
-def _tf_config() -> dict[str, Any]:
-    return json.loads(os.environ.get("TF_CONFIG") or "{}")
-
-
 def _task_identity() -> dict[str, Any] | None:
     """This process's task in a TF_CONFIG cluster, if it is part of one."""
-    config = _tf_config()
+    config = read_tf_config()
     task = config.get("task")
     return {"type": task.get("type"), "index": task.get("index")} if task else None
 
@@ -86,7 +81,7 @@ def _trace_window(variant: Variant, k: int) -> TraceWindow | None:
 
 def _multi_worker_chief(variant: Variant) -> bool | None:
     """Whether this task of a MultiWorkerMirrored cluster is its chief; None outside one."""
-    config = _tf_config()
+    config = read_tf_config()
     if variant.strategy != "multi_worker_mirrored" or not config.get("task"):
         return None
     return is_chief_config(config)

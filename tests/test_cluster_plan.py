@@ -11,18 +11,19 @@ import yaml
 
 from bench.errors import ScenarioError
 from bench.launch.cluster_plan import (
+    chief_and_index,
     chief_of,
     cluster_spec,
     is_chief,
     is_chief_config,
     plan_tasks,
+    read_tf_config,
     tf_config,
 )
 from bench.launch.external import hide_gpus_unless_computing
 from bench.placement import Inventory, plan_variant, task_computes
 from bench.scenario.loading import parse_scenario
 from bench.scenario.matrix import expand
-from bench.training import checkpointing
 from tests.conftest import bench
 
 DOC = {
@@ -88,17 +89,17 @@ def test_roles_and_tf_config() -> None:
 @pytest.mark.parametrize("variant_id", ["multi_worker_mirrored-w2x2-ctl-float32-gb64",
                                         "parameter_server-ps2w3-ctl-float32-gb16"])
 def test_every_part_names_the_same_chief(variant_id: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    """The launcher (chief_of), `bench worker` (is_chief_config) and the checkpoint writer (its
-    TF_CONFIG) ask one rule; exactly one task is the chief."""
+    """The launcher (chief_of), `bench worker` (is_chief_config) and the checkpoint writer and the
+    worker (chief_and_index of their TF_CONFIG) ask one rule; exactly one task is the chief."""
     tasks = plan_tasks(variants()[variant_id])
     spec = cluster_spec(tasks, [f"127.0.0.1:{9000 + i}" for i in range(len(tasks))])
     chief = chief_of(tasks)
     assert [t for t in tasks if is_chief_config(json.loads(tf_config(spec, t)))] == [chief]
     for task in tasks:
         monkeypatch.setenv("TF_CONFIG", tf_config(spec, task))
-        assert checkpointing._task() == (task == chief, task.index)
+        assert chief_and_index(read_tf_config()) == (task == chief, task.index)
     monkeypatch.delenv("TF_CONFIG")
-    assert checkpointing._task() == (True, 0)  # no cluster: the process is its own chief
+    assert chief_and_index(read_tf_config()) == (True, 0)  # no cluster: its own chief
     assert is_chief(None, 0, ()) and not is_chief_config({})
 
 

@@ -7,8 +7,10 @@ Kubeflow TFJob manifest, so the three always agree on roles and counts.
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Collection
 from dataclasses import dataclass
+from typing import Any
 
 from bench.scenario.schema import Variant
 
@@ -61,8 +63,20 @@ def tf_config(spec: dict[str, list[str]], task: Task) -> str:
     return json.dumps({"cluster": spec, "task": {"type": task.type, "index": task.index}})
 
 
-def is_chief_config(config: dict) -> bool:
-    """Whether TF_CONFIG `config` names the chief task (False without a task)."""
+def read_tf_config() -> dict[str, Any]:
+    """This process's TF_CONFIG, parsed: what the cluster manager or the launcher set ({} outside
+    a cluster)."""
+    return json.loads(os.environ.get("TF_CONFIG") or "{}")
+
+
+def chief_and_index(config: dict[str, Any]) -> tuple[bool, int]:
+    """Whether TF_CONFIG `config`'s task is the chief, and its index; a process in no cluster is
+    its own chief, of index 0."""
     task = config.get("task") or {}
-    return bool(task) and is_chief(task.get("type"), task.get("index", 0),
-                                   config.get("cluster") or {})
+    index = int(task.get("index", 0))
+    return is_chief(task.get("type"), index, config.get("cluster") or {}), index
+
+
+def is_chief_config(config: dict[str, Any]) -> bool:
+    """Whether TF_CONFIG `config` names the chief task (False without a task)."""
+    return bool(config.get("task")) and chief_and_index(config)[0]

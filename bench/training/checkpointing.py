@@ -16,7 +16,6 @@ coordinator (the chief) saves, after joining the scheduled steps.
 
 from __future__ import annotations
 
-import json
 import math
 import os
 import shutil
@@ -29,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.child_env import ChildEnv
-from bench.launch.cluster_plan import is_chief
+from bench.launch.cluster_plan import chief_and_index, read_tf_config
 from bench.record.failure import extra_failed
 from bench.scenario.schema import Variant
 from bench.timing import round_up, summarize
@@ -66,14 +65,6 @@ def abba(pairs: int) -> tuple[bool, ...]:
     return (True, False, False, True) * max(1, math.ceil(pairs / 2))
 
 
-def _task() -> tuple[bool, int]:
-    """(chief?, task index) from TF_CONFIG (a process outside a cluster is its own chief)."""
-    config = json.loads(os.environ.get("TF_CONFIG") or "{}")
-    task = config.get("task") or {}
-    index = int(task.get("index", 0))
-    return is_chief(task.get("type"), index, config.get("cluster") or {}), index
-
-
 def plan_for(every: int, keep: int, window_steps: int, repeats: int, block: int,
              directory: Path) -> CheckpointPlan:
     """Blocks as long as a timed window (at least one save), saves on the loop's block bounds."""
@@ -82,7 +73,7 @@ def plan_for(every: int, keep: int, window_steps: int, repeats: int, block: int,
         notes.append(f"every = {every} rounded up to {round_up(every, block)}: the loop runs "
                      f"blocks of {block} steps and saves between them")
         every = round_up(every, block)
-    chief, index = _task()
+    chief, index = chief_and_index(read_tf_config())
     return CheckpointPlan(every, keep, directory, chief, index,
                           round_up(max(window_steps, every), every), abba(repeats), tuple(notes))
 
