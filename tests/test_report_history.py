@@ -12,6 +12,7 @@ import json
 import re
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -124,6 +125,35 @@ def test_a_night_the_gate_re_ran_is_marked_with_its_re_runs(tmp_path: Path) -> N
     assert re.search(r"regression: step time ×1\.3\d\d, CI [\d.]+–[\d.]+ against the 3 runs "
                      r"before it, judged by whole runs with its 2 confirmation re-run\(s\)",
                      page.read_text())
+
+
+def test_a_young_stores_night_is_marked_only_if_its_re_runs_confirm_it(tmp_path: Path) -> None:
+    """Before the store holds `runlevel.MIN_STORE_RUNS` runs the gate keeps a suspect only if
+    every re-run regresses too; the trend marks the night as the gate decided, either way."""
+    from rich.console import Console
+
+    from bench.nightly import gate
+
+    vid = "mirrored-r1-fit-float32-gb64"
+    for confirmed in (True, False):
+        root, site = tmp_path / f"store-{confirmed}", tmp_path / f"site-{confirmed}"
+        add_night(root, 0)
+        tonight = add_night(root, 1, {vid: 1.3})
+        reruns = iter((1.3, 1.3) if confirmed else (1.3, 1.0))
+
+        def rerun(suspects: list[str], tonight: Path = tonight,
+                  reruns: Iterator[float] = reruns) -> Path:
+            n = 10 + len(results.confirmation_dirs(tonight))
+            return write_run(tonight / results.CONFIRMATIONS_DIR,
+                             f"report_test-202611{n}T040000Z", night(n, {vid: next(reruns)}))
+
+        regressed = gate(tonight, root, tmp_path / f"reports-{confirmed}",
+                         Console(file=open("/dev/null", "w")), rerun, confirm_runs=2)
+        assert regressed is confirmed
+        page = (render_site([root], site).parent / "scenario-report_test.html").read_text()
+        marked = [(run, v) for run, v, status in STEPS.findall(page) if status == "regression"]
+        assert marked == ([(tonight.name, vid)] if confirmed else [])
+        assert ("confirmed by its 2 re-run(s)" in page) is confirmed
 
 
 def _pages(site: Path) -> dict[str, tuple[int, int]]:

@@ -20,8 +20,9 @@ from bench.record.model import VariantRecord
 from bench.record.profiled import Trace
 
 # In the order they happen; "other" is whatever the named phases do not cover.
-PHASES = ("restarts", "start", "import", "build", "first_step", "warmup", "timed", "observed", "settling",
-          "traced", "profiler", "loop_other", "after_loop", "teardown", "analysis", "other")
+PHASES = ("restarts", "start", "import", "build", "first_step", "warmup", "timed", "observed",
+          "settling", "traced", "profiler", "loop_other", "after_loop", "teardown", "analysis",
+          "other")
 MEASURED_PHASES = ("timed", "observed", "traced")
 # Untimed steps after each gate release ([measure] settle_steps): a cost of the measurement's
 # design that grows with the rounds, so not a fixed cost per variant.

@@ -45,7 +45,7 @@ class Step:
                     f"{v.between_run_cv:.1%})")
         return (f"{v.status}: step time ×{v.ratio:.3f}{ci}, p={v.p_value:.2g} against the "
                 f"previous run" + (f" ({v.history_runs} runs of history)" if v.history_runs else "")
-                + (f", confirmed{with_reruns}" if self.reruns else ""))
+                + (f", confirmed by its {self.reruns} re-run(s)" if self.reruns else ""))
 
     def to_json(self) -> dict[str, Any]:
         return {"run": self.run, "variant_id": self.variant_id, "verdict": asdict(self.verdict),
