@@ -196,6 +196,9 @@ def test_no_task_outlives_the_run(clusters_run: BenchRun) -> None:
     assert leftover_processes(str(clusters_run.run_dir)) == []
 
 
+# Three ways a worker fails, each a MultiWorkerMirrored variant of one run (its model's builder
+# makes worker 1 fail), and a default variant the run must go on to.
+FAULTS = ("kill_worker_1", "stop_worker_1", "crash_worker_1")
 FAULT = """
 [train]
 api = "ctl"
@@ -205,14 +208,22 @@ warmup_steps = 2
 steps = 2000
 repeats = 1
 timeout_s = 60
-
+""" + "".join(f"""
 [[strategies]]
 name = "multi_worker_mirrored"
 workers = 2
-
+model = {{ name = "tests.fixtures.faulty:{builder}" }}
+""" for builder in FAULTS) + """
 [[strategies]]
 name = "default"
 """
+
+
+@pytest.fixture(scope="module")
+def failing_workers_run(tmp_path_factory: pytest.TempPathFactory) -> BenchRun:
+    directory = tmp_path_factory.mktemp("failing_workers")
+    return bench_run(write_scenario(directory, FAULT, name="failing_workers"),
+                     directory / "results", "--no-control")
 
 
 @pytest.mark.parametrize(("builder", "expected"), [
@@ -222,12 +233,11 @@ name = "default"
     ("crash_worker_1", "SIGBUS (crashed on all 3 attempts)"),  # a fresh cluster each time
 ])
 def test_a_failing_worker_fails_the_variant_fast_and_the_run_goes_on(
-        tmp_path: Path, builder: str, expected: str) -> None:
-    scenario = write_scenario(tmp_path, FAULT, name=builder,
-                              model=f"tests.fixtures.faulty:{builder}")
-    run = bench_run(scenario, tmp_path / "results", "--no-control")
+        failing_workers_run: BenchRun, builder: str, expected: str) -> None:
+    run = failing_workers_run
     assert run.proc.returncode == 1, run.proc.stdout + run.proc.stderr
-    mw, default = sorted(run.records, key=lambda r: r["index"])  # written as they finish
+    records = run.by_id()
+    mw = records[f"multi_worker_mirrored-w2x1-{builder}-ctl-float32-gb32"]
     assert mw["status"] == "failed"
     assert expected in mw["reason"]
     assert "timed out" not in mw["reason"]  # detected, not merely outlasted
@@ -241,7 +251,8 @@ def test_a_failing_worker_fails_the_variant_fast_and_the_run_goes_on(
         assert [c.split(" (pid")[0] for c in mw["cluster"]["native_crashes"]] == ["worker-1"] * 3
         assert mw["cluster"]["attempts"] == 3 and mw["error"]["type"] == "NativeCrash"
         assert mw["cluster"]["tasks"][1]["exit_code"] == -signal.SIGBUS
-    assert default["status"] == "ok"
+        assert mw["cluster"]["restart_s"] > 0  # two attempts crashed before the last one
+    assert records["default-r1-ctl-float32-gb16"]["status"] == "ok"  # the run went on
     assert leftover_processes(str(run.run_dir)) == []
 
 
