@@ -80,9 +80,7 @@ def gate(run_dir: Path, store: Path, out_dir: Path, console: Console,
     """
     records, scenario = candidate(run_dir)
     records = pinned(records)
-    baseline = load_store(store, scenario, exclude=run_dir)
-    if baseline is not None:
-        baseline.history = [pinned(run) for run in baseline.history]
+    baseline = load_store(store, scenario, exclude=run_dir, select=pinned)
     if baseline is None:
         console.print(f"[yellow]{scenario}: no earlier run in {store}; this run starts the "
                       "baseline store[/]")

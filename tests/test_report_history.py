@@ -9,6 +9,7 @@ rounds, so the runs are judged in yardstick steps as real interleaved runs are.
 from __future__ import annotations
 
 import json
+import os
 import re
 import subprocess
 import sys
@@ -154,6 +155,25 @@ def test_a_young_stores_night_is_marked_only_if_its_re_runs_confirm_it(tmp_path:
         marked = [(run, v) for run, v, status in STEPS.findall(page) if status == "regression"]
         assert marked == ([(tonight.name, vid)] if confirmed else [])
         assert ("confirmed by its 2 re-run(s)" in page) is confirmed
+
+
+def test_the_gate_reads_few_stored_runs_records(tmp_path: Path,
+                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    """With the site's manifest holding every stored run's figures, the gate reads the records
+    of the newest stored run and of each variant's typical run only, not the whole store: a
+    year of nights must not be read every night."""
+    from rich.console import Console
+
+    from bench.nightly import gate
+
+    root, site = tmp_path / "store", tmp_path / "site"
+    dirs = [add_night(root, n) for n in range(12)]
+    render_site([root], site)
+    real, read = results.read_records, []
+    monkeypatch.setattr(results, "read_records", lambda run: read.append(run) or real(run))
+    assert gate(dirs[-1], root, site, Console(file=open(os.devnull, "w"))) is False
+    stored = {run for run in read if run != dirs[-1]}
+    assert stored and len(stored) <= len(SPECS) + 1, sorted(run.name for run in stored)
 
 
 def _pages(site: Path) -> dict[str, tuple[int, int]]:

@@ -84,11 +84,16 @@ def candidate(run_dir: Path) -> tuple[Run, str]:
     return records, str(records[0].variant.scenario_name)
 
 
-def load_store(store: Path, scenario: str, exclude: Path) -> Store | None:
+def load_store(store: Path, scenario: str, exclude: Path,
+               select: Callable[[Run], Run] | None = None) -> Store | None:
     """The store's runs of `scenario` other than `exclude`; None when there are none. Their
-    records are read as a comparison looks at them, and only the last few are kept in memory."""
+    records are read as a comparison looks at them, and only the last few are kept in memory;
+    `select` picks, of each run read, the records a comparison judges."""
     dirs = results.runs_of_scenario(store, scenario, exclude=exclude)
-    return Store(dirs, StoredRuns(dirs, RecordsCache())) if dirs else None
+    if not dirs:
+        return None
+    cache = RecordsCache()
+    return Store(dirs, StoredRuns(dirs, cache if select is None else lambda d: select(cache(d))))
 
 
 def write_reports(result: Comparison, store: Store, run_dir: Path, markdown: Path | None,
