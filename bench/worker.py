@@ -281,6 +281,9 @@ def measure(variant: Variant, spawn_time: float, progress: ProgressFn) -> dict[s
         checked = checks_suite.run(variant, strategy, loaded)
     unobserved_s = result.clocks.get("unobserved") or []
     observed_s = result.clocks.get("observed") or []
+    # Freed on return, their tf.functions would be removed from the context one by one (on a
+    # ParameterServer coordinator, from every worker too) before the record is written.
+    _KEPT_UNTIL_EXIT.append((strategy, built, metrics, result))
     return {
         **describe_setup(),
         "timing": {
