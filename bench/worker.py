@@ -253,7 +253,11 @@ def measure(variant: Variant, spawn_time: float, progress: ProgressFn) -> dict[s
                              global_batch=global_batch, schedule=schedule,
                              steps_per_execution=k, jit_compile=variant.train.jit_compile,
                              progress=progress, trace=trace, arrays=arrays)
-    _KEPT_UNTIL_EXIT.append(result.iterators)  # see LoopResult.iterators
+    # Kept until the process exits, also when a later phase raises: destroying the loop's input
+    # iterators waits for their threads (see LoopResult.iterators), and freeing the variant's
+    # tf.functions removes them from the context one by one (on a ParameterServer coordinator,
+    # from every worker too), each before the record is written.
+    _KEPT_UNTIL_EXIT.append((strategy, built, metrics, result))
     with phases("peak"):  # before FINISH: no other variant runs beside it
         peak_measured_here = mfu.settle_peak(variant, layout)
     gate.wait(FINISH)
@@ -281,9 +285,6 @@ def measure(variant: Variant, spawn_time: float, progress: ProgressFn) -> dict[s
         checked = checks_suite.run(variant, strategy, loaded)
     unobserved_s = result.clocks.get("unobserved") or []
     observed_s = result.clocks.get("observed") or []
-    # Freed on return, their tf.functions would be removed from the context one by one (on a
-    # ParameterServer coordinator, from every worker too) before the record is written.
-    _KEPT_UNTIL_EXIT.append((strategy, built, metrics, result))
     return {
         **describe_setup(),
         "timing": {
