@@ -13,7 +13,7 @@ import os
 import re
 import subprocess
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -56,6 +56,28 @@ def add_night(root: Path, n: int, slower: dict[str, float] | None = None,
     return run
 
 
+SUSPECT = "mirrored-r1-fit-float32-gb64"  # the variant the re-run tests slow down
+
+
+def add_rerun(tonight: Path, factor: float) -> Path:
+    """A re-run of tonight's suspect, `factor` times slower, where `bench nightly` keeps it: in
+    the night's own confirmations/."""
+    n = 10 + len(results.confirmation_dirs(tonight))
+    return write_run(tonight / results.CONFIRMATIONS_DIR, f"report_test-202611{n}T040000Z",
+                     night(n, {SUSPECT: factor}))
+
+
+def run_gate(tonight: Path, root: Path, reports: Path,
+             rerun: Callable[[list[str]], Path] | None = None) -> bool | None:
+    """`bench nightly`'s gate of tonight against the store, its console discarded."""
+    from rich.console import Console
+
+    from bench.nightly import gate
+
+    with open(os.devnull, "w") as quiet:
+        return gate(tonight, root, reports, Console(file=quiet), rerun, confirm_runs=2)
+
+
 def gate_steps(runs: list[list[dict[str, Any]]], names: list[str]) -> set[tuple[str, str, str]]:
     """What the gate decides of each run against the runs before it, judged the slow way: the
     whole history through compare_records and runlevel.decide, as `bench nightly` calls them."""
@@ -91,15 +113,10 @@ def test_a_night_the_gate_re_ran_is_marked_with_its_re_runs(tmp_path: Path) -> N
     """The gate re-runs a suspect and keeps the re-runs in the night's run directory; the trend
     judges the night with them, as the gate did. Three stored nights spread ~5% (2 degrees of
     freedom): a night ×1.35 alone falls short of the deciding bar, with two re-runs it clears it."""
-    from rich.console import Console
-
-    from bench.nightly import gate
-
     root, site = tmp_path / "store", tmp_path / "site"
-    vid = "mirrored-r1-fit-float32-gb64"
     for n, factor in enumerate((1.0, 1.06, 0.95)):
-        add_night(root, n, {vid: factor})
-    tonight = add_night(root, 3, {vid: 1.35})
+        add_night(root, n, {SUSPECT: factor})
+    tonight = add_night(root, 3, {SUSPECT: 1.35})
     render_site([root], site)  # before the gate: the night stands alone
     page = site / "scenario-report_test.html"
 
@@ -108,21 +125,18 @@ def test_a_night_the_gate_re_ran_is_marked_with_its_re_runs(tmp_path: Path) -> N
 
     assert marked_tonight() == []
 
-    reruns = iter((1.33, 1.37))
+    factors = iter((1.33, 1.37))
 
     def rerun(suspects: list[str]) -> Path:
-        assert suspects == [vid]
-        n = 10 + len(results.confirmation_dirs(tonight))
-        return write_run(tonight / results.CONFIRMATIONS_DIR, f"report_test-202611{n}T040000Z",
-                         night(n, {vid: next(reruns)}))
+        assert suspects == [SUSPECT]
+        return add_rerun(tonight, next(factors))
 
-    assert gate(tonight, root, tmp_path / "reports", Console(file=open("/dev/null", "w")),
-                rerun, confirm_runs=2) is True
+    assert run_gate(tonight, root, tmp_path / "reports", rerun) is True
     assert len(results.confirmation_dirs(tonight)) == 2
     assert [d.name for d in results.find_run_dirs([root])] == [  # re-runs are no stored runs
         f"report_test-202611{n:02d}T030000Z" for n in range(1, 5)]
     render_site([root], site)  # the re-runs change the night's stamp: it is judged again
-    assert marked_tonight() == [(tonight.name, vid, "regression")]
+    assert marked_tonight() == [(tonight.name, SUSPECT, "regression")]
     assert re.search(r"regression: step time ×1\.3\d\d, CI [\d.]+–[\d.]+ against the 3 runs "
                      r"before it, judged by whole runs with its 2 confirmation re-run\(s\)",
                      page.read_text())
@@ -131,29 +145,20 @@ def test_a_night_the_gate_re_ran_is_marked_with_its_re_runs(tmp_path: Path) -> N
 def test_a_young_stores_night_is_marked_only_if_its_re_runs_confirm_it(tmp_path: Path) -> None:
     """Before the store holds `runlevel.MIN_STORE_RUNS` runs the gate keeps a suspect only if
     every re-run regresses too; the trend marks the night as the gate decided, either way."""
-    from rich.console import Console
-
-    from bench.nightly import gate
-
-    vid = "mirrored-r1-fit-float32-gb64"
     for confirmed in (True, False):
         root, site = tmp_path / f"store-{confirmed}", tmp_path / f"site-{confirmed}"
         add_night(root, 0)
-        tonight = add_night(root, 1, {vid: 1.3})
-        reruns = iter((1.3, 1.3) if confirmed else (1.3, 1.0))
+        tonight = add_night(root, 1, {SUSPECT: 1.3})
+        factors = iter((1.3, 1.3) if confirmed else (1.3, 1.0))
 
         def rerun(suspects: list[str], tonight: Path = tonight,
-                  reruns: Iterator[float] = reruns) -> Path:
-            n = 10 + len(results.confirmation_dirs(tonight))
-            return write_run(tonight / results.CONFIRMATIONS_DIR,
-                             f"report_test-202611{n}T040000Z", night(n, {vid: next(reruns)}))
+                  factors: Iterator[float] = factors) -> Path:
+            return add_rerun(tonight, next(factors))
 
-        regressed = gate(tonight, root, tmp_path / f"reports-{confirmed}",
-                         Console(file=open("/dev/null", "w")), rerun, confirm_runs=2)
-        assert regressed is confirmed
+        assert run_gate(tonight, root, tmp_path / f"reports-{confirmed}", rerun) is confirmed
         page = (render_site([root], site).parent / "scenario-report_test.html").read_text()
         marked = [(run, v) for run, v, status in STEPS.findall(page) if status == "regression"]
-        assert marked == ([(tonight.name, vid)] if confirmed else [])
+        assert marked == ([(tonight.name, SUSPECT)] if confirmed else [])
         assert ("confirmed by its 2 re-run(s)" in page) is confirmed
 
 
@@ -162,16 +167,12 @@ def test_the_gate_reads_few_stored_runs_records(tmp_path: Path,
     """With the site's manifest holding every stored run's figures, the gate reads the records
     of the newest stored run and of each variant's typical run only, not the whole store: a
     year of nights must not be read every night."""
-    from rich.console import Console
-
-    from bench.nightly import gate
-
     root, site = tmp_path / "store", tmp_path / "site"
     dirs = [add_night(root, n) for n in range(12)]
     render_site([root], site)
     real, read = results.read_records, []
     monkeypatch.setattr(results, "read_records", lambda run: read.append(run) or real(run))
-    assert gate(dirs[-1], root, site, Console(file=open(os.devnull, "w"))) is False
+    assert run_gate(dirs[-1], root, site) is False
     stored = {run for run in read if run != dirs[-1]}
     assert stored and len(stored) <= len(SPECS) + 1, sorted(run.name for run in stored)
 
