@@ -197,8 +197,14 @@ def test_no_task_outlives_the_run(clusters_run: BenchRun) -> None:
 
 
 # Three ways a worker fails, each a MultiWorkerMirrored variant of one run (its model's builder
-# makes worker 1 fail), and a default variant the run must go on to.
-FAULTS = ("kill_worker_1", "stop_worker_1", "crash_worker_1")
+# makes worker 1 fail), and a default variant the run must go on to; by builder, what the
+# variant's reason must say.
+FAULTS = {
+    "kill_worker_1": "worker-1 (pid",  # the supervisor sees the exit first
+    # the chief's collective names task:1, and its record wins over its exit code 1
+    "stop_worker_1": "stopped sending heartbeats",
+    "crash_worker_1": "SIGBUS (crashed on all 3 attempts)",  # a fresh cluster each time
+}
 FAULT = """
 [train]
 api = "ctl"
@@ -226,12 +232,7 @@ def failing_workers_run(tmp_path_factory: pytest.TempPathFactory) -> BenchRun:
                      directory / "results", "--no-control")
 
 
-@pytest.mark.parametrize(("builder", "expected"), [
-    ("kill_worker_1", "worker-1 (pid"),  # the supervisor sees the exit first
-    # the chief's collective names task:1, and its record wins over its exit code 1
-    ("stop_worker_1", "stopped sending heartbeats"),
-    ("crash_worker_1", "SIGBUS (crashed on all 3 attempts)"),  # a fresh cluster each time
-])
+@pytest.mark.parametrize(("builder", "expected"), FAULTS.items())
 def test_a_failing_worker_fails_the_variant_fast_and_the_run_goes_on(
         failing_workers_run: BenchRun, builder: str, expected: str) -> None:
     run = failing_workers_run
