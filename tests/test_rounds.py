@@ -100,6 +100,47 @@ def test_a_variant_that_ends_while_its_group_builds_is_charged_until_its_end(tmp
         skipped.close()
 
 
+def test_a_freed_core_lets_the_next_variant_finish_whichever_finished(tmp_path) -> None:
+    """Variants finish one per core, but records are taken in order: when the second of two
+    finishing variants ends first, the third starts finishing at once, not after the first."""
+    import queue
+    import sys
+
+    from bench.launch.process import WorkerProcess
+    from bench.launch.rounds import LiveVariant, let_finish
+    from bench.protocol import FINISH, format_gate
+
+    variant = expand(parse_scenario(BASE))[0]
+
+    def at_finish(name: str, finishing_s: float) -> LiveVariant:
+        """A process that waits at its FINISH gate, then works `finishing_s` and ends."""
+        fifo = tmp_path / f"{name}.gate"
+        os.mkfifo(fifo, 0o600)
+        announced: queue.Queue[tuple[str, int, float]] = queue.Queue()
+        code = (f"import time; print({format_gate(FINISH)!r}, flush=True); "
+                f"open({str(fifo)!r}).readline(); time.sleep({finishing_s})")
+        proc = WorkerProcess([sys.executable, "-c", code], dict(os.environ),
+                             tmp_path / f"{name}.log", on_gate=lambda segment, index:
+                             announced.put((segment, index, time.monotonic())))
+        one = LiveVariant(variant, tmp_path, proc, fifo, announced,
+                          _writer=os.open(fifo, os.O_RDWR))
+        assert one.run_to_gate() and one.at == (FINISH, 0)
+        return one
+
+    live = [at_finish("slow", 4.0), at_finish("quick", 0.2), at_finish("third", 0.2)]
+    try:
+        let_finish(live, 2)
+        assert [one.finish_released_at is not None for one in live] == [True, True, False]
+        began = time.monotonic()
+        live[0].finish(while_waiting=lambda: let_finish(live, 2))
+        assert time.monotonic() - began >= 3.0  # the first record was taken after its 4 s
+        third_after = live[2].finish_released_at - live[1].finish_released_at
+        assert third_after < 2.0, third_after  # let go when the quick one ended, ~0.2 s in
+    finally:
+        for one in live:
+            one.close()
+
+
 def test_observer_flags_only_an_interval_above_the_limit() -> None:
     from bench.training.observer import summary as observer_summary
 

@@ -7,8 +7,8 @@ nothing is timed yet) and wait at their gates. Then the rounds: in each, every l
 next segment (a timed window; after the last window the traced window, then the unobserved
 block) alone, while the others idle at their gates. The orders come in counterbalanced pairs: a
 freshly shuffled order, then the same order reversed, so over each pair every variant's windows sit
-at the same mean time and a drift that is steady across the pair lands on all alike. Last, each
-finishes (checks, its record) one at a time. A slow spell now lands on every variant alike; this
+at the same mean time and a drift that is steady across the pair lands on all alike. Last, they
+finish (checks, their records) one per core. A slow spell now lands on every variant alike; this
 is Google Benchmark's random interleaving and asv's interleaving across processes, applied to
 whole training processes.
 
@@ -120,16 +120,25 @@ class LiveVariant:
             self.release()
             self.finish_released_at = time.monotonic()
 
-    def finish(self) -> VariantRecord:
-        """Release the worker from its last gate (if it is at one) and take its record."""
+    @property
+    def finishing(self) -> bool:
+        """Let go to finish and still running."""
+        return self.finish_released_at is not None and self.proc.popen.poll() is None
+
+    def finish(self, while_waiting: Callable[[], None] = lambda: None) -> VariantRecord:
+        """Release the worker from its last gate (if it is at one) and take its record;
+        `while_waiting` runs every POLL_S until the worker has ended."""
         self.release_to_finish()
         remaining = max(0.0, self.budget_s - self.active_s)
         started = self.finish_released_at or time.monotonic()
-        if not self.timed_out and self.proc.popen.poll() is None:
+        deadline = started + remaining + EXIT_GRACE_S
+        while not self.timed_out and self.proc.popen.poll() is None:
             try:
-                self.proc.popen.wait(timeout=remaining + EXIT_GRACE_S)
+                self.proc.popen.wait(timeout=max(0.0, min(POLL_S, deadline - time.monotonic())))
             except subprocess.TimeoutExpired:  # Popen and a forked child both raise it
-                self.timed_out = True
+                if time.monotonic() >= deadline:
+                    self.timed_out = True
+                while_waiting()
         self.active_s += time.monotonic() - started
         self.close()
         outcome = Outcome(None if self.timed_out else self.proc.popen.returncode, self.timed_out,
@@ -224,15 +233,29 @@ def play(variants: list[Variant], run_dir: Path, forkservers: ForkServers | None
                 one.run_to_gate()
             rounds += 1
         width = finishing_width(runnable)
-        for k, one in enumerate(live):
-            for ahead in live[k:k + width]:  # the next ones finish beside this one
-                ahead.release_to_finish()
-            yield one.finish().add(interleave={"batch": [v.id for v in runnable],
-                                               "rounds": rounds, "positions": one.positions})
+        for one in live:
+            let_finish(live, width)
+            record = one.finish(while_waiting=lambda: let_finish(live, width))
+            let_finish(live, width)  # the next finishes while this record is read
+            yield record.add(interleave={"batch": [v.id for v in runnable], "rounds": rounds,
+                                         "positions": one.positions})
         yield from skipped.values()
     finally:
         for one in live:
             one.close()
+
+
+def let_finish(live: list[LiveVariant], width: int) -> None:
+    """Let the variants waiting to finish go, in their order, while fewer than `width` of those
+    already let go still run: a core that a finished variant frees is taken at once, whichever
+    variant it was, although records are taken in order."""
+    running = sum(one.finishing for one in live)
+    for one in live:
+        if running >= width:
+            return
+        if one.at is not None and one.at[0] == FINISH:
+            one.release_to_finish()
+            running += 1
 
 
 def round_order(waiting: list[Any], first_of_pair: list[Any] | None,
