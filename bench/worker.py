@@ -258,6 +258,9 @@ def measure(variant: Variant, spawn_time: float, progress: ProgressFn) -> dict[s
     # tf.functions removes them from the context one by one (on a ParameterServer coordinator,
     # from every worker too), each before the record is written.
     _KEPT_UNTIL_EXIT.append((strategy, built, metrics, result))
+    # Before FINISH: under MultiWorkerMirrored reading a metric is a collective, and a cluster's
+    # tasks pass FINISH together, so no task leaves while a peer still reads from it.
+    metric_results = objectives.results(metrics)
     with phases("peak"):  # before FINISH: no other variant runs beside it
         peak_measured_here = mfu.settle_peak(variant, layout)
     gate.wait(FINISH)
@@ -327,7 +330,7 @@ def measure(variant: Variant, spawn_time: float, progress: ProgressFn) -> dict[s
                     "trace_base": (result.samples.get("trace_base") or [[]])[0]},
         "trace": _trace_summary(trace, result, variant),
         "loss": {"initial": initial_loss, "final": final_loss},
-        "metric_results": objectives.results(metrics),
+        "metric_results": metric_results,
         "utilization": utilised,
         "checks": checked,
         "notes": notes,
