@@ -285,7 +285,10 @@ def test_a_trace_waiting_for_its_input_is_called_input_bound(tmp_path: Path) -> 
     pct, conclusion = analysis["input_bound_pct"], analysis["input_conclusion"]
     assert pct >= HIGHLY_INPUT_BOUND_PCT, analysis["breakdown_ms"]
     assert verdict(conclusion) == "HIGHLY", conclusion
-    assert conclusion.startswith(f"Your program is HIGHLY input-bound because {pct:.1f}% "), (pct, conclusion)
+    stated = re.match(r"Your program is HIGHLY input-bound because ([\d.]+)% ", conclusion)
+    assert stated, conclusion
+    # xprof states its own unrounded share to one decimal; ours is rounded to two first.
+    assert float(stated[1]) == pytest.approx(pct, abs=0.1), (pct, conclusion)
     assert analysis["breakdown_ms"]["input"] > analysis["breakdown_ms"]["compute"]
 
 
