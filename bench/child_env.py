@@ -69,6 +69,11 @@ class ChildEnv:
     cluster_computes_on: str | None = _var(
         "BENCH_CLUSTER_COMPUTES_ON", "bench, cluster tasks", "what a cluster's computing tasks run "
         "on (`gpu` or `cpu`), so the coordinator's record states the variant's device kind.")
+    held_after_record: bool | None = _var(
+        "BENCH_HELD_AFTER_RECORD", "bench, local cluster tasks", "`1`: once its record is written "
+        "the task waits to be ended by its supervisor, which ends the cluster when every task "
+        "has one, so no task leaves while a peer still runs a collective with it.", _flag,
+        lambda held: "1" if held else "0")
     fault_events: str | None = _var(
         "BENCH_FAULT_EVENTS", "bench, `[fault]` variants", "the events file each task appends what "
         "it does to (JSON lines with wall-clock times).")

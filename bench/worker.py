@@ -15,7 +15,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from bench import fingerprint, protocol, results
+from bench import fingerprint, leaving, protocol, results
 from bench.checks import suite as checks_suite
 from bench.child_env import ChildEnv
 from bench.data import sources as data_mod
@@ -374,21 +374,9 @@ def main(argv: list[str] | None = None) -> int:
     # minus this is the process's teardown.
     record.section("timing").worker_s = time.time() - spawn_time
     record.write(Path(args.record))
+    leaving.hold_until_ended()
     return 0
 
 
-def exit_now(code: int) -> None:
-    """End without TensorFlow's teardown (seconds), which cannot change the written record.
-
-    Not for a cluster task: its peers may still pull the last collective's buffers from it, which
-    is what TensorFlow's shutdown barrier waits for.
-    """
-    if _task_identity() is None:
-        sys.stdout.flush()
-        sys.stderr.flush()
-        os._exit(code)
-    sys.exit(code)
-
-
 if __name__ == "__main__":
-    exit_now(main())
+    leaving.exit_now(main(), cluster_task=_task_identity() is not None)

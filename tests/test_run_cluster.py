@@ -30,9 +30,10 @@ from tests.conftest import (
 
 pytestmark = [pytest.mark.slow, NEEDS_NETNS, pytest.mark.usefixtures("netns_required")]
 
-# How a task that wrote its record ends: by itself with 0 (its record says how it went), or by
-# the supervisor, which ends the cluster once every record is in.
-TASK_DONE = (0, -signal.SIGTERM, -signal.SIGKILL)
+# How a training task that wrote its record ends: held (ChildEnv.held_after_record) until its
+# supervisor ends the cluster once every record is in, so no task leaves while a peer still runs
+# a collective with it. A task that ended by itself (0) could have left one in its peer's way.
+TASK_DONE = (-signal.SIGTERM, -signal.SIGKILL)
 
 
 # The ParameterServer variable partitioner: the shipped clusters scenario has none.
@@ -111,7 +112,7 @@ def test_multi_worker_records_global_and_per_worker_figures(clusters_run: BenchR
         assert rec["launch"]["start_method"] == "forkserver", rec["launch"]
         assert rec["cluster"]["task_server"] == "fork"
         assert [t["start_method"] for t in tasks] == ["forkserver", "forkserver"]
-        # a task that wrote its record ended with 0, or was ended once every record was in
+        # every task that wrote its record was held until every record was in
         assert all(t["exit_code"] in TASK_DONE for t in tasks), tasks
         assert rec["task"] == {"type": "worker", "index": 0}
         assert rec["loss"]["final"] < rec["loss"]["initial"]

@@ -130,7 +130,8 @@ class Cluster:
                else entrypoints.command(entrypoints.PS_SERVER))
         env = worker_env({**plan_for_task(self.plans, task).env,
                           **run_paths_env(run_dir, variant, task.name),
-                          **self.relay.task_env(task), **self._fault_env(task)})
+                          **self.relay.task_env(task), **self._fault_env(task),
+                          **ChildEnv(held_after_record=task.trains).to_env()})
         # a forked task leads its own group and dies with the fork server; a new interpreter
         # stays in the supervisor's group and dies with it
         return WorkerProcess(cmd, env, self.log_path(task), self._progress_fn(task),
