@@ -243,14 +243,15 @@ def measure(variant: Variant, spawn_time: float, progress: ProgressFn) -> dict[s
     gate = Gate.from_env(ChildEnv.from_env().gate_timeout_s or m.timeout_s)
     # turns played back to back (no gate) have no cold start to settle
     settle = round_up(m.settle_steps, k) if gate.interleaved else 0
-    schedule = Schedule(round_up(m.warmup_steps, k), steps, m.repeats, gate, settle,
-                        trace.steps if trace else 0,
-                        1 if coordinated else m.iterators)
-    arrays = (data_mod.numpy_feed(loaded, schedule.total_steps * global_batch)
+    planned = Schedule(round_up(m.warmup_steps, k), steps, m.repeats, gate, settle,
+                       trace.steps if trace else 0, 1 if coordinated else m.iterators,
+                       # a cluster's tasks run the same steps; each would size its own
+                       0.0 if variant.is_cluster else m.min_window_s)
+    arrays = (data_mod.numpy_feed(loaded, planned.longest().total_steps * global_batch)
               if variant.data.feed == "numpy" else None)
     with phases("loop"):
         result = loop_choice.train(variant, strategy, built, metrics, dataset,
-                             global_batch=global_batch, schedule=schedule,
+                             global_batch=global_batch, schedule=planned,
                              steps_per_execution=k, jit_compile=variant.train.jit_compile,
                              progress=progress, trace=trace, arrays=arrays)
     # Kept until the process exits, also when a later phase raises: destroying the loop's input
@@ -258,6 +259,8 @@ def measure(variant: Variant, spawn_time: float, progress: ProgressFn) -> dict[s
     # tf.functions removes them from the context one by one (on a ParameterServer coordinator,
     # from every worker too), each before the record is written.
     _KEPT_UNTIL_EXIT.append((strategy, built, metrics, result))
+    schedule = result.schedule or planned  # its windows as sized for the warmup's step time
+    steps = schedule.window_steps
     # Before FINISH: under MultiWorkerMirrored reading a metric is a collective, and a cluster's
     # tasks pass FINISH together, so no task leaves while a peer still reads from it.
     metric_results = objectives.results(metrics)

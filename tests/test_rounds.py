@@ -231,6 +231,52 @@ def test_settling_steps_and_the_gate_are_in_no_sample_and_no_window_clock() -> N
                             ("unobserved", "observed")]
 
 
+def test_windows_are_sized_to_their_least_duration_in_whole_calls() -> None:
+    from bench.training.schedule import MAX_WINDOW_GROWTH
+
+    schedule = Schedule(warmup_steps=4, window_steps=8, repeats=2, gate=Gate(None, 1.0),
+                        settle_steps=2, min_window_s=0.1)
+    assert schedule.sized_for(0.002).window_steps == 50  # 0.1 s of 2 ms steps
+    assert schedule.sized_for(0.002, steps_per_call=3).window_steps == 51  # whole calls of 3
+    assert schedule.sized_for(0.05).window_steps == 8  # never shorter than planned
+    assert schedule.sized_for(1e-6).window_steps == 8 * MAX_WINDOW_GROWTH == \
+        schedule.longest().window_steps
+    assert schedule.sized_for(0.0) == schedule  # no estimate: as planned
+    sized = schedule.sized_for(0.002)
+    assert [s.steps for s in sized.segments[:4]] == [4, 2, 50, 50]  # the warmup keeps its place
+    off = Schedule(warmup_steps=4, window_steps=8, repeats=2, gate=Gate(None, 1.0))
+    assert off.sized_for(0.002) == off and off.longest() == off
+
+
+def test_a_loop_of_short_steps_runs_windows_of_the_least_duration() -> None:
+    """A loop through LoopClock of 2 ms steps whose windows are planned at 3 steps and must last
+    30 ms: from the first turn's settling steps it runs every turn's windows at about 15 steps,
+    both alike, and its result says so."""
+    from bench.training.schedule import LoopClock
+
+    schedule = Schedule(warmup_steps=3, window_steps=3, repeats=3, gate=Gate(None, 1.0),
+                        settle_steps=4, min_window_s=0.03)
+    clock = LoopClock(schedule, lambda done, total: None)
+    step = 0
+    while step < clock.total:
+        if clock.wait_before(step):
+            clock.wait_for(step)
+        clock.begin(step)
+        time.sleep(0.002)
+        if clock.sync_after(step):
+            clock.end(step)
+        step += 1
+    clock.finish()
+    result = clock.result([])
+    assert result.schedule is not None
+    sized = result.schedule.window_steps
+    assert 8 <= sized <= 15 < 3 * 8, sized  # 30 ms at the settling steps' 2-3.5 ms
+    assert clock.total == step == 3 + 3 * (4 + 2 * sized)
+    windows = result.clocks["unobserved"] + result.clocks["observed"]
+    assert len(windows) == 6 and min(windows) > 0.02  # the planned 3 steps took 6-7 ms
+    assert [len(w) for w in result.samples["observed"]] == [sized] * 3
+
+
 def test_headline_is_examples_over_the_window_clocks() -> None:
     windows = [[0.01] * 10, [0.02] * 10]
     thr = throughput(windows, global_batch=64, window_s=[0.11, 0.21])
@@ -360,7 +406,9 @@ class TestInterleavedRun:
         for rec in interleaved.records:
             assert rec["measurement"]["settle_steps"] == 2, rec["variant_id"]
             windows = rec["samples"]["timed"]  # the observed windows' steps
-            assert [len(w) for w in windows] == [12] * 4  # 12 timed steps each, none settling
+            window = rec["measurement"]["window_steps"]  # 12, or more to last min_window_s
+            assert window >= 12
+            assert [len(w) for w in windows] == [window] * 4  # all timed steps, none settling
             assert len(rec["measurement"]["window_s"]) == 4  # the unobserved windows
             assert len(rec["measurement"]["observed_window_s"]) == 4
             # 2 settling steps per window, each at least a fast step's time, and no gate wait
@@ -436,7 +484,8 @@ class TestInterleavedRun:
             thr, measurement = rec["throughput"], rec["measurement"]
             unobserved, observed = measurement["window_s"], measurement["observed_window_s"]
             assert thr["headline"] == pytest.approx(
-                rec["effective"]["global_batch"] * 4 * 12 / sum(unobserved), rel=1e-9)
+                rec["effective"]["global_batch"] * 4 * measurement["window_steps"]
+                / sum(unobserved), rel=1e-9)
             # an observed window's clock holds its every step
             laps = [sum(w) for w in rec["samples"]["timed"]]
             assert all(clock >= lap * 0.999 for clock, lap in zip(observed, laps, strict=True))

@@ -91,6 +91,11 @@ class CheckpointConfig(Strict):
     keep: PositiveInt = Field(1, description="How many of the newest saves to keep.")
 
 
+# How many times `[measure] steps` min_window_s may make a window: it bounds the steps a loop
+# that fixes them up front (a `fit` epoch, in-memory arrays) must plan for.
+MAX_WINDOW_GROWTH = 8
+
+
 class MeasureConfig(Strict):
     warmup_steps: NonNegativeInt = Field(10, description=(
         "Steps run before the timed windows, measured but kept out of the statistics."))
@@ -99,6 +104,14 @@ class MeasureConfig(Strict):
         "(the per-step samples) of this many steps."))
     repeats: PositiveInt = Field(3, description=(
         "Turns per variant: the number of interleaved rounds."))
+    min_window_s: Annotated[float, Field(ge=0)] = Field(0.1, description=(
+        "Least duration of a window: a variant whose `steps` would take less, at the step time "
+        "of its first turn's settling steps, runs longer windows from its first turn on (both "
+        f"windows of every turn alike, at most {MAX_WINDOW_GROWTH} times `steps`). A window "
+        "starts from an empty pipeline of steps and ends with one sync, about a step's time "
+        "that a loop running on does not pay: too large a share of a window of a few "
+        "milliseconds. 0 keeps `steps`; single-process variants only (a cluster's tasks must "
+        "run the same steps)."))
     trace_steps: NonNegativeInt = Field(10, description=(
         "Profiler window after the turns (beside an untraced window of as many steps); 0 turns "
         "it off."))

@@ -89,15 +89,18 @@ def run_fit(model: Any, optimizer: Any, feed: FitInput, *, objectives: Objective
         async_safe = True  # Keras 3: the batch-end hook in Keras' callback thread
         _supports_tf_logs = True  # tf-keras: the logs stay tensors unless the hook reads them
 
-        def __init__(self, first: int) -> None:
+        def __init__(self, span: int) -> None:
             super().__init__()
-            self.first = first  # the plan's step where this fit call (its iterator) starts
+            self.span = span  # which of the plan's iterators this fit call runs on
+            self.first = clock.spans[span][0]  # the plan's step where it starts
 
         def on_train_batch_begin(self, batch: int, logs: Any = None) -> None:
             step = self.first + batch
             if clock.wait_before(step):
                 clock.wait_for(step)
             clock.begin(step)
+            if step + k >= sum(clock.spans[self.span]):  # as sized at the first turn's gate
+                self.model.stop_training = True  # fit ends after this call
 
         def on_train_batch_end(self, batch: int, logs: Any = None) -> None:
             step = self.first + batch - k + 1  # Keras passes the call's last step
@@ -110,13 +113,16 @@ def run_fit(model: Any, optimizer: Any, feed: FitInput, *, objectives: Objective
     model.compile(optimizer=optimizer, loss=objectives.loss(), metrics=metrics,
                   steps_per_execution=k, jit_compile=jit_compile)
     keepers = []
-    for first, steps in schedule.iterator_spans():  # one fit call, one iterator, per epoch
+    # One fit call, one iterator, per epoch; each is given the most steps its epoch may hold
+    # (Schedule.longest) and stops at its end as the windows were sized.
+    for span, (_, most) in enumerate(schedule.longest().iterator_spans()):
+        first = clock.spans[span][0]
         if first:
             clock.wait_for(first)
             clock.open_turn(first)  # before fit makes its iterator: it fills in our turn
         keepers.append(_keep_iterator_callback())
-        model.fit(**feed.kwargs(), epochs=1, steps_per_epoch=steps, verbose=0,
-                  callbacks=[keepers[-1], _Steps(first)])
+        model.fit(**feed.kwargs(), epochs=1, steps_per_epoch=most, verbose=0,
+                  callbacks=[keepers[-1], _Steps(span)])
     clock.finish()
     notes = []
     if k > 1:
@@ -243,9 +249,10 @@ def run_custom_loop(strategy: Any, model: Any, optimizer: Any, dist_dataset: Any
         return train_step(next(iterators[-1])) if k == 1 else train_block(iterators[-1])
 
     clock = LoopClock(schedule, progress, trace, k)
-    epochs = {first for first, _ in schedule.iterator_spans()}
-    for step in range(0, clock.total, k):
-        if step in epochs:  # a fresh iterator, as an epoch of the tutorials' loop starts one
+    step = 0
+    while step < clock.total:  # the total grows where the first turn's gate sizes the windows
+        if len(iterators) < len(clock.spans) and step == clock.spans[len(iterators)][0]:
+            # a fresh iterator, as an epoch of the tutorials' loop starts one
             if step:
                 clock.open_turn(step)  # before it starts filling: in our turn
             iterators.append(iter(dist_dataset))
@@ -254,6 +261,7 @@ def run_custom_loop(strategy: Any, model: Any, optimizer: Any, dist_dataset: Any
         if clock.sync_after(step):
             float(loss)  # the step is done when its loss is on the host
             clock.end(step)
+        step += k
     clock.finish()
     result = clock.result([], iterators)
     result.checkpointed = loop_checkpointed(lambda _: float(call()), k,

@@ -12,6 +12,12 @@ untimed steps (a variant idle at the gate runs its first steps cold), then two w
   one starts: the per-step samples (the typical step, the spread), and, held against the
   unobserved window of the same turn, what observing each step costs.
 
+A window starts with the machine's pipeline of steps empty (after a host sync, or the gate) and
+ends with one sync: about a step's time that a loop running on does not pay. So that this stays
+a small share of the window, a window lasts at least `min_window_s`: after the warmup the loop
+lengthens both windows of every turn alike to that time at the warmup's step time (at most
+MAX_WINDOW_GROWTH times `window_steps`, which bounds what a loop must plan for up front).
+
 Completion times come from whoever sees a step finish: Keras' own callback thread for `fit`
 (it brings each step's logs to the host there), the host sync of the custom loop. The traced
 turn is an observed window without the profiler, then the traced one (the profiler's cost, from
@@ -20,13 +26,16 @@ two windows side by side).
 
 from __future__ import annotations
 
+import math
+import statistics
 import threading
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from bench.protocol import TRACE, WINDOW, ProgressFn
+from bench.scenario.schema import MAX_WINDOW_GROWTH
 from bench.training.gate import Gate
 from bench.training.tracing import TraceWindow
 
@@ -55,6 +64,23 @@ class Schedule:
     settle_steps: int = 0
     trace_steps: int = 0
     iterators: int = 1  # fresh input iterators, the turns spread evenly over them
+    min_window_s: float = 0.0  # the windows' least duration, at the warmup's step time
+
+    def sized_for(self, step_s: float, steps_per_call: int = 1) -> Schedule:
+        """The schedule with windows that last at least `min_window_s` at `step_s` per step, in
+        whole calls, never shorter than planned nor longer than `longest()`'s."""
+        if not self.min_window_s or not step_s > 0:
+            return self
+        wanted = -(-math.ceil(self.min_window_s / step_s) // steps_per_call) * steps_per_call
+        longest = self.longest().window_steps
+        return replace(self, window_steps=min(longest, max(self.window_steps, wanted)))
+
+    def longest(self) -> Schedule:
+        """The schedule with the longest windows `sized_for` may give: what a loop that fixes its
+        steps up front (a `fit` epoch, in-memory arrays) plans for."""
+        if not self.min_window_s:
+            return self
+        return replace(self, window_steps=self.window_steps * MAX_WINDOW_GROWTH)
 
     def iterator_of(self, turn: int) -> int:
         """The input iterator a turn runs on (warmup on the first, the traced turn on the last)."""
@@ -140,6 +166,7 @@ class LoopResult:
     # Runs one epoch of n steps of this loop on a fresh input iterator, to its last step's
     # result on the host, and returns that iterator (bench.training.epoch_ends ends it).
     run_epoch: Callable[[int], Any] | None = None
+    schedule: Schedule | None = None  # the plan as run: its windows sized (Schedule.sized_for)
 
 
 class LoopClock:
@@ -159,6 +186,7 @@ class LoopClock:
         self.schedule = schedule
         self.steps = schedule.step_map()
         self.total = len(self.steps)
+        self.spans = schedule.iterator_spans()  # (first step, steps) of each input iterator
         self.k = steps_per_call
         self.trace = trace
         self.progress = progress
@@ -173,6 +201,7 @@ class LoopClock:
         self.window_started_at: list[float] = []
         self._context: Any = None
         self._opened: set[int] = set()  # gated steps whose gate the loop already passed
+        self._sized = False  # whether the windows were sized for the warmup's step time
 
     def _segment(self, step: int) -> tuple[Segment, int]:
         return self.steps[step]
@@ -209,6 +238,10 @@ class LoopClock:
             self._account(entered)
             self.open_turn(step)
             entered = time.perf_counter()
+        if not self._sized and segment.kind in (UNOBSERVED, OBSERVED) and segment.turn == 0:
+            self.wait_for(step)  # once: the steps before it are what sizes the windows
+            self._size_windows(step)
+            entered = time.perf_counter()
         if segment.kind == TRACED and self.trace is not None:
             if offset == 0:
                 self._account(entered)
@@ -229,6 +262,37 @@ class LoopClock:
         self._starts[step] = time.perf_counter()
         self.window_started_at.append(time.time())
         self._opened.add(step)
+
+    def _size_windows(self, first_window: int) -> None:
+        """Before the first turn's first window: lengthen every turn's windows to
+        `min_window_s` at the step time so far. The steps before `first_window` keep their
+        places."""
+        self._sized = True
+        step_s = self._step_time_before(first_window)
+        if step_s is None:
+            return
+        self.schedule = self.schedule.sized_for(step_s, self.k)
+        self.steps = self.schedule.step_map()
+        self.total = len(self.steps)
+        self.spans = self.schedule.iterator_spans()
+
+    def _step_time_before(self, first_window: int) -> float | None:
+        """Seconds per step so far, the shorter of two estimates that both err long (so windows
+        err short): the first turn's settling steps, which ran after the gate's release with the
+        machine to the variant but start cold; and the warmup's median step, its first (which
+        compiles) left out, beside other variants still building."""
+        estimates = []
+        settle = self.schedule.settle_steps
+        start = self._starts.get(first_window - settle)
+        end = self._stamps.get(first_window - 1)
+        if settle and start is not None and end is not None:
+            estimates.append((end - start) / settle)
+        ends = [self._starts.get(0)] + [self._stamps.get(s)
+                                        for s in range(self.k - 1, self.schedule.warmup_steps, self.k)]
+        if len(ends) >= 3 and None not in ends:
+            estimates.append(statistics.median(
+                (b - a) / self.k for a, b in zip(ends[1:], ends[2:], strict=False)))
+        return min(estimates, default=None)
 
     def _close_trace_step(self) -> None:
         """End the previous traced step's marker, in the thread that opened it (the loop's)."""
@@ -286,4 +350,5 @@ class LoopClock:
             start = stop
         order = [self.schedule.window_order(t) for t in range(self.schedule.repeats)]
         return LoopResult(self.first_step_end, samples, clocks, notes, self.harness_s, list(iterators),
-                          self.window_started_at, settling_s=settling, order=order)
+                          self.window_started_at, settling_s=settling, order=order,
+                          schedule=self.schedule)
