@@ -16,7 +16,8 @@ epochs=E)`) is printed beside it with that loop's epoch ends: destroying a finis
 iterator often waits for tf.data's autotune thread (docs/measuring/design.md, #epoch-ends), a
 cost per epoch that a step rate does not contain.
 
-    python tests/benchmarks/fidelity.py --rounds 5 [--json out.json]
+    python tests/benchmarks/fidelity.py --rounds 5 [--json out.json] [--only default-]
+        [--scenario a copy of the default scenario with other [measure] values]
 """
 
 from __future__ import annotations
@@ -64,10 +65,10 @@ def plain(args: list[str], mode: str) -> dict[str, Any]:
     return {"rate": statistics.harmonic_mean(rates), "epochs": rates, "end_s": figures["end_s"]}
 
 
-def bench_headline(work: Path, vid: str) -> float:
+def bench_headline(work: Path, vid: str, scenario: Path = SCENARIO) -> float:
     """`bench run --only VID` of the default scenario: the variant's headline examples/s."""
     results = work / f"results-{random.random():.6f}"
-    subprocess.run([sys.executable, "-m", "bench", "run", str(SCENARIO), "--only", vid,
+    subprocess.run([sys.executable, "-m", "bench", "run", str(scenario), "--only", vid,
                     "--no-report", "-o", str(results)], env=ENV, capture_output=True, text=True,
                    check=True, timeout=900, cwd=REPO)
     (records,) = results.glob("*/records.jsonl")
@@ -78,15 +79,15 @@ def bench_headline(work: Path, vid: str) -> float:
     raise RuntimeError(f"{vid}: no ok record in {records}")
 
 
-def measure(rounds: int) -> dict[str, dict[str, Any]]:
+def measure(rounds: int, variants: list[str], scenario: Path) -> dict[str, dict[str, Any]]:
     """Per variant: bench ÷ plain loop for each iterator mode over the rounds, the median and its
     interval, the fresh-iterator loop's epoch ends, and every round's raw figures."""
-    ratios: dict[str, dict[str, list[float]]] = {vid: {m: [] for m in MODES} for vid in VARIANTS}
-    ends: dict[str, list[float]] = {vid: [] for vid in VARIANTS}
-    raw: dict[str, list[dict[str, Any]]] = {vid: [] for vid in VARIANTS}
+    ratios: dict[str, dict[str, list[float]]] = {vid: {m: [] for m in MODES} for vid in variants}
+    ends: dict[str, list[float]] = {vid: [] for vid in variants}
+    raw: dict[str, list[dict[str, Any]]] = {vid: [] for vid in variants}
     with tempfile.TemporaryDirectory() as tmp:
         for k in range(rounds):
-            order = list(VARIANTS)
+            order = list(variants)
             random.Random(k).shuffle(order)
             for vid in order:
                 sides = ["bench", *MODES] if k % 2 == 0 else [*reversed(MODES), "bench"]
@@ -94,7 +95,7 @@ def measure(rounds: int) -> dict[str, dict[str, Any]]:
                 headline = 0.0
                 for side in sides:
                     if side == "bench":
-                        headline = bench_headline(Path(tmp), vid)
+                        headline = bench_headline(Path(tmp), vid, scenario)
                     else:
                         figures[side] = plain(VARIANTS[vid], side)
                 for m in MODES:
@@ -104,7 +105,7 @@ def measure(rounds: int) -> dict[str, dict[str, Any]]:
                 print(f"round {k + 1} {vid}: {ratios[vid]['one'][-1]:.3f} "
                       f"(fresh {ratios[vid]['fresh'][-1]:.3f})", flush=True)
     table: dict[str, dict[str, Any]] = {}
-    for vid in VARIANTS:
+    for vid in variants:
         row: dict[str, Any] = {"rounds": raw[vid], "end_s": ends[vid]}
         for m in MODES:
             values = ratios[vid][m]
@@ -118,8 +119,14 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--json", type=Path)
+    parser.add_argument("--only", default="", help="the variants whose id starts with this")
+    parser.add_argument("--scenario", type=Path, default=SCENARIO,
+                        help="the default scenario, or a copy with other [measure] values")
     args = parser.parse_args()
-    table = measure(args.rounds)
+    variants = [vid for vid in VARIANTS if vid.startswith(args.only)]
+    if not variants:
+        parser.error(f"--only {args.only!r}: no variant's id starts with it ({', '.join(VARIANTS)})")
+    table = measure(args.rounds, variants, args.scenario.resolve())
     print("| variant | bench ÷ plain, one iterator (median) | 95% interval | "
           "bench ÷ plain, fresh iterator per epoch (median) | 95% interval | "
           "custom loop's epoch ends that waited (mean wait) |")

@@ -30,10 +30,68 @@ from __future__ import annotations
 import argparse
 import json
 import time
+from typing import Any
 
 import numpy as np
 
 EXAMPLES = 60_000
+
+
+def make_strategy(kind: str, replicas: int) -> Any:
+    """The default strategy, or MirroredStrategy over `replicas` logical CPU devices."""
+    import tensorflow as tf
+
+    if kind == "mirrored":
+        cpu = tf.config.list_physical_devices("CPU")[0]
+        tf.config.set_logical_device_configuration(
+            cpu, [tf.config.LogicalDeviceConfiguration()] * replicas)
+        return tf.distribute.MirroredStrategy([f"/cpu:{i}" for i in range(replicas)])
+    return tf.distribute.get_strategy()
+
+
+def synthetic_examples() -> tuple[np.ndarray, np.ndarray]:
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(EXAMPLES, 28, 28, 1)).astype("float32")
+    y = rng.integers(0, 10, size=EXAMPLES).astype("int32")
+    return x, y
+
+
+def seed_mlp(strategy: Any) -> tuple[Any, Any]:
+    """The seed MLP (logits) and its Adam, made under the strategy's scope."""
+    import keras
+
+    with strategy.scope():
+        model = keras.Sequential([
+            keras.Input((28, 28, 1)), keras.layers.Flatten(),
+            keras.layers.Dense(256, activation="relu"), keras.layers.Dense(128, activation="relu"),
+            keras.layers.Dense(10)])
+        return model, keras.optimizers.Adam(1e-3)
+
+
+def custom_train_step(strategy: Any, model: Any, optimizer: Any, global_batch: int) -> Any:
+    """The tutorials' step: `strategy.run` of the replica step under `tf.function`, the loss
+    summed over the replicas."""
+    import keras
+    import tensorflow as tf
+
+    loss_fn = keras.losses.SparseCategoricalCrossentropy(from_logits=True, reduction="none")
+    with strategy.scope():
+        optimizer.build(model.trainable_variables)
+
+    def replica_step(features: tf.Tensor, labels: tf.Tensor) -> tf.Tensor:
+        with tf.GradientTape() as tape:
+            loss = tf.nn.compute_average_loss(loss_fn(labels, model(features, training=True)),
+                                              global_batch_size=global_batch)
+        grads = tape.gradient(loss, model.trainable_variables)
+        optimizer.apply_gradients(zip(grads, model.trainable_variables, strict=True))
+        return loss
+
+    @tf.function
+    def train_step(batch: tuple[tf.Tensor, tf.Tensor]) -> tf.Tensor:
+        per_replica = strategy.run(replica_step, args=batch)
+        return strategy.reduce(tf.distribute.ReduceOp.SUM, per_replica, axis=None)
+
+    return train_step
 
 
 def main() -> None:
@@ -47,21 +105,12 @@ def main() -> None:
                         help="tf.data's autotuner (off: options.autotune.enabled = False)")
     args = parser.parse_args()
 
+    import keras
     import tensorflow as tf
 
-    if args.strategy == "mirrored":
-        cpu = tf.config.list_physical_devices("CPU")[0]
-        tf.config.set_logical_device_configuration(
-            cpu, [tf.config.LogicalDeviceConfiguration()] * args.replicas)
-        strategy = tf.distribute.MirroredStrategy([f"/cpu:{i}" for i in range(args.replicas)])
-    else:
-        strategy = tf.distribute.get_strategy()
-    import keras
-
+    strategy = make_strategy(args.strategy, args.replicas)
     global_batch = 64 * strategy.num_replicas_in_sync
-    rng = np.random.default_rng(0)
-    x = rng.normal(size=(EXAMPLES, 28, 28, 1)).astype("float32")
-    y = rng.integers(0, 10, size=EXAMPLES).astype("int32")
+    x, y = synthetic_examples()
     dataset = tf.data.Dataset.from_tensor_slices((x, y)).cache().shuffle(10_000, seed=0)
     if args.iterators == "one":
         dataset = dataset.repeat()
@@ -71,12 +120,7 @@ def main() -> None:
         options.autotune.enabled = False
         dataset = dataset.with_options(options)
     steps = EXAMPLES // global_batch
-    with strategy.scope():
-        model = keras.Sequential([
-            keras.Input((28, 28, 1)), keras.layers.Flatten(),
-            keras.layers.Dense(256, activation="relu"), keras.layers.Dense(128, activation="relu"),
-            keras.layers.Dense(10)])
-        optimizer = keras.optimizers.Adam(1e-3)
+    model, optimizer = seed_mlp(strategy)
     seconds: list[float] = []
     end_s: list[float] = []
     if args.api == "fit":
@@ -90,23 +134,7 @@ def main() -> None:
         per_epoch = {"steps_per_epoch": steps} if args.iterators == "one" else {}
         model.fit(dataset, epochs=args.epochs, verbose=0, callbacks=[timer], **per_epoch)
     else:
-        loss_fn = keras.losses.SparseCategoricalCrossentropy(from_logits=True, reduction="none")
-        with strategy.scope():
-            optimizer.build(model.trainable_variables)
-
-        def replica_step(features: tf.Tensor, labels: tf.Tensor) -> tf.Tensor:
-            with tf.GradientTape() as tape:
-                loss = tf.nn.compute_average_loss(loss_fn(labels, model(features, training=True)),
-                                                  global_batch_size=global_batch)
-            grads = tape.gradient(loss, model.trainable_variables)
-            optimizer.apply_gradients(zip(grads, model.trainable_variables, strict=True))
-            return loss
-
-        @tf.function
-        def train_step(batch: tuple[tf.Tensor, tf.Tensor]) -> tf.Tensor:
-            per_replica = strategy.run(replica_step, args=batch)
-            return strategy.reduce(tf.distribute.ReduceOp.SUM, per_replica, axis=None)
-
+        train_step = custom_train_step(strategy, model, optimizer, global_batch)
         dist_dataset = strategy.experimental_distribute_dataset(dataset)
         shared = iter(dist_dataset) if args.iterators == "one" else None
         ending = 0.0  # the previous epoch's iterator destruction: in this epoch's time
