@@ -29,6 +29,9 @@ BACK_TO_BACK = """
 [train]
 api = "ctl"
 
+[measure]
+min_window_s = 0  # every variant runs the same steps: the first and last train the same model
+
 [[strategies]]
 name = "default"
 
