@@ -259,7 +259,7 @@ def measure(variant: Variant, spawn_time: float, progress: ProgressFn) -> dict[s
     # tf.functions removes them from the context one by one (on a ParameterServer coordinator,
     # from every worker too), each before the record is written.
     _KEPT_UNTIL_EXIT.append((strategy, built, metrics, result))
-    schedule = result.schedule or planned  # its windows as sized for the warmup's step time
+    schedule = result.schedule or planned  # its windows as sized (LoopClock._size_windows)
     steps = schedule.window_steps
     # Before FINISH: under MultiWorkerMirrored reading a metric is a collective, and a cluster's
     # tasks pass FINISH together, so no task leaves while a peer still reads from it.

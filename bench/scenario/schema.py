@@ -105,8 +105,9 @@ class MeasureConfig(Strict):
     repeats: PositiveInt = Field(3, description=(
         "Turns per variant: the number of interleaved rounds."))
     min_window_s: Annotated[float, Field(ge=0)] = Field(0.1, description=(
-        "Least duration of a window: a variant whose `steps` would take less, at the step time "
-        "of its first turn's settling steps, runs longer windows from its first turn on (both "
+        "Least duration of a window: a variant whose `steps` would take less, at its step time "
+        "before its first window (its first turn's settling steps or its warmup's median step, "
+        "the shorter), runs longer windows from its first turn on (both "
         f"windows of every turn alike, at most {MAX_WINDOW_GROWTH} times `steps`). A window "
         "starts from an empty pipeline of steps and ends with one sync, about a step's time "
         "that a loop running on does not pay: too large a share of a window of a few "

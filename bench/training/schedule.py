@@ -14,9 +14,10 @@ untimed steps (a variant idle at the gate runs its first steps cold), then two w
 
 A window starts with the machine's pipeline of steps empty (after a host sync, or the gate) and
 ends with one sync: about a step's time that a loop running on does not pay. So that this stays
-a small share of the window, a window lasts at least `min_window_s`: after the warmup the loop
-lengthens both windows of every turn alike to that time at the warmup's step time (at most
-MAX_WINDOW_GROWTH times `window_steps`, which bounds what a loop must plan for up front).
+a small share of the window, a window lasts at least `min_window_s`: before the first turn's
+first window the loop lengthens both windows of every turn alike to that time at its step time
+so far (at most MAX_WINDOW_GROWTH times `window_steps`, which bounds what a loop must plan for
+up front).
 
 Completion times come from whoever sees a step finish: Keras' own callback thread for `fit`
 (it brings each step's logs to the host there), the host sync of the custom loop. The traced
@@ -36,6 +37,7 @@ from typing import Any
 
 from bench.protocol import TRACE, WINDOW, ProgressFn
 from bench.scenario.schema import MAX_WINDOW_GROWTH
+from bench.timing import round_up
 from bench.training.gate import Gate
 from bench.training.tracing import TraceWindow
 
@@ -64,14 +66,14 @@ class Schedule:
     settle_steps: int = 0
     trace_steps: int = 0
     iterators: int = 1  # fresh input iterators, the turns spread evenly over them
-    min_window_s: float = 0.0  # the windows' least duration, at the warmup's step time
+    min_window_s: float = 0.0  # the windows' least duration, at the step time before the first
 
     def sized_for(self, step_s: float, steps_per_call: int = 1) -> Schedule:
         """The schedule with windows that last at least `min_window_s` at `step_s` per step, in
         whole calls, never shorter than planned nor longer than `longest()`'s."""
         if not self.min_window_s or not step_s > 0:
             return self
-        wanted = -(-math.ceil(self.min_window_s / step_s) // steps_per_call) * steps_per_call
+        wanted = round_up(math.ceil(self.min_window_s / step_s), steps_per_call)
         longest = self.longest().window_steps
         return replace(self, window_steps=min(longest, max(self.window_steps, wanted)))
 
@@ -201,7 +203,7 @@ class LoopClock:
         self.window_started_at: list[float] = []
         self._context: Any = None
         self._opened: set[int] = set()  # gated steps whose gate the loop already passed
-        self._sized = False  # whether the windows were sized for the warmup's step time
+        self._sized = False  # whether the windows were sized (LoopClock._size_windows)
 
     def _segment(self, step: int) -> tuple[Segment, int]:
         return self.steps[step]
@@ -282,11 +284,11 @@ class LoopClock:
         machine to the variant but start cold; and the warmup's median step, its first (which
         compiles) left out, beside other variants still building."""
         estimates = []
-        settle = self.schedule.settle_steps
-        start = self._starts.get(first_window - settle)
-        end = self._stamps.get(first_window - 1)
-        if settle and start is not None and end is not None:
-            estimates.append((end - start) / settle)
+        if settle := self.schedule.settle_steps:
+            start = self._starts.get(first_window - settle)
+            end = self._stamps.get(first_window - 1)
+            if start is not None and end is not None:
+                estimates.append((end - start) / settle)
         ends = [self._starts.get(0)] + [self._stamps.get(s)
                                         for s in range(self.k - 1, self.schedule.warmup_steps, self.k)]
         if len(ends) >= 3 and None not in ends:
