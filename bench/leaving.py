@@ -11,6 +11,7 @@ TensorFlow's shutdown barrier.
 from __future__ import annotations
 
 import os
+import signal
 import sys
 import time
 
@@ -19,6 +20,14 @@ from bench.child_env import ChildEnv
 # How long a held cluster task waits to be ended after its record (its supervisor ends the
 # cluster within a poll of the last record; this bounds the wait should nothing end it).
 HELD_LIMIT_S = 600.0
+
+
+def end_on_sigterm() -> None:
+    """SIGTERM ends this process at once from here on, whoever had taken the signal
+    (TensorFlow's coordination service takes it as a preemption notice and carries on). Called
+    as the record is written: nothing is left to save, and the supervisor ending a held cluster
+    need not wait out a grace period."""
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
 
 
 def hold_until_ended() -> None:

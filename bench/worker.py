@@ -376,6 +376,7 @@ def main(argv: list[str] | None = None) -> int:
     # Spawn → record written, on the wall clock the parent also reads: the parent's wall time
     # minus this is the process's teardown.
     record.section("timing").worker_s = time.time() - spawn_time
+    leaving.end_on_sigterm()
     record.write(Path(args.record))
     leaving.hold_until_ended()
     return 0

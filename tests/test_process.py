@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import os
+import signal
+import subprocess
 import sys
 import time
 from pathlib import Path
 
+from bench.launch.groups import end_groups
 from bench.launch.process import WorkerProcess, last_error_line
 from bench.protocol import format_progress, parse_progress
 
@@ -44,6 +47,30 @@ def test_timeout_kills_the_whole_process_group(tmp_path: Path) -> None:
     assert not alive(grandchild)
     assert not alive(proc.popen.pid)
     assert seen == [(3, 10)]
+
+
+IGNORES_SIGTERM = "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); " \
+                  "print('ready', flush=True); time.sleep(600)"
+
+
+def test_a_group_that_ends_on_sigterm_is_not_waited_out() -> None:
+    """Its leader, exited but not yet reaped, must not keep the group alive for the grace."""
+    proc = subprocess.Popen(["sleep", "600"], start_new_session=True)
+    started = time.monotonic()
+    end_groups([proc], grace_s=60)
+    assert time.monotonic() - started < 30
+    assert proc.wait(timeout=5) == -signal.SIGTERM
+
+
+def test_groups_that_outlive_sigterm_share_one_grace() -> None:
+    procs = [subprocess.Popen([sys.executable, "-c", IGNORES_SIGTERM], start_new_session=True,
+                              stdout=subprocess.PIPE) for _ in range(2)]
+    for proc in procs:
+        assert proc.stdout is not None and proc.stdout.readline() == b"ready\n"
+    started = time.monotonic()
+    end_groups(procs, grace_s=4)
+    assert time.monotonic() - started < 7  # one grace of 4 s, not one for each
+    assert [proc.wait(timeout=5) for proc in procs] == [-signal.SIGKILL] * 2
 
 
 def test_normal_exit_keeps_the_log(tmp_path: Path) -> None:

@@ -175,8 +175,7 @@ class Cluster:
         for task, proc in self.procs.items():
             if proc.popen.poll() is None:
                 self.stats[task] = _proc_stats(proc.popen.pid)
-        for proc in self.procs.values():
-            proc.close()
+        WorkerProcess.close_all(list(self.procs.values()))
 
     def _raise_on_port_conflict(self, task: Task, text: str) -> None:
         if any(marker in text for marker in PORT_CONFLICT_MARKERS):

@@ -12,13 +12,13 @@ import os
 import subprocess
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
-from bench.launch.groups import die_with_parent, kill_group
+from bench.launch.groups import die_with_parent, end_groups
 from bench.protocol import ProgressFn, parse_gate, parse_progress
 
 if TYPE_CHECKING:
@@ -126,7 +126,7 @@ class WorkerProcess:
 
     def kill(self, grace_s: float = 3.0) -> None:
         if self._own_group:
-            kill_group(self.popen.pid, grace_s)
+            end_groups([self.popen], grace_s)
         elif self.popen.poll() is None:
             self.popen.kill()
 
@@ -145,6 +145,13 @@ class WorkerProcess:
         self._reader.join(timeout=READER_GRACE_S)
         if not self._reader.is_alive():
             self._log.close()
+
+    @staticmethod
+    def close_all(procs: Sequence[WorkerProcess], grace_s: float = 1.0) -> None:
+        """Close several processes given one grace between them, not one each."""
+        end_groups([proc.popen for proc in procs if proc._own_group], grace_s)
+        for proc in procs:
+            proc.close()
 
     def __enter__(self) -> WorkerProcess:
         return self

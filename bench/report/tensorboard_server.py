@@ -2,7 +2,7 @@
 
 TensorBoard runs as a child process (`python -m tensorboard.main`), not inside bench: its profile
 plugin imports TensorFlow, which the parent never does. The child leads its own process group and
-is ended by group id (bench.launch.groups.kill_group), so nothing it starts outlives the command.
+is ended by group id (bench.launch.groups.end_groups), so nothing it starts outlives the command.
 
 One run is served as `--logdir RUN_DIR/traces`, so TensorBoard's runs are the variant ids. Several
 runs are served through a temporary folder of symbolic links named after the runs, so the runs
@@ -20,7 +20,7 @@ from pathlib import Path
 
 from bench.entrypoints import TENSORBOARD, command
 from bench.errors import BenchError
-from bench.launch.groups import kill_group
+from bench.launch.groups import end_groups
 from bench.trace.serve import HOST, TRACES_DIR
 
 _URL = re.compile(r"TensorBoard \S+ at (http://127\.0\.0\.1:(\d+)/)")
@@ -106,7 +106,7 @@ class TensorBoardServer:
         if self._stopped:
             return
         self._stopped = True
-        kill_group(self.pid)
+        end_groups([self._proc])
         try:
             self._proc.wait(timeout=5)
         except subprocess.TimeoutExpired:
