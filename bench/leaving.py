@@ -16,6 +16,7 @@ import sys
 import time
 
 from bench.child_env import ChildEnv
+from bench.launch.cluster_plan import read_tf_config
 
 # How long a held cluster task waits to be ended after its record (its supervisor ends the
 # cluster within a poll of the last record; this bounds the wait should nothing end it).
@@ -39,10 +40,20 @@ def hold_until_ended() -> None:
         time.sleep(HELD_LIMIT_S)
 
 
-def exit_now(code: int, cluster_task: bool) -> None:
-    """End the process with `code`: at once, or through TensorFlow's shutdown for a cluster
-    task."""
-    if cluster_task:
+def in_cluster() -> bool:
+    """Whether this process is a task of a TF_CONFIG cluster."""
+    return bool(read_tf_config().get("task"))
+
+
+def exit_now(code: int) -> None:
+    """End the process with `code`: a cluster's task through TensorFlow's shutdown (its peers
+    may still pull the last collective's buffers from it, which the shutdown barrier waits for),
+    any other at once, without TensorFlow's slow teardown (the record is written).
+
+    It leaves as sys.exit does: under a fork server that is an interpreter of its own that ends
+    the interpreter; under one forked inside a supervisor the supervisor's frames lie below, and
+    `SystemExit` stops where the server catches it."""
+    if in_cluster():
         sys.exit(code)
     sys.stdout.flush()
     sys.stderr.flush()

@@ -383,4 +383,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    leaving.exit_now(main(), cluster_task=_task_identity() is not None)
+    leaving.exit_now(main())

@@ -31,7 +31,7 @@ import traceback
 from pathlib import Path
 from typing import Any
 
-from bench import entrypoints
+from bench import entrypoints, leaving
 from bench.launch.forkserver import MAX_MESSAGE
 from bench.launch.groups import die_with_parent
 
@@ -127,18 +127,6 @@ def _run_child(request: dict[str, Any], fds: list[int], sock: socket.socket) -> 
     return code
 
 
-def _end_child(request: dict[str, Any], code: int) -> None:
-    """Leave without TensorFlow's slow teardown (the record is written), except a cluster's task
-    (TF_CONFIG in its environment): its peers may still pull the last collective's buffers from
-    it, which TensorFlow's shutdown barrier waits for, so it leaves as sys.exit does. Under a
-    server that is an interpreter of its own (`main`) that ends the interpreter; under one forked
-    inside a supervisor (`fork_here`) the supervisor's frames lie below, so it stops at
-    `fork_here`, which ends the task with its code."""
-    if "TF_CONFIG" in request["env"]:
-        raise SystemExit(code)
-    os._exit(code)
-
-
 def _reap(sock: socket.socket) -> None:
     while True:
         try:
@@ -176,7 +164,7 @@ def serve(sock: socket.socket) -> int:
         sys.stderr.flush()
         pid = os.fork()
         if pid == 0:
-            _end_child(request, _run_child(request, fds, sock))
+            leaving.exit_now(_run_child(request, fds, sock))
         for fd in fds:
             os.close(fd)
         _send(sock, {"spawned": pid})
@@ -201,7 +189,7 @@ def fork_here(log_path: Path) -> tuple[int, socket.socket]:
             for target in (1, 2):
                 os.dup2(log, target)
             code = serve(theirs)
-        except SystemExit as exc:  # a task forked from this server, leaving (_end_child)
+        except SystemExit as exc:  # a task forked from this server, leaving (leaving.exit_now)
             code = exit_code(exc)
         finally:
             os._exit(code)
