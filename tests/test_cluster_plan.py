@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import json
 import os
+import socket
+import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -180,3 +183,38 @@ def test_worker_without_tf_config_is_a_clear_error(tmp_path: Path) -> None:
     proc = bench("worker", str(scenario), "--variant", "multi_worker_mirrored-w2x1-ctl-float32-gb32")
     assert proc.returncode == 2
     assert "TF_CONFIG is not set" in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_a_coordinator_waits_for_its_servers_to_listen(monkeypatch: pytest.MonkeyPatch) -> None:
+    """gRPC refused once tries again only after about a second: the ParameterServer coordinator
+    connects once every other task listens. Its own address is not waited for."""
+    import tensorflow as tf
+
+    from bench.training.strategies import await_peers
+
+    own, late = socket.socket(), socket.socket()  # bound, not listening
+    own.bind(("127.0.0.1", 0))
+    late.bind(("127.0.0.1", 0))
+    ready = socket.create_server(("127.0.0.1", 0))
+    listened_at: list[float] = []
+
+    def listen() -> None:
+        late.listen()
+        listened_at.append(time.monotonic())
+
+    cluster = {"chief": [f"127.0.0.1:{own.getsockname()[1]}"],
+               "worker": [f"127.0.0.1:{ready.getsockname()[1]}"],
+               "ps": [f"127.0.0.1:{late.getsockname()[1]}"]}
+    monkeypatch.setenv("TF_CONFIG", json.dumps({"cluster": cluster,
+                                                "task": {"type": "chief", "index": 0}}))
+    timer = threading.Timer(0.5, listen)
+    started = time.monotonic()
+    timer.start()
+    try:
+        await_peers(tf.distribute.cluster_resolver.TFConfigClusterResolver(), limit_s=60)
+        returned_at = time.monotonic()
+    finally:
+        timer.join()
+        for sock in (own, late, ready):
+            sock.close()
+    assert listened_at and listened_at[0] <= returned_at < started + 30

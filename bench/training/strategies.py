@@ -9,6 +9,7 @@ from __future__ import annotations
 import importlib.metadata
 import importlib.util
 import socket
+import time
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +23,10 @@ _NCCL_WITHOUT_GPUS = {
     "cross_device_ops": "NCCL all-reduce needs GPUs: TensorFlow registers no CPU kernel for "
                         "'NcclAllReduce'",
     "collective": "collective = \"nccl\" needs GPUs: NCCL has no CPU implementation"}
+
+# How long a ParameterServer coordinator waits for its servers to listen, and how often it looks.
+PEERS_LIMIT_S = 60.0
+PEERS_POLL_S = 0.01
 
 # Keras 3 fit() under MultiWorkerMirroredStrategy: reduce_per_replica() reduces the per-replica
 # scalar metrics with `strategy.reduce("MEAN", v, axis=0)`, which fails on a scalar
@@ -140,8 +145,26 @@ def build_parameter_server(partitioner: str, num_ps: int) -> Any:
         "min_size": partitioners.MinSizePartitioner(min_shard_bytes=64 << 10, max_shards=num_ps),
     }[partitioner]
     resolver = tf.distribute.cluster_resolver.TFConfigClusterResolver()
+    await_peers(resolver)
     return tf.distribute.experimental.ParameterServerStrategy(
         resolver, variable_partitioner=variable_partitioner)
+
+
+def await_peers(resolver: Any, limit_s: float = PEERS_LIMIT_S) -> None:
+    """Wait until every other task of the resolver's cluster accepts connections (at most
+    `limit_s`; past it TensorFlow's own connection reports what is wrong).
+
+    A coordinator starts beside its servers; gRPC, refused once, tries again only after its
+    reconnect backoff of about a second, which nearly every cluster start would pay."""
+    own = (resolver.task_type, resolver.task_id)
+    peers = [address for job, tasks in resolver.cluster_spec().as_dict().items()
+             for index, address in (tasks.items() if isinstance(tasks, dict) else enumerate(tasks))
+             if (job, index) != own]
+    deadline = time.monotonic() + limit_s
+    while peers and time.monotonic() < deadline:
+        peers = [address for address in peers if not _reachable(address, timeout_s=1.0)]
+        if peers:
+            time.sleep(PEERS_POLL_S)
 
 
 def _reachable(address: str, timeout_s: float = 5.0) -> bool:
