@@ -6,9 +6,11 @@ from that sync to the sync of its last step. Windows of every length in a round,
 order, and each round's rates divided by its longest window's, so the machine's drift between
 rounds cancels. A window that starts with the pipeline of steps empty and ends with one sync
 pays a fixed cost a loop running on does not: its rate reads low by about that cost over the
-window's time.
+window's time. Each round's window seconds are also fitted as a line in the steps (scipy's
+linregress): its slope is the step a loop running on takes, its intercept that fixed cost. At
+several batch sizes the intercept tells a fixed time from a share of a step.
 
-    python tests/benchmarks/window_length.py [--rounds 30] [--strategy mirrored]
+    python tests/benchmarks/window_length.py [--rounds 30] [--strategy mirrored] [--batch 64]
 """
 
 from __future__ import annotations
@@ -34,14 +36,16 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=30)
     parser.add_argument("--strategy", choices=["default", "mirrored"], default="default")
     parser.add_argument("--replicas", type=int, default=1)
+    parser.add_argument("--batch", type=int, default=64, help="examples per replica and step")
     args = parser.parse_args()
     if args.rounds < 2:
         parser.error("--rounds: at least 2, for the quartiles")
 
     import tensorflow as tf
+    from scipy import stats
 
     strategy = make_strategy(args.strategy, args.replicas)
-    global_batch = 64 * strategy.num_replicas_in_sync
+    global_batch = args.batch * strategy.num_replicas_in_sync
     dataset = (tf.data.Dataset.from_tensor_slices(synthetic_examples()).cache()
                .shuffle(10_000, seed=0).repeat().batch(global_batch, drop_remainder=True)
                .prefetch(tf.data.AUTOTUNE))
@@ -61,6 +65,7 @@ def main() -> None:
     steps(200)  # compile and warm up
     ratios: dict[int, list[float]] = {n: [] for n in LENGTHS}
     step_s: list[float] = []
+    fits: list[tuple[float, float]] = []  # per round: (slope, intercept), seconds
     order = list(LENGTHS)
     for k in range(args.rounds):
         random.Random(k).shuffle(order)
@@ -69,11 +74,19 @@ def main() -> None:
             steps(SETTLE)
             rate[n] = n / steps(n)
         step_s.append(1 / rate[LENGTHS[-1]])
+        line = stats.linregress(LENGTHS, [n / rate[n] for n in LENGTHS])
+        fits.append((line.slope, line.intercept))
         for n in LENGTHS:
             ratios[n].append(rate[n] / rate[LENGTHS[-1]])
     step = statistics.median(step_s)
+    slope = statistics.median(f[0] for f in fits)
+    intercepts = [f[1] for f in fits]
+    q = statistics.quantiles(intercepts, n=4)
     print(f"step {1000 * step:.2f} ms (median of the {LENGTHS[-1]}-step windows), "
-          f"{args.rounds} rounds")
+          f"{args.rounds} rounds, global batch {global_batch}")
+    print(f"window seconds = steps x {1000 * slope:.3f} ms + {1000 * statistics.median(intercepts):.2f}"
+          f" ms (medians of the rounds' lines; intercept quartiles {1000 * q[0]:.2f} to "
+          f"{1000 * q[2]:.2f} ms)")
     print("| window steps | window ms | rate ÷ the longest window's (median) | quartiles |")
     print("|---|---|---|---|")
     for n in LENGTHS:
