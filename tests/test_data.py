@@ -450,3 +450,25 @@ def test_synthetic_arrays_are_shared_through_the_run_cache(tmp_path: Path, monke
         assert data.source == fresh.source
     held_out = load_arrays(cfg, split="test")  # another split is another file, not the same one
     assert len(held_out.y) < len(fresh.y) and len(list((tmp_path / "cache").iterdir())) == 2
+
+
+def test_a_pipeline_traced_into_a_function_takes_its_examples_as_inputs() -> None:
+    """A ParameterServer coordinator traces its per-worker dataset function and sends it to every
+    worker: the in-memory examples are the function's captured inputs, not constants in it, and
+    the pipeline yields what the eager one does."""
+    cfg = DataConfig(num_examples=512, seed=5)
+    data = load_arrays(cfg)
+
+    @tf.function
+    def first_batch() -> tuple[tf.Tensor, tf.Tensor]:
+        return next(iter(make_dataset(data, cfg, 32)))
+
+    graph = first_batch.get_concrete_function().graph
+    largest_constant = max((op.outputs[0].shape.num_elements() or 0)
+                           for op in graph.get_operations() if op.type == "Const")
+    assert largest_constant < data.x[0].size  # not even one example is embedded
+    assert {tuple(t.shape) for t in graph.external_captures} >= {data.x.shape, data.y.shape}
+    eager_x, eager_y = next(iter(make_dataset(data, cfg, 32)))
+    traced_x, traced_y = first_batch()
+    np.testing.assert_array_equal(traced_x.numpy(), eager_x.numpy())
+    np.testing.assert_array_equal(traced_y.numpy(), eager_y.numpy())
