@@ -78,10 +78,12 @@ def describe(floor: dict[str, Any] | None) -> str:
         misses_zero = lo > 0 or hi < 0
     line += f": {floor['baseline']} vs its twin"
     if misses_zero:
-        # The rounds' interval holds the machine's moves between rounds, not a speed each
-        # process keeps throughout (measurements.md#noise-floor): identical code misses zero.
-        line += (f"; the same code, yet the interval misses zero: each process keeps a speed of "
-                 f"its own, which rounds do not average out, so ratios within "
+        # A 95% interval misses the truth in 1 run of 20; the rounds' interval also leaves out
+        # any speed a process keeps throughout, which the measurements show weakly or not at all
+        # (measurements.md#noise-floor). Either way the floor widens to the interval's far end.
+        runs = round(1.0 / (1.0 - floor["confidence"]))
+        line += (f"; the same code, yet the interval misses zero (by chance in 1 run of {runs}, "
+                 f"more often where a process keeps a speed of its own), so ratios within "
                  f"±{bound_pct(floor):.1f}% count as noise")
     return line
 
