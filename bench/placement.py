@@ -182,8 +182,9 @@ def _slices(ids: tuple[str, ...], processes: int, per_process: int) -> tuple[lis
     return [[ids[i % len(ids)]] for i in range(processes)], math.ceil(processes / len(ids))
 
 
-def needs_fresh_interpreter(variant: Variant) -> bool:
-    """A tf_keras variant cannot be forked from a process that imported TensorFlow with Keras 3."""
+def is_legacy_keras(variant: Variant) -> bool:
+    """A tf_keras variant imports TensorFlow with TF_USE_LEGACY_KERAS=1, so it forks only from a
+    process that imported it so (its own fork server), never from one with Keras 3 loaded."""
     return variant.train.keras == "tf_keras"
 
 
@@ -201,7 +202,7 @@ def plan_variant(variant: Variant, inventory: Inventory,
 def flavour_env(variant: Variant) -> dict[str, str]:
     """What the Keras flavour adds to every process's environment (a Slurm job's, a `bench
     worker` task's too)."""
-    return {LEGACY_KERAS_ENV: "1"} if needs_fresh_interpreter(variant) else {}
+    return {LEGACY_KERAS_ENV: "1"} if is_legacy_keras(variant) else {}
 
 
 def _plan_processes(variant: Variant, inventory: Inventory,

@@ -26,7 +26,7 @@ from bench.launch.forkserver import ForkServer, ForkServers
 from bench.launch.local import data_cache_dir, temp_dir, worker_env
 from bench.launch.slurm import SlurmOptions, slurm_problem
 from bench.perf import overhead
-from bench.placement import needs_fresh_interpreter
+from bench.placement import flavour_env, is_legacy_keras
 from bench.protocol import ProgressFn
 from bench.record.model import VariantRecord
 from bench.report.terminal import render_outcome_line, render_summary
@@ -257,19 +257,21 @@ def conclude(run_dir: Path, records: list[VariantRecord], opts: RunOptions, cons
 
 
 def _start_forkservers(opts: RunOptions, variants: list[Variant], run_dir: Path) -> ForkServers:
-    """One fork server per environment whose variants fork (its own TensorFlow imported once),
-    each starting at once, while the run is set up; none for a run where nothing forks."""
+    """One fork server per environment and Keras flavour whose variants fork (its own
+    TensorFlow imported once, with tf-keras where TF_USE_LEGACY_KERAS asks for it), each
+    starting at once, while the run is set up; none for a run where nothing forks."""
     servers = ForkServers()
     if opts.start_method != "forkserver" or opts.slurm is not None:
         return servers
     for v in variants:
-        python = interpreter(v.environment)
-        if needs_fresh_interpreter(v) or servers.get(python) is not None:
+        python, keras = interpreter(v.environment), v.train.keras
+        if servers.get(python, keras) is not None:
             continue
-        log = (f"forkserver.{v.environment.label}.log" if python != sys.executable
-               and v.environment else "forkserver.log")
-        servers.add(ForkServer(worker_env(), run_dir / "logs" / log, str(run_dir),
-                               python=python).start())
+        label = v.environment.label if python != sys.executable and v.environment else ""
+        log = ".".join(["forkserver", *([label] if label else []),
+                        *(["tf_keras"] if is_legacy_keras(v) else []), "log"])
+        servers.add(ForkServer(worker_env(flavour_env(v)), run_dir / "logs" / log, str(run_dir),
+                               python=python).start(), keras)
     return servers
 
 

@@ -55,8 +55,8 @@ ONLY = {"batch_sweep": ["default-r1-fit-float32-gb16", "mirrored-r2-fit-float32-
         "tutorial_softmax": ["default-r1-fit-*", "mirrored-r2-ctl-*"],
         "tutorial_mlp_clusters": ["central_storage-r2-fit-*", "multi_worker_mirrored-w2x1-ctl-*"],
         # TensorFlow 2.20's environment only: built once per session (tests/test_environments.py
-        # runs it beside this interpreter's TensorFlow); Keras 3 forked from its own fork server,
-        # tf-keras 2.20 (installed without dependencies) in a fresh interpreter of it
+        # runs it beside this interpreter's TensorFlow); Keras 3 and tf-keras 2.20 (installed
+        # without dependencies) each forked from a fork server of that environment's own
         "tf_upgrade": ["default-r1-*-tf2.20"]}
 # The scenarios of ONLY that keep their own steps: they ask for few already, or save checkpoints.
 OWN_STEPS = ("checkpoint_cost", "parameter_server", "tutorial_regression", "tutorial_softmax",

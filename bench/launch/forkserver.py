@@ -233,18 +233,19 @@ def _reap(pid: int, timeout_s: float) -> None:
 
 
 class ForkServers:
-    """A run's fork servers, one per interpreter (each [environment]'s, and this one's): a
-    variant is only ever forked from the server of its own environment."""
+    """A run's fork servers, one per interpreter (each [environment]'s, and this one's) and Keras
+    flavour (TensorFlow imported with Keras 3, or with tf-keras): a variant is only ever forked
+    from the server of its own environment and flavour."""
 
     def __init__(self) -> None:
-        self._by_python: dict[str, ForkServer] = {}
+        self._by_python: dict[tuple[str, str], ForkServer] = {}
 
-    def add(self, server: ForkServer) -> ForkServer:
-        self._by_python[server.python] = server
+    def add(self, server: ForkServer, flavour: str = "keras3") -> ForkServer:
+        self._by_python[(server.python, flavour)] = server
         return server
 
-    def get(self, python: str) -> ForkServer | None:
-        return self._by_python.get(python)
+    def get(self, python: str, flavour: str = "keras3") -> ForkServer | None:
+        return self._by_python.get((python, flavour))
 
     @property
     def ready_s(self) -> float | None:

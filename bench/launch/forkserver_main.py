@@ -34,6 +34,7 @@ from typing import Any
 from bench import entrypoints, leaving
 from bench.launch.forkserver import MAX_MESSAGE
 from bench.launch.groups import die_with_parent
+from bench.placement import LEGACY_KERAS_ENV
 
 # What a child may run: each module has `main(argv) -> int`.
 RUNNABLE_MODULES = (entrypoints.WORKER, entrypoints.TRACE_ANALYSIS, entrypoints.PS_SERVER,
@@ -48,9 +49,21 @@ REAP_INTERVAL_S = 0.02
 
 
 def _preload() -> None:
-    """Everything a worker imports, so a forked child starts with it already loaded."""
-    import keras  # noqa: F401
+    """Everything a worker imports, so a forked child starts with it already loaded: TensorFlow
+    with Keras 3, or with tf-keras where TF_USE_LEGACY_KERAS is set (a tf-keras server; without
+    tf-keras installed its children report the skip, as a fresh interpreter's would)."""
     import tensorflow  # noqa: F401
+
+    from bench.errors import VariantSkipped
+    from bench.training import flavour
+
+    if os.environ.get(LEGACY_KERAS_ENV) == "1":
+        try:  # also what `pristine_problem` reads the precision policy from
+            flavour.use("tf_keras")
+        except VariantSkipped:
+            pass
+    else:
+        importlib.import_module("keras")
 
     for module in RUNNABLE_MODULES:
         importlib.import_module(module)

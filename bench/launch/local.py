@@ -15,12 +15,7 @@ from bench.child_env import ChildEnv
 from bench.launch.forkserver import ForkServer, ForkServers
 from bench.launch.handback import no_record, take_record, timed_out
 from bench.launch.process import Outcome, WorkerProcess, last_error_line
-from bench.placement import (
-    detected_inventory,
-    host_gpus,
-    needs_fresh_interpreter,
-    plan_variant,
-)
+from bench.placement import detected_inventory, host_gpus, plan_variant
 from bench.protocol import ProgressFn
 from bench.record.model import VariantRecord
 from bench.results import VARIANTS_FILE
@@ -131,11 +126,11 @@ class LocalLauncher:
 
 
 def forkserver_for(variant: Variant, forkservers: ForkServers | None) -> ForkServer | None:
-    """The fork server of the variant's environment, unless it needs a fresh interpreter
-    (tf_keras: see bench.placement.needs_fresh_interpreter)."""
-    if forkservers is None or needs_fresh_interpreter(variant):
+    """The fork server of the variant's environment and Keras flavour (bench.placement
+    .is_legacy_keras), if the run started one."""
+    if forkservers is None:
         return None
-    return forkservers.get(interpreter(variant.environment))
+    return forkservers.get(interpreter(variant.environment), variant.train.keras)
 
 
 def await_forkservers(variants: list[Variant], forkservers: ForkServers | None) -> None:

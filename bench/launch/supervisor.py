@@ -29,7 +29,7 @@ from bench.launch.forkserver_main import fork_here
 from bench.launch.gate_relay import GateRelay
 from bench.launch.local import worker_env
 from bench.launch.netns import enter_private_namespace
-from bench.placement import needs_fresh_interpreter
+from bench.placement import flavour_env
 from bench.protocol import read_events
 from bench.record.cluster import Cluster as ClusterSection
 from bench.record.model import VariantRecord
@@ -40,14 +40,14 @@ from bench.training import strategies
 def task_forkserver(variant: Variant, logs: Path, run_dir: Path) -> ForkServer | None:
     """A fork server inside the cluster's network namespace that holds TensorFlow imported for
     every task (a task started as a new interpreter spends seconds importing it, all of them at
-    once on the same cores). A supervisor forked from the run's fork server has it imported
-    already and forks the server from itself; one started as a new interpreter starts one that
-    imports it. None for tf-keras (its tasks need TF_USE_LEGACY_KERAS before the import) and for
-    a [fault] variant (a restarted task is a new process, as it would be)."""
-    if needs_fresh_interpreter(variant) or variant.fault is not None:
+    once on the same cores). A supervisor forked from the run's fork server of its Keras flavour
+    has it imported already, as its tasks need it, and forks the server from itself; one started
+    as a new interpreter starts one that imports it (with TF_USE_LEGACY_KERAS for tf-keras).
+    None for a [fault] variant (a restarted task is a new process, as it would be)."""
+    if variant.fault is not None:
         return None
     log = logs / f"{variant.id}.forkserver.log"
-    server = ForkServer(worker_env(), log, str(run_dir))
+    server = ForkServer(worker_env(flavour_env(variant)), log, str(run_dir))
     if "tensorflow" in sys.modules:
         return server.adopt(*fork_here(log))
     return server.start()

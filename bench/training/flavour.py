@@ -2,10 +2,11 @@
 
 tf-keras is what runs `fit` under MultiWorkerMirrored and ParameterServer (Keras 3 cannot), and it
 must be chosen before TensorFlow is imported (`TF_USE_LEGACY_KERAS=1`, which also makes `tf.keras`
-tf-keras). So a tf_keras variant always runs in a fresh interpreter started with that variable
-(bench.placement sets it, the launchers never fork such a variant from the fork server, which has
-Keras 3 loaded). The worker calls `use` before anything imports TensorFlow; every builder then
-asks `keras()` for the module, so one code path serves both flavours.
+tf-keras). So a tf_keras variant runs in a process started with that variable (bench.placement
+sets it): a fresh interpreter, or a child of the run's tf-keras fork server, which imported
+TensorFlow with it; never a child of the Keras 3 server. The worker calls `use` before anything
+imports TensorFlow; every builder then asks `keras()` for the module, so one code path serves
+both flavours.
 """
 
 from __future__ import annotations
@@ -46,7 +47,8 @@ def use(flavour: str) -> None:
             if "tensorflow" in sys.modules:
                 raise RuntimeError(f"a tf_keras variant needs {LEGACY_KERAS_ENV}=1 before "
                                    "TensorFlow is imported, and this process has imported it "
-                                   "already (it must be a fresh interpreter)")
+                                   "already (it must be a fresh interpreter or a child of the "
+                                   "tf-keras fork server)")
             os.environ[LEGACY_KERAS_ENV] = "1"
         try:
             importlib.import_module("tf_keras")
