@@ -238,21 +238,21 @@ class ForkServers:
     from the server of its own environment and flavour."""
 
     def __init__(self) -> None:
-        self._by_python: dict[tuple[str, str], ForkServer] = {}
+        self._servers: dict[tuple[str, str], ForkServer] = {}
 
     def add(self, server: ForkServer, flavour: str = "keras3") -> ForkServer:
-        self._by_python[(server.python, flavour)] = server
+        self._servers[(server.python, flavour)] = server
         return server
 
     def get(self, python: str, flavour: str = "keras3") -> ForkServer | None:
-        return self._by_python.get((python, flavour))
+        return self._servers.get((python, flavour))
 
     @property
     def ready_s(self) -> float | None:
         """The slowest server's start → ready (each imports its own TensorFlow)."""
-        times = [s.ready_s for s in self._by_python.values() if s.ready_s is not None]
+        times = [s.ready_s for s in self._servers.values() if s.ready_s is not None]
         return max(times) if times else None
 
     def close(self) -> None:
-        for server in self._by_python.values():
+        for server in self._servers.values():
             server.close()
