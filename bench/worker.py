@@ -160,7 +160,8 @@ def start_state() -> dict[str, Any]:
     from tensorflow.python.eager import context
 
     return {"pid": os.getpid(), "tf_context_initialized": bool(context.context()._initialized),
-            "precision_policy": flavour.keras().mixed_precision.global_policy().name}
+            "precision_policy": flavour.keras().mixed_precision.global_policy().name,
+            "keras_modules": sorted(m for m in ("keras", "tf_keras") if m in sys.modules)}
 
 
 # Objects whose destruction would only cost time: the process leaves with os._exit instead.

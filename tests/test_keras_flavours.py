@@ -117,6 +117,9 @@ def test_every_tf_keras_cell_runs_with_tf_keras(flavours_run: BenchRun) -> None:
         assert rec["launch"]["start_method"] == "forkserver", vid
         assert rec["start_state"]["tf_context_initialized"] is False, vid
         assert rec["start_state"]["precision_policy"] == "float32", vid
+        # no Keras but its own loaded: a cluster's chief too, forked from its supervisor's server
+        assert rec["start_state"]["keras_modules"] == [
+            "tf_keras" if "tf_keras" in vid else "keras"], vid
     assert flavours_run.run_dir is not None
     assert (flavours_run.run_dir / "logs" / "forkserver.tf_keras.log").exists()
     for vid in ("multi_worker_mirrored-w2x1-tf_keras-fit-float32-gb32",

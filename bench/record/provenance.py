@@ -57,6 +57,8 @@ class StartState(Section):
     pid: int | None = field("its pid")
     tf_context_initialized: bool | None = field("a TensorFlow context existed")
     precision_policy: str | None = field("the Keras precision policy")
+    keras_modules: list[str] | None = field(
+        "the Keras packages loaded (`keras`, `tf_keras`): its own flavour's alone")
 
 
 class KerasInfo(Section):
