@@ -356,12 +356,14 @@ def test_worker_processes_never_listen_outside_their_namespace() -> None:
 
 def test_a_taken_port_is_picked_again(tmp_path: Path) -> None:
     from bench import results
+    from bench.launch.local import temp_dir
     from bench.scenario.loading import load_variants
 
     scenario = write_scenario(tmp_path, EXTERNAL.replace('api = "ctl"', 'api = "ctl"\n'),
                               name="ports")
     _, variants = load_variants(scenario)
     run_dir = results.create_run_dir(tmp_path / "results", "ports")
+    temp_dir(run_dir).mkdir()  # the tasks' TMPDIR, as the runner makes it (else they use /tmp)
     results.write_json(run_dir / results.VARIANTS_FILE,
                        [v.model_dump(mode="json", by_alias=True) for v in variants])
     out = subprocess.run(netns.isolated_command([
