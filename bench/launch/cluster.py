@@ -16,7 +16,6 @@ from bench import entrypoints
 from bench.launch import netns
 from bench.launch.forkserver import ForkServers
 from bench.launch.local import forkserver_for, record_path_of, run_worker_command
-from bench.placement import flavour_env
 from bench.protocol import ProgressFn
 from bench.record.model import VariantRecord
 from bench.results import VARIANTS_FILE
@@ -45,12 +44,6 @@ def supervisor_command(variant: Variant, run_dir: Path) -> list[str]:
                                python=interpreter(variant.environment))
 
 
-def supervisor_env(variant: Variant) -> dict[str, str]:
-    """What a cluster's supervisor is told beyond the common worker environment: its Keras
-    flavour, so that the fork server it makes for its tasks imports TensorFlow as they must."""
-    return flavour_env(variant)
-
-
 def budget_s(variant: Variant) -> float:
     """The parent's wall-clock budget for a cluster's supervisor, which enforces the variant's
     own budget itself."""
@@ -69,5 +62,4 @@ class ClusterLauncher:
             return skipped
         return run_worker_command(variant, run_dir, supervisor_command(variant, run_dir),
                                   record_path_of(run_dir, variant), budget_s(variant), progress,
-                                  extra_env=supervisor_env(variant),
                                   forkserver=forkserver_for(variant, self.forkservers))

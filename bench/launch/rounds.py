@@ -166,8 +166,7 @@ def start(variant: Variant, run_dir: Path, forkservers: ForkServers | None,
     announced: queue.Queue[tuple[str, int, float]] = queue.Queue()
     gate = ChildEnv(gate=str(fifo), gate_timeout_s=gate_timeout_s).to_env()
     if variant.is_cluster:
-        cmd, env = cluster.supervisor_command(variant, run_dir), {
-            **cluster.supervisor_env(variant), **gate}
+        cmd, env = cluster.supervisor_command(variant, run_dir), gate
     else:
         cmd = worker_command(run_dir, variant, record_path_of(run_dir, variant))
         env = {**variant_env(run_dir, variant), **gate}

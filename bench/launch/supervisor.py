@@ -12,6 +12,7 @@ the supervisor's group is a last resort that always works.
 from __future__ import annotations
 
 import argparse
+import os
 import shutil
 import sys
 import time
@@ -42,12 +43,13 @@ def task_forkserver(variant: Variant, logs: Path, run_dir: Path) -> ForkServer |
     every task (a task started as a new interpreter spends seconds importing it, all of them at
     once on the same cores). A supervisor forked from the run's fork server of its Keras flavour
     has it imported already, as its tasks need it, and forks the server from itself; one started
-    as a new interpreter starts one that imports it (with TF_USE_LEGACY_KERAS for tf-keras).
-    None for a [fault] variant (a restarted task is a new process, as it would be)."""
+    as a new interpreter starts one that imports it (with the flavour `supervise` put in this
+    process's environment). None for a [fault] variant (a restarted task is a new process, as it
+    would be)."""
     if variant.fault is not None:
         return None
     log = logs / f"{variant.id}.forkserver.log"
-    server = ForkServer(worker_env(flavour_env(variant)), log, str(run_dir))
+    server = ForkServer(worker_env(), log, str(run_dir))
     if "tensorflow" in sys.modules:
         return server.adopt(*fork_here(log))
     return server.start()
@@ -57,6 +59,9 @@ def supervise(variant: Variant, variants_path: Path, logs: Path, network: str,
               attempts: int = 3) -> VariantRecord:
     """Run the variant's cluster, started again on new ports (up to `attempts` times) after a
     failure a fresh cluster is unlikely to meet again; its record."""
+    # The variant's Keras flavour, whoever started this process: the fork server it makes for
+    # the tasks imports TensorFlow with it (as a `bench worker` task takes it in launch.external)
+    os.environ.update(flavour_env(variant))
     if variant.fault is not None:
         return supervise_fault(variant, variants_path, logs, network)
     if (known := strategies.known_skip(variant)) is not None:  # no cluster to start for it
