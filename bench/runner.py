@@ -267,10 +267,13 @@ def _start_forkservers(opts: RunOptions, variants: list[Variant], run_dir: Path)
         python, keras = interpreter(v.environment), v.train.keras
         if servers.get(python, keras) is not None:
             continue
-        label = v.environment.label if python != sys.executable and v.environment else ""
-        log = ".".join(["forkserver", *([label] if label else []),
-                        *(["tf_keras"] if is_legacy_keras(v) else []), "log"])
-        servers.add(ForkServer(worker_env(flavour_env(v)), run_dir / "logs" / log, str(run_dir),
+        name = ["forkserver"]
+        if python != sys.executable and v.environment:
+            name.append(v.environment.label)
+        if is_legacy_keras(v):
+            name.append("tf_keras")
+        log = run_dir / "logs" / ".".join([*name, "log"])
+        servers.add(ForkServer(worker_env(flavour_env(v)), log, str(run_dir),
                                python=python).start(), keras)
     return servers
 
