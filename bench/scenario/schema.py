@@ -108,11 +108,11 @@ class MeasureConfig(Strict):
         "Least duration of a window: a variant whose `steps` would take less, at its step time "
         "before its first window (its first turn's settling steps or its warmup's median step, "
         "the shorter), runs longer windows from its first turn on (both "
-        f"windows of every turn alike, at most {MAX_WINDOW_GROWTH} times `steps`). A window "
-        "starts from an empty pipeline of steps and ends with one sync, about a step's time "
-        "that a loop running on does not pay: too large a share of a window of a few "
-        "milliseconds. 0 keeps `steps`; single-process variants only (a cluster's tasks must "
-        "run the same steps)."))
+        f"windows of every turn alike, at most {MAX_WINDOW_GROWTH} times `steps`). Windows of "
+        "a few short steps read a few percent below a loop running on (measured on CPUs; on a "
+        "GPU a window also starts with nothing queued and ends waiting for the queue to "
+        "drain). 0 keeps `steps`; single-process variants only (a cluster's tasks must run the "
+        "same steps)."))
     trace_steps: NonNegativeInt = Field(10, description=(
         "Profiler window after the turns (beside an untraced window of as many steps); 0 turns "
         "it off."))
