@@ -15,10 +15,16 @@ turns in a freshly shuffled order every round), how a short window of steps runs
 `--input tensor` feeds one fixed batch instead of the tf.data pipeline, `--autotune off` turns
 tf.data's autotuner off: what remains of the cold start then is not the input pipeline's.
 
-It prints the median time of each step position per condition and its ratio to `hot`. A plain
-Keras MLP on synthetic data, a custom-loop step that brings the loss to the host every step (as
-bench's per-step timer does). Usage (about a minute here):
+It prints the median time of each step position per condition and its ratio to `hot` (over
+30 steps, the median step of each span of positions and its ratio to `steady`). With `--design
+S+W` it also prints what a turn of S settling steps and two windows of W steps reads after each
+condition, as a share of the `steady` speed: the mean step of each window, the headline's window
+first in half the turns and second in the other half, as a run's turns place it. A plain Keras
+MLP on synthetic data, a custom-loop step that brings the loss to the host every step (on a CPU
+the step's call returns with the step done, so this times each step without a sync of its own).
+Usage (about a minute here):
     python tests/benchmarks/cold_start.py --gap 0.06 --rounds 150
+    python tests/benchmarks/cold_start.py --gap 0.2 --rounds 50 --steps 150 --design 24+16 --design 24+48
 """
 
 from __future__ import annotations
@@ -97,6 +103,48 @@ def spinner(conn: Connection) -> None:
         conn.send("done")
 
 
+def design(text: str) -> tuple[int, int]:
+    """`S+W` -> (S, W)."""
+    settle, _, width = text.partition("+")
+    return int(settle), int(width)
+
+
+def print_positions(laps: dict[str, list[list[float]]], args: argparse.Namespace) -> None:
+    hot = [statistics.median(w[k] for w in laps["hot"]) for k in range(args.steps)]
+    print(f"median step by position in a window of {args.steps}, after a {args.gap * 1e3:.0f} ms "
+          f"gap ({args.rounds} rounds); ratio to hot in brackets")
+    for condition in CONDITIONS:
+        medians = [statistics.median(w[k] for w in laps[condition]) for k in range(args.steps)]
+        print(f"{condition:5} " + "  ".join(f"{m * 1e3:.2f} ms ({m / h:.2f})"
+                                             for m, h in zip(medians, hot, strict=True)))
+
+
+def spans(steps: int) -> list[tuple[int, int]]:
+    """Positions from 0 in spans that widen with the distance from the window's start."""
+    edges = [0, 1, 5, 15, 25, 40, 60, 80, 100] + list(range(125, steps, 25)) + [steps]
+    return [(a, b) for a, b in zip(edges, edges[1:], strict=False) if a < b <= steps]
+
+
+def print_spans(laps: dict[str, list[list[float]]], args: argparse.Namespace) -> None:
+    steady = statistics.median(x for w in laps["steady"] for x in w)
+    print(f"median step by span of positions in a window of {args.steps}, after a "
+          f"{args.gap * 1e3:.0f} ms gap ({args.rounds} rounds), ÷ steady's median step "
+          f"({steady * 1e3:.2f} ms)")
+    print("      " + "  ".join(f"{a + 1:>3}-{b:<3}" for a, b in spans(args.steps)))
+    for condition in CONDITIONS:
+        print(f"{condition:6}" + "  ".join(
+            f"{statistics.median(x for w in laps[condition] for x in w[a:b]) / steady:7.3f}"
+            for a, b in spans(args.steps)))
+
+
+def turn_step(windows: list[list[float]], settle: int, width: int) -> float:
+    """The headline's mean step in a turn of `settle` steps and two windows of `width`: the
+    median over rounds of each window place's mean step, the two places weighed alike."""
+    places = [statistics.median(statistics.mean(w[a:a + width]) for w in windows)
+              for a in (settle, settle + width)]
+    return statistics.mean(places)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--gap", type=float, default=0.06, help="seconds idle before a window")
@@ -109,7 +157,12 @@ def main() -> None:
     parser.add_argument("--autotune", choices=("on", "off"), default="on",
                         help="tf.data's autotuner")
     parser.add_argument("--json", help="also write every lap here")
+    parser.add_argument("--design", action="append", default=[], type=design,
+                        help="S+W: what S settling steps and two windows of W steps read "
+                             "(repeatable; S + 2W at most --steps)")
     args = parser.parse_args()
+    if any(s + 2 * w > args.steps for s, w in args.design):
+        parser.error("--design S+W needs S + 2W steps in a window: raise --steps")
 
     context = multiprocessing.get_context("spawn")
     ours, theirs = context.Pipe()
@@ -156,13 +209,15 @@ def main() -> None:
         other.join(timeout=30)
         if other.is_alive():
             other.kill()
-    hot = [statistics.median(w[k] for w in laps["hot"]) for k in range(args.steps)]
-    print(f"median step by position in a window of {args.steps}, after a {args.gap * 1e3:.0f} ms "
-          f"gap ({args.rounds} rounds); ratio to hot in brackets")
-    for condition in CONDITIONS:
-        medians = [statistics.median(w[k] for w in laps[condition]) for k in range(args.steps)]
-        print(f"{condition:5} " + "  ".join(f"{m * 1e3:.2f} ms ({m / h:.2f})"
-                                             for m, h in zip(medians, hot, strict=True)))
+    if args.steps <= 30:
+        print_positions(laps, args)
+    else:
+        print_spans(laps, args)
+    for settle, width in args.design:
+        steady = statistics.median(statistics.mean(w) for w in laps["steady"])
+        print(f"a turn of {settle} settling steps and two windows of {width}, headline ÷ steady: "
+              + "  ".join(f"{c} {steady / turn_step(laps[c], settle, width):.3f}"
+                          for c in CONDITIONS))
     if args.json:
         with open(args.json, "w") as out:
             json.dump(laps, out)
