@@ -12,12 +12,12 @@ untimed steps (a variant idle at the gate runs its first steps cold), then two w
   one starts: the per-step samples (the typical step, the spread), and, held against the
   unobserved window of the same turn, what observing each step costs.
 
-A window starts with the machine's pipeline of steps empty (after a host sync, or the gate) and
-ends with one sync: about a step's time that a loop running on does not pay. So that this stays
-a small share of the window, a window lasts at least `min_window_s`: before the first turn's
-first window the loop lengthens both windows of every turn alike to that time at its step time
-so far (at most MAX_WINDOW_GROWTH times `window_steps`, which bounds what a loop must plan for
-up front).
+Windows of a few short steps read a few percent below a loop running on (measured on CPUs, where
+a step's call returns with the step done; on a GPU a window also starts with nothing queued and
+ends waiting for the queue to drain). So a window lasts at least `min_window_s`: before the first
+turn's first window the loop lengthens both windows of every turn alike to that time at its step
+time so far (at most MAX_WINDOW_GROWTH times `window_steps`, which bounds what a loop must plan
+for up front).
 
 Completion times come from whoever sees a step finish: Keras' own callback thread for `fit`
 (it brings each step's logs to the host there), the host sync of the custom loop. The traced
