@@ -22,7 +22,8 @@ condition, as a share of the `steady` speed: the mean step of each window, the h
 first in half the turns and second in the other half, as a run's turns place it. A plain Keras
 MLP on synthetic data, a custom-loop step that brings the loss to the host every step (on a CPU
 the step's call returns with the step done, so this times each step without a sync of its own).
-Usage (about a minute here):
+`--threads N` and `--cpu K` set the measured process's thread pools and pin it to one CPU. Usage
+(about a minute here):
     python tests/benchmarks/cold_start.py --gap 0.06 --rounds 150
     python tests/benchmarks/cold_start.py --gap 0.2 --rounds 50 --steps 150 --design 24+16 --design 24+48
 """
@@ -31,7 +32,9 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import multiprocessing
+import os
 import random
 import statistics
 import time
@@ -42,13 +45,18 @@ CONDITIONS = ("hot", "steady", "idle", "busy", "spin")
 SPINNERS = 2
 
 
-def training_step(tensor_input: bool = False, autotune: bool = True) -> Callable[[], float]:
+def training_step(tensor_input: bool = False, autotune: bool = True,
+                  threads: int = 0) -> Callable[[], float]:
     """A warmed-up training step of a small MLP (784-256-128-10, batch 64) on a cached,
     shuffled, prefetched tf.data pipeline (or, with `tensor_input`, one fixed batch of it); each
-    call runs one step and returns its loss."""
+    call runs one step and returns its loss. `threads` > 0 sets TensorFlow's intra- and inter-op
+    thread pools to that many threads each (0: as TensorFlow sets them)."""
     import numpy as np
     import tensorflow as tf
 
+    if threads:
+        tf.config.threading.set_intra_op_parallelism_threads(threads)
+        tf.config.threading.set_inter_op_parallelism_threads(threads)
     tf.random.set_seed(0)
     rng = np.random.default_rng(0)
     x = rng.random((10000, 784), dtype=np.float32)
@@ -145,6 +153,14 @@ def turn_step(windows: list[list[float]], settle: int, width: int) -> float:
     return statistics.mean(places)
 
 
+def window_spread(windows: list[list[float]], settle: int, width: int) -> tuple[float, float]:
+    """How a turn's first window moves from round to round (SD of its log rate), and how its
+    two windows move together (the correlation of their log rates)."""
+    first = [math.log(statistics.mean(w[settle:settle + width])) for w in windows]
+    second = [math.log(statistics.mean(w[settle + width:settle + 2 * width])) for w in windows]
+    return statistics.stdev(first), statistics.correlation(first, second)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--gap", type=float, default=0.06, help="seconds idle before a window")
@@ -157,6 +173,9 @@ def main() -> None:
     parser.add_argument("--autotune", choices=("on", "off"), default="on",
                         help="tf.data's autotuner")
     parser.add_argument("--json", help="also write every lap here")
+    parser.add_argument("--threads", type=int, default=0,
+                        help="intra- and inter-op threads of the measured process (0: TF's own)")
+    parser.add_argument("--cpu", type=int, help="pin the measured process to this CPU")
     parser.add_argument("--design", action="append", default=[], type=design,
                         help="S+W: what S settling steps and two windows of W steps read "
                              "(repeatable; S + 2W at most --steps)")
@@ -174,7 +193,9 @@ def main() -> None:
         context.Process(target=spinner, args=(answer,), daemon=True).start()
         spinners.append(ask)
     try:
-        run = training_step(args.input == "tensor", args.autotune == "on")
+        if args.cpu is not None:  # this process only: the other process and the spinners roam
+            os.sched_setaffinity(0, {args.cpu})
+        run = training_step(args.input == "tensor", args.autotune == "on", args.threads)
         for ask in spinners:
             ask.recv()  # ready
         if ours.recv() != "ready":
@@ -218,6 +239,10 @@ def main() -> None:
         print(f"a turn of {settle} settling steps and two windows of {width}, headline ÷ steady: "
               + "  ".join(f"{c} {steady / turn_step(laps[c], settle, width):.3f}"
                           for c in CONDITIONS))
+        print("  its first window from round to round, SD of the log rate (the two windows' "
+              "correlation): " + "  ".join(
+                  "{} {:.3f} ({:.2f})".format(c, *window_spread(laps[c], settle, width))
+                  for c in CONDITIONS))
     if args.json:
         with open(args.json, "w") as out:
             json.dump(laps, out)
