@@ -21,7 +21,7 @@ S+W` it also prints what a turn of S settling steps and two windows of W steps r
 condition, as a share of the `steady` speed: the mean step of each window, the headline's window
 first in half the turns and second in the other half, as a run's turns place it. A plain Keras
 MLP on synthetic data, a custom-loop step that brings the loss to the host every step (on a CPU
-the step's call returns with the step done, so this times each step without a sync of its own).
+the step's call returns with the step done, so doing so adds no wait: call_sync.py).
 `--threads N` and `--cpu K` set the measured process's thread pools and pin it to one CPU. Usage
 (about a minute here):
     python tests/benchmarks/cold_start.py --gap 0.06 --rounds 150
