@@ -50,14 +50,11 @@ def main() -> None:
     args = parser.parse_args()
 
     import keras
-    import tensorflow as tf
-    from plain_loop import custom_train_step, make_strategy, seed_mlp, synthetic_examples
+    from plain_loop import custom_train_step, make_strategy, seed_dataset, seed_mlp
 
     strategy = make_strategy("mirrored" if args.replicas > 1 else "default", args.replicas)
     global_batch = 64 * args.replicas
-    data = (tf.data.Dataset.from_tensor_slices(synthetic_examples()).cache()
-            .shuffle(10_000, seed=0).repeat().batch(global_batch, drop_remainder=True)
-            .prefetch(tf.data.AUTOTUNE))
+    data = seed_dataset(global_batch)
     model, optimizer = seed_mlp(strategy)
     train_step = custom_train_step(strategy, model, optimizer, global_batch)  # builds optimizer
 

@@ -40,8 +40,8 @@ from tests.benchmarks.intervals import bootstrap_median_interval  # noqa: E402
 from tests.benchmarks.plain_loop import (  # noqa: E402
     custom_train_step,
     make_strategy,
+    seed_dataset,
     seed_mlp,
-    synthetic_examples,
 )
 
 
@@ -74,7 +74,6 @@ def main() -> None:
     args = parser.parse_args()
 
     import keras
-    import tensorflow as tf
 
     from bench.training import loops
     from bench.training.objectives import CLASSIFIER
@@ -82,9 +81,7 @@ def main() -> None:
 
     strategy = make_strategy(args.strategy, args.replicas)
     global_batch = 64 * strategy.num_replicas_in_sync
-    dataset = (tf.data.Dataset.from_tensor_slices(synthetic_examples()).cache()
-               .shuffle(10_000, seed=0).repeat().batch(global_batch, drop_remainder=True)
-               .prefetch(tf.data.AUTOTUNE))
+    dataset = seed_dataset(global_batch)
     dist_dataset = strategy.experimental_distribute_dataset(dataset)
     model, optimizer = seed_mlp(strategy)
     kept: list[Any] = []  # every iterator lives to the end: destroying one may wait (epoch ends)

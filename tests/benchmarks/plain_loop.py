@@ -56,6 +56,23 @@ def synthetic_examples() -> tuple[np.ndarray, np.ndarray]:
     return x, y
 
 
+def seed_dataset(global_batch: int, repeat: bool = True, autotune: bool = True) -> Any:
+    """The synthetic examples, cached, shuffled, batched and prefetched as the tutorials feed
+    them; `repeat` makes it endless (one iterator can serve every epoch)."""
+    import tensorflow as tf
+
+    dataset = tf.data.Dataset.from_tensor_slices(synthetic_examples()).cache().shuffle(
+        10_000, seed=0)
+    if repeat:
+        dataset = dataset.repeat()
+    dataset = dataset.batch(global_batch, drop_remainder=True).prefetch(tf.data.AUTOTUNE)
+    if not autotune:
+        options = tf.data.Options()
+        options.autotune.enabled = False
+        dataset = dataset.with_options(options)
+    return dataset
+
+
 def seed_mlp(strategy: Any) -> tuple[Any, Any]:
     """The seed MLP (logits) and its Adam, made under the strategy's scope."""
     import keras
@@ -106,19 +123,10 @@ def main() -> None:
     args = parser.parse_args()
 
     import keras
-    import tensorflow as tf
 
     strategy = make_strategy(args.strategy, args.replicas)
     global_batch = 64 * strategy.num_replicas_in_sync
-    x, y = synthetic_examples()
-    dataset = tf.data.Dataset.from_tensor_slices((x, y)).cache().shuffle(10_000, seed=0)
-    if args.iterators == "one":
-        dataset = dataset.repeat()
-    dataset = dataset.batch(global_batch, drop_remainder=True).prefetch(tf.data.AUTOTUNE)
-    if args.autotune == "off":
-        options = tf.data.Options()
-        options.autotune.enabled = False
-        dataset = dataset.with_options(options)
+    dataset = seed_dataset(global_batch, args.iterators == "one", args.autotune == "on")
     steps = EXAMPLES // global_batch
     model, optimizer = seed_mlp(strategy)
     seconds: list[float] = []
