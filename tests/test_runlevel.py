@@ -1,5 +1,5 @@
 """The nightly gate's run-level test (bench.compare.runlevel): one figure per run, the candidate's
-runs against the store's, in yardstick steps."""
+runs against the store's, judged against the yardstick."""
 
 from __future__ import annotations
 
@@ -46,6 +46,31 @@ def test_a_quiet_store_does_not_make_a_tiny_shift_significant() -> None:
     assert test.status(0.01, runlevel.DECIDE) == "unchanged"
 
 
+def test_a_variant_that_follows_the_yardstick_by_half_is_judged_by_what_it_follows() -> None:
+    """Two replicas beside the one-threaded yardstick: a fast spell of the yardstick reads as a
+    slowdown in yardstick steps, not once the figure's slope on the yardstick is taken out."""
+    rng = np.random.default_rng(0)
+    stick = rng.normal(0.0, 0.05, 10)  # the yardstick's run figures, log seconds
+
+    def in_steps(y: float, noise: float) -> tuple[float, float]:
+        return 0.5 * y + noise - y, y  # the variant's seconds follow half the yardstick's
+
+    stored = [in_steps(y, e) for y, e in zip(stick, rng.normal(0.0, 0.005, 10), strict=True)]
+    fast = [in_steps(y, e) for y, e in ((-0.10, 0.003), (-0.09, -0.002), (-0.11, 0.0))]
+    divided = runlevel.run_test([f for f, _ in stored], [f for f, _ in fast])
+    assert divided is not None and divided.status(0.05, runlevel.DECIDE) == "regression"
+    test = runlevel.covariate_test(stored, fast)
+    assert test is not None and test.slope == pytest.approx(-0.5, abs=0.1)
+    assert test.df == 10 and abs(test.shift) < 0.01
+    assert test.status(0.05, runlevel.DECIDE) == "unchanged"
+    slower = [(f + math.log(1.10), y) for f, y in fast]  # the variant's own code slowed by 10%
+    caught = runlevel.covariate_test(stored, slower)
+    assert caught is not None and math.exp(caught.shift) == pytest.approx(1.10, rel=0.01)
+    assert caught.status(0.05, runlevel.DECIDE) == "regression"
+    assert runlevel.covariate_test(stored[:5], fast) is None  # too few runs to estimate a slope
+    assert runlevel.covariate_test([(0.0, 0.0)] * 8, fast[:1]) is None  # a still yardstick
+
+
 def test_re_runs_turn_a_suspect_into_a_verdict_in_yardstick_steps() -> None:
     rng = np.random.default_rng(3)
     history = [interleaved_run(rng, 24) for _ in range(7)]
@@ -58,6 +83,7 @@ def test_re_runs_turn_a_suspect_into_a_verdict_in_yardstick_steps() -> None:
     assert result.relative and result.confirmations == 2 and result.regressed
     assert verdict.status == "regression" and verdict.ratio == pytest.approx(1.3, rel=0.08)
     assert verdict.history_runs == 7 and "3 candidate run(s) vs 7 stored" in verdict.note
+    assert "following the yardstick by" in verdict.note  # 7 stored runs: the covariate's
     assert verdict.ci_low > 1.05  # in yardstick steps the machine's drift cancels
 
     same = interleaved_run(rng, 24)
@@ -77,6 +103,6 @@ def test_with_few_stored_runs_the_verdict_is_left_to_the_within_run_rule() -> No
 def test_the_gate_catches_a_10pct_slowdown_without_false_alarms_in_simulation() -> None:
     """The simulated machine of bench.compare.simulation.interleaved_run (calibrated on nightly
     stores here), 24 rounds per run as `bench nightly` runs the default scenario."""
-    rates = runlevel_rates(trials=60, shift=0.10, seed=5)
+    rates = runlevel_rates(trials=150, shift=0.10, seed=5)  # detection 0.57 over 300 trials
     assert rates["aa"] <= 1 / 60
     assert rates["detect"] >= 0.5

@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from bench.compare.yardstick import round_medians
+from bench.compare.yardstick import round_medians, yardstick_record
 from bench.record.model import VariantRecord
 
 Run = list[VariantRecord]
@@ -81,6 +81,7 @@ class RunFigures:
     variants: dict[tuple[Any, ...], VariantFigures] = field(default_factory=dict)
     device_kinds: tuple[str, ...] = ()
     data_sources: tuple[str, ...] = ()
+    yardstick: float | None = None  # the yardstick's own run figure, in seconds, when relative
 
     def named(self, variant_id: str) -> VariantFigures | None:
         """The variant of that id (the last, as a dict by id would keep)."""
@@ -89,7 +90,7 @@ class RunFigures:
 
     def to_json(self) -> dict[str, Any]:
         return {"relative": self.relative, "device_kinds": list(self.device_kinds),
-                "data_sources": list(self.data_sources),
+                "data_sources": list(self.data_sources), "yardstick": self.yardstick,
                 "variants": [[list(key), asdict(v)] for key, v in self.variants.items()]}
 
     @classmethod
@@ -98,7 +99,7 @@ class RunFigures:
             v["variant_id"], v["status"], v["min_effect"], tuple(v["median"]), tuple(v["figure"]))
             for key, v in data["variants"]}
         return cls(data["relative"], variants, tuple(data["device_kinds"]),
-                   tuple(data["data_sources"]))
+                   tuple(data["data_sources"]), data.get("yardstick"))
 
 
 def _step_figures(record: VariantRecord, medians: np.ndarray | None
@@ -134,6 +135,9 @@ def run_figures(records: Run) -> RunFigures:
     rounds = round_medians(records)
     medians = np.asarray(rounds, dtype=float) if rounds is not None else None
     out = RunFigures(relative=rounds is not None)
+    if rounds is not None:
+        stick = yardstick_record(records)
+        out.yardstick = run_figure(stick) if stick is not None else None
     counted = [r for r in records if r.counts_as_variant]
     for rec in counted:
         key = identity(rec)

@@ -12,6 +12,15 @@ pooled-variance t-test on the figures decides. A slowdown counts when t is beyon
 99% critical value and the shift exceeds the minimum effect; a looser bar (90%, half the effect)
 picks the suspects worth re-running. Each re-run adds a candidate figure, so confirmation adds
 power instead of asking three noisy runs to clear a strict bar each.
+
+Dividing by the yardstick round by round assumes a variant feels a spell that lasts a whole run
+as the one-threaded yardstick does. Not always: in one hour's runs here, two-replica variants
+followed the yardstick's run figure by about 0.6, so a fast spell of the yardstick read as their
+slowdown, and the re-runs, sharing the spell, confirmed it. Once the store holds
+`FOLLOW_STORE_RUNS` runs the yardstick's run figure is therefore also a covariate (analysis of
+covariance): one fit estimates, from the stored and candidate runs alike, how far the figure in
+yardstick steps still moves with it, and judges the candidate's shift with that taken out. Where
+a variant follows the yardstick exactly, that slope is about 0 and the test is the one before.
 """
 
 from __future__ import annotations
@@ -32,6 +41,7 @@ Run = list[VariantRecord]
 
 STORE_RUNS = 10  # the store's most recent runs that make the baseline sample
 MIN_STORE_RUNS = 3  # fewer stored runs give no usable spread; the gate falls back
+FOLLOW_STORE_RUNS = 6  # stored runs before the gate estimates how a variant follows the yardstick
 SD_FLOOR = 0.01  # a lucky quiet store must not make 1% look significant
 
 SUSPECT = (0.90, 0.5)  # (one-sided level, share of the minimum effect) that earns a re-run
@@ -42,15 +52,17 @@ DECIDE = (0.99, 1.0)  # what a regression must clear with every candidate run co
 class RunTest:
     """Candidate runs vs stored runs of one variant, in log space."""
 
-    shift: float  # mean candidate figure - mean stored figure
+    shift: float  # mean candidate figure - mean stored figure (less what follows the yardstick)
     sd: float  # pooled run-to-run standard deviation (floored)
     df: int
     store_runs: int
     candidate_runs: int
+    unit: float  # the shift's standard error per unit of sd
+    slope: float | None = None  # of the figure on the yardstick's run figure, if estimated
 
     @property
     def se(self) -> float:
-        return self.sd * math.sqrt(1 / self.store_runs + 1 / self.candidate_runs)
+        return self.sd * self.unit
 
     @property
     def t(self) -> float:
@@ -81,12 +93,62 @@ def run_test(stored: list[float], candidate: list[float]) -> RunTest | None:
         sum((y - np.mean(candidate)) ** 2 for y in candidate)
     df = k + n - 2
     sd = max(math.sqrt(squares / df), SD_FLOOR)
-    return RunTest(float(np.mean(candidate) - np.mean(stored)), sd, df, k, n)
+    return RunTest(float(np.mean(candidate) - np.mean(stored)), sd, df, k, n,
+                   math.sqrt(1 / k + 1 / n))
+
+
+def covariate_test(stored: list[tuple[float, float]], candidate: list[tuple[float, float]]
+                   ) -> RunTest | None:
+    """The comparison with the yardstick's run figure as a covariate: each run is (the variant's
+    figure, the yardstick's), and one least-squares fit gives the candidate's shift and the
+    figure's slope on the yardstick, shared by both groups. None with fewer than
+    `FOLLOW_STORE_RUNS` stored runs or a yardstick that did not move within the runs."""
+    k, n = len(stored), len(candidate)
+    if k < FOLLOW_STORE_RUNS or n < 1:
+        return None
+    figure = np.asarray([f for f, _ in [*stored, *candidate]])
+    stick = np.asarray([y for _, y in [*stored, *candidate]])
+    design = np.column_stack([np.ones(k + n), np.r_[np.zeros(k), np.ones(n)], stick])
+    if np.linalg.matrix_rank(design) < 3:  # the yardstick did not move within the groups
+        return None
+    coef, *_ = np.linalg.lstsq(design, figure, rcond=None)
+    residual = figure - design @ coef
+    df = k + n - 3
+    sd = max(math.sqrt(float(residual @ residual) / df), SD_FLOOR)
+    unit = math.sqrt(float(np.linalg.inv(design.T @ design)[1, 1]))
+    return RunTest(float(coef[1]), sd, df, k, n, unit, float(coef[2]))
 
 
 def _figures(runs: Sequence[RunFigures], name: str, relative: bool) -> list[float]:
     found = (run.named(name) for run in runs)
     return [f for v in found if v is not None and (f := v.figure_in(relative)) is not None]
+
+
+def _with_yardstick(runs: Sequence[RunFigures], name: str) -> list[tuple[float, float]]:
+    """(the variant's figure in yardstick steps, the yardstick's own in seconds) of each run that
+    has both."""
+    out = []
+    for run in runs:
+        found = run.named(name)
+        figure = found.figure_in(True) if found is not None else None
+        if figure is not None and run.yardstick is not None:
+            out.append((figure, run.yardstick))
+    return out
+
+
+def _test(stored: Sequence[RunFigures], candidates: Sequence[RunFigures], name: str,
+          relative: bool) -> tuple[RunTest | None, list[float], list[float]]:
+    """The variant's test, by covariate where the store allows, and the stored and candidate
+    figures it judged; by covariate, each as it would read at the stored runs' mean yardstick."""
+    if relative:
+        base, cand = _with_yardstick(stored, name), _with_yardstick(candidates, name)
+        test = covariate_test(base, cand)
+        if test is not None and test.slope is not None:
+            slope, at = test.slope, float(np.mean([y for _, y in base]))
+            return (test, [f - slope * (y - at) for f, y in base],
+                    [f - slope * (y - at) for f, y in cand])
+    base_f, cand_f = _figures(stored, name, relative), _figures(candidates, name, relative)
+    return run_test(base_f, cand_f), base_f, cand_f
 
 
 def usable(history: Sequence[Run | RunFigures]) -> bool:
@@ -97,8 +159,9 @@ def run_level(first: Comparison, history: Sequence[Run | RunFigures],
               candidate_runs: Sequence[Run | RunFigures], bar: tuple[float, float] = DECIDE
               ) -> Comparison:
     """A copy of `first` (the nightly run's comparison with the store) with its ok-vs-ok
-    verdicts decided by `run_test` at `bar`; variants with too few stored runs keep theirs. Step
-    figures become run figures (in yardstick steps when every run has the yardstick). Runs may
+    verdicts decided by `covariate_test` or `run_test` at `bar`; variants with too few stored runs
+    keep theirs. Step figures become run figures (judged against the yardstick when every run has
+    it: as a covariate once the store allows, in yardstick steps before). Runs may
     be given as records or as their figures (bench.compare.figures), computed once per run."""
     stored = [_figures_of(run) for run in history[-STORE_RUNS:]]
     candidates = [_figures_of(run) for run in candidate_runs]
@@ -107,9 +170,7 @@ def run_level(first: Comparison, history: Sequence[Run | RunFigures],
     for verdict in result.verdicts:
         if verdict.status not in ("regression", "improvement", "unchanged"):
             continue
-        stored_figures = _figures(stored, verdict.key, relative)
-        candidate_figures = _figures(candidates, verdict.key, relative)
-        test = run_test(stored_figures, candidate_figures)
+        test, stored_figures, candidate_figures = _test(stored, candidates, verdict.key, relative)
         if test is None:
             continue
         each = ", ".join(f"×{math.exp(f - np.mean(stored_figures)):.3f}" for f in candidate_figures)
@@ -122,8 +183,10 @@ def run_level(first: Comparison, history: Sequence[Run | RunFigures],
         verdict.p_value = None
         verdict.history_runs = test.store_runs
         verdict.between_run_cv = test.sd
+        following = (f"following the yardstick by {1 + test.slope:.2f}, "
+                     if test.slope is not None else "")
         verdict.note = (f"run-level: {test.candidate_runs} candidate run(s) vs "
-                        f"{test.store_runs} stored, run-to-run sd {test.sd:.1%}, "
+                        f"{test.store_runs} stored, {following}run-to-run sd {test.sd:.1%}, "
                         f"t = {test.t:.2f} (a regression needs "
                         f"{t_quantile(test.df, bar[0]):.2f} and > +{effect * bar[1]:.1%}); "
                         f"each candidate run {each}")

@@ -22,14 +22,15 @@ from bench.record.model import VariantRecord
 Run = list[VariantRecord]
 
 
-def _yardstick(run: Run) -> VariantRecord | None:
+def yardstick_record(run: Run) -> VariantRecord | None:
+    """The run's ok yardstick, if it has one."""
     return next((r for r in run if r.control_role == "yardstick" and r.ok), None)
 
 
 def round_medians(run: Run) -> list[float] | None:
     """The yardstick's median step in each round, when every ok variant of the run ran in its
     rounds (None otherwise)."""
-    stick = _yardstick(run)
+    stick = yardstick_record(run)
     if stick is None or not stick.interleave:
         return None
     windows = stick.timed_windows
