@@ -23,7 +23,7 @@ import shutil
 import sys
 import tempfile
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from pathlib import Path
 
 from rich.console import Console
@@ -102,12 +102,9 @@ def main() -> None:
     for i in range(args.start, len(runs)):
         line = []
         for name in flagged:
-            with tempfile.TemporaryDirectory() as tmp:
-                if name == "divisor":
-                    with divisor_only():
-                        result = judge_night(runs, i, args.slowdown, Path(tmp))
-                else:
-                    result = judge_night(runs, i, args.slowdown, Path(tmp))
+            gate_as = divisor_only() if name == "divisor" else nullcontext()
+            with tempfile.TemporaryDirectory() as tmp, gate_as:
+                result = judge_night(runs, i, args.slowdown, Path(tmp))
             if result is None:
                 break
             flagged[name] += bool(result["regressed"])
