@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from bench.compare.yardstick import round_medians, yardstick_record
+from bench.compare.yardstick import round_medians
 from bench.record.model import VariantRecord
 
 Run = list[VariantRecord]
@@ -134,10 +134,8 @@ def run_figures(records: Run) -> RunFigures:
     """The run's figures: one pass over its samples."""
     rounds = round_medians(records)
     medians = np.asarray(rounds, dtype=float) if rounds is not None else None
-    out = RunFigures(relative=rounds is not None)
-    if rounds is not None:
-        stick = yardstick_record(records)
-        out.yardstick = run_figure(stick) if stick is not None else None
+    out = RunFigures(relative=rounds is not None,
+                     yardstick=_trimmed_log_mean(medians) if medians is not None else None)
     counted = [r for r in records if r.counts_as_variant]
     for rec in counted:
         key = identity(rec)

@@ -22,15 +22,14 @@ from bench.record.model import VariantRecord
 Run = list[VariantRecord]
 
 
-def yardstick_record(run: Run) -> VariantRecord | None:
-    """The run's ok yardstick, if it has one."""
+def _yardstick(run: Run) -> VariantRecord | None:
     return next((r for r in run if r.control_role == "yardstick" and r.ok), None)
 
 
 def round_medians(run: Run) -> list[float] | None:
     """The yardstick's median step in each round, when every ok variant of the run ran in its
     rounds (None otherwise)."""
-    stick = yardstick_record(run)
+    stick = _yardstick(run)
     if stick is None or not stick.interleave:
         return None
     windows = stick.timed_windows
