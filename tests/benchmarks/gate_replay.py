@@ -32,7 +32,8 @@ from bench import results
 from bench.compare import runlevel
 from bench.nightly import gate
 
-COPIED = (results.VARIANTS_FILE, "scenario.toml", "environment.json", "timing.json")
+COPIED = (results.VARIANTS_FILE, results.SCENARIO_FILE, results.ENVIRONMENT_FILE,
+          results.TIMING_FILE)
 
 
 def slowed(run: Path, factor: float, into: Path) -> Path:
@@ -53,11 +54,6 @@ def slowed(run: Path, factor: float, into: Path) -> Path:
     return out
 
 
-def confirmations(run: Path) -> list[Path]:
-    found = run / results.CONFIRMATIONS_DIR
-    return sorted(d for d in found.iterdir() if results.is_run_dir(d)) if found.is_dir() else []
-
-
 @contextmanager
 def divisor_only() -> Iterator[None]:
     """The gate as it was before the covariate: the yardstick only ever divides."""
@@ -72,7 +68,7 @@ def divisor_only() -> Iterator[None]:
 def judge_night(runs: list[Path], i: int, factor: float, work: Path) -> dict | None:
     """Night `i` against the runs before it; its comparison (as the gate writes it), or None
     when it has no re-runs to stand for a confirmation."""
-    reruns = confirmations(runs[i]) or runs[i + 1:i + 3]
+    reruns = results.confirmation_dirs(runs[i]) or runs[i + 1:i + 3]
     if len(reruns) < 2:
         return None
     store = work / "store"
