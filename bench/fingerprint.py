@@ -14,6 +14,7 @@ import re
 import socket
 import subprocess
 import sys
+from collections.abc import Mapping
 from datetime import UTC, datetime
 from importlib import metadata
 from pathlib import Path
@@ -63,6 +64,34 @@ def cpu_identity() -> str:
     """The CPU as far as its speed goes: model, matmul flags and usable CPUs,
     e.g. "AMD EPYC [avx2 fma] x2"."""
     return f"{cpu_model()} [{' '.join(cpu_flags())}] x{usable_cpus()}"
+
+
+def machine(env: Mapping[str, Any]) -> dict[str, Any]:
+    """A run's machine as far as its speed goes, from its environment.json: CPU model, matmul
+    flags, CPU count and GPUs by name; only the fields the run recorded. Not the hostname: a
+    pool's identical machines share one baseline, and a VM keeps its name when its CPU changes."""
+    found = {k: env[k] for k in ("cpu_model", "cpu_flags", "cpu_count") if env.get(k) is not None}
+    if isinstance(env.get("gpus"), list):
+        found["gpus"] = sorted(str(gpu.get("name")) for gpu in env["gpus"] if isinstance(gpu, dict))
+    return found
+
+
+def same_machine(a: Mapping[str, Any], b: Mapping[str, Any]) -> bool:
+    """Equal in every field both recorded (a run written before a field existed matches on the
+    rest)."""
+    return all(a[k] == b[k] for k in a.keys() & b.keys())
+
+
+def describe_machine(found: Mapping[str, Any]) -> str:
+    """One line for a `machine()`, e.g. "AMD EPYC [avx2 fma] x2" or "... x64 + 8 NVIDIA A100"."""
+    text = str(found.get("cpu_model") or "unknown CPU")
+    if "cpu_flags" in found:
+        text += f" [{' '.join(found['cpu_flags'])}]"
+    if "cpu_count" in found:
+        text += f" x{found['cpu_count']}"
+    for name in sorted(set(found.get("gpus", []))):
+        text += f" + {found['gpus'].count(name)} {name}"
+    return text
 
 
 GPU_FIELDS = ("index", "uuid", "name", "memory.total", "driver_version", "compute_cap")

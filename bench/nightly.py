@@ -1,6 +1,7 @@
 """`bench nightly`: run the nightly scenarios into a baseline store, gate, report.
 
-Each scenario's new run is compared with the store's earlier runs of the same scenario. Once the
+Each scenario's new run is compared with the store's earlier runs of the same scenario on the same
+machine (bench.fingerprint.machine; a new machine starts its own baseline in the store). Once the
 store holds a few runs, each variant is judged by whole runs (bench.compare.runlevel): one figure
 per run, in yardstick steps, and suspected regressions are re-run so the test has several
 candidate runs against the store's. Before that, as `bench compare STORE RUN` would, and a
@@ -24,9 +25,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from rich.console import Console
+from rich.markup import escape
 
 from bench import results
-from bench.compare import runlevel
+from bench.compare import runlevel, stores
 from bench.compare.detector import DEFAULT_ALPHA, Comparison, compare_records
 from bench.compare.figures import RunFigures, run_figures
 from bench.compare.stores import Store, candidate, load_store, prune_traces, write_reports
@@ -80,11 +82,19 @@ def gate(run_dir: Path, store: Path, out_dir: Path, console: Console,
     """
     records, scenario = candidate(run_dir)
     records = pinned(records)
-    baseline = load_store(store, scenario, exclude=run_dir, select=pinned)
+    baseline = load_store(store, scenario, exclude=run_dir, select=pinned,
+                          machine=stores.run_machine(run_dir))
     if baseline is None:
         console.print(f"[yellow]{scenario}: no earlier run in {store}; this run starts the "
                       "baseline store[/]")
         return None
+    if not baseline.dirs:
+        why = stores.no_baseline_here(store, scenario, run_dir, baseline)
+        console.print(f"[yellow]{escape(why)}; this run starts this machine's baseline[/]")
+        return None
+    if baseline.elsewhere:
+        console.print(f"{len(baseline.elsewhere)} stored run(s) of {scenario} ran on another "
+                      "machine: set aside")
     confirming = rerun is not None and confirm_runs > 0
     by_runs = runlevel.usable(baseline.history)
     figures = stored_figures(baseline, out_dir)

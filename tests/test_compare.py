@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from bench import results
+from bench import fingerprint, results
 from bench.compare.detector import compare_records, compare_samples, mann_whitney_p
 from bench.compare.simulation import rates, synthetic_run
 from bench.record.model import VariantRecord
@@ -93,11 +93,15 @@ def test_different_device_kinds_are_refused_unless_forced(variants) -> None:
     assert not forced.refused and "forced" in forced.verdicts[0].note
 
 
-def write_run(root: Path, variants, scale: float, seed: int) -> Path:
+def write_run(root: Path, variants, scale: float, seed: int, cpu: str | None = None) -> Path:
+    """A run of synthetic records; with `cpu`, an environment.json naming that CPU model."""
     rng = np.random.default_rng(seed)
     run_dir = results.create_run_dir(root, "cmp")
     results.write_json(run_dir / results.VARIANTS_FILE,
                        [v.model_dump(mode="json", by_alias=True) for v in variants])
+    if cpu is not None:
+        results.write_json(run_dir / results.ENVIRONMENT_FILE,
+                           {**fingerprint.environment(), "cpu_model": cpu})
     for v in variants:
         results.append_record(run_dir, record(v, scale, rng))
     return run_dir
@@ -134,6 +138,47 @@ def test_cli_exit_codes_and_reports(tmp_path: Path, variants) -> None:
     unusable = bench("compare", str(base), str(tmp_path / "nowhere"))
     assert unusable.returncode == 2 and "not a bench run directory" in unusable.stderr
     assert "Traceback" not in unusable.stderr
+
+
+def test_stored_runs_of_another_machine_are_no_baseline(tmp_path: Path, variants) -> None:
+    from rich.console import Console
+
+    from bench.nightly import gate
+
+    store = tmp_path / "store"
+    for seed in (20, 21):  # a faster machine's runs: 30% quicker
+        write_run(store, variants, 0.7, seed, cpu="Intel Xeon Platinum 8481C")
+    cand = write_run(tmp_path / "cand", variants, 1.0, 22, cpu="AMD EPYC")
+    refused = bench("compare", str(store), str(cand))
+    assert refused.returncode == 2, refused.stdout + refused.stderr
+    line = refused.stderr.strip()
+    assert "no run of scenario 'cmp' on this run's machine (AMD EPYC [" in line
+    assert "its 2 run(s) ran on Intel Xeon Platinum 8481C [" in line and "--force" in line
+    assert "\n" not in line and "Traceback" not in line
+    forced = bench("compare", str(store), str(cand), "--force")
+    assert forced.returncode == 1 and "REGRESSION" in forced.stdout  # the machine, not the code
+    write_run(store, variants, 1.0, 23, cpu="AMD EPYC")  # one run on the candidate's machine
+    mixed = bench("compare", str(store), str(cand))
+    assert mixed.returncode == 0, mixed.stdout + mixed.stderr
+    assert "2 run(s) of the baseline ran on another machine: set aside" in mixed.stdout
+    # the nightly gate starts a machine's own baseline rather than judge it by another's
+    console = Console(record=True, width=300)
+    elsewhere = tmp_path / "elsewhere"
+    write_run(elsewhere, variants, 0.7, 24, cpu="Intel Xeon Platinum 8481C")
+    assert gate(cand, elsewhere, tmp_path / "site", console) is None
+    assert "this run starts this machine's baseline" in console.export_text()
+    assert gate(cand, store, tmp_path / "site", console) is False
+
+
+def test_a_run_before_the_machine_fields_matches_on_the_rest() -> None:
+    old = fingerprint.machine({"cpu_model": "AMD EPYC", "cpu_count": 2})
+    new = fingerprint.machine({"cpu_model": "AMD EPYC", "cpu_count": 2, "cpu_flags": ["avx2"],
+                               "gpus": [], "hostname": "another-vm"})
+    assert fingerprint.same_machine(old, new) and fingerprint.same_machine(new, old)
+    assert not fingerprint.same_machine(new, {**new, "cpu_flags": ["avx2", "avx512f"]})
+    gpus = fingerprint.machine({"cpu_model": "x", "gpus": [{"name": "A100"}, {"name": "A100"}]})
+    assert fingerprint.describe_machine(gpus) == "x + 2 A100"
+    assert fingerprint.describe_machine(new) == "AMD EPYC [avx2] x2"
 
 
 def test_compare_imports_no_tensorflow() -> None:

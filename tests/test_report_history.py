@@ -46,8 +46,10 @@ def night(n: int, slower: dict[str, float] | None = None) -> list[dict[str, Any]
 
 
 def add_night(root: Path, n: int, slower: dict[str, float] | None = None,
-              traces: bool = False) -> Path:
+              traces: bool = False, cpu_model: str | None = None) -> Path:
     env = {**ENVIRONMENT, "started_at": f"2026-11-{n + 1:02d}T03:00:00+00:00"}
+    if cpu_model:
+        env["cpu_model"] = cpu_model
     run = write_run(root, f"report_test-202611{n + 1:02d}T030000Z", night(n, slower),
                     environment=env)
     if traces:
@@ -107,6 +109,25 @@ def test_the_trend_marks_what_the_gate_decides(tmp_path: Path) -> None:
     assert (dirs[1].name, "default-r1-fit-float32-gb64", "regression") in shown
     assert (dirs[5].name, "mirrored-r1-fit-float32-gb64", "regression") in shown
     assert "judged by whole runs" in page  # the run-level verdict says how it was reached
+
+
+def test_a_machine_change_is_no_step_in_the_trend_or_at_the_gate(tmp_path: Path) -> None:
+    slower = {vid: 1.3 for vid, *_ in SPECS}  # the variants, not the one-thread yardstick
+    for cpu in ("Test CPU", "Other CPU"):
+        root, reports = tmp_path / cpu, tmp_path / f"reports-{cpu}"
+        for n in range(5):
+            add_night(root, n)
+        fifth = add_night(root, 5, slower, cpu_model=cpu)
+        first_here = run_gate(fifth, root, reports)
+        second_here = run_gate(add_night(root, 6, slower, cpu_model=cpu), root, reports)
+        site = render_site([root], tmp_path / f"site-{cpu}").parent
+        shown = set(STEPS.findall((site / "scenario-report_test.html").read_text()))
+        if cpu == "Test CPU":  # the same machine, 30% slower: a step, and the gate flags it
+            assert first_here is True and second_here is False
+            assert shown == {(fifth.name, vid, "regression") for vid, *_ in SPECS}
+        else:  # another machine: it starts its own baseline, then is judged against it
+            assert first_here is None and second_here is False
+            assert shown == set()
 
 
 def test_a_night_the_gate_re_ran_is_marked_with_its_re_runs(tmp_path: Path) -> None:

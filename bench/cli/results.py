@@ -76,8 +76,8 @@ def compare(
         min=0, max=0.99, help="Smallest slowdown that counts (default: the scenario's "
                               "compare.min_effect, 0.05).")] = None,
     alpha: Annotated[float, typer.Option(min=1e-6, max=0.5, help="Significance level.")] = 0.01,
-    force: Annotated[bool, typer.Option(help="Compare even across device kinds or data sources."
-                                        )] = False,
+    force: Annotated[bool, typer.Option(help="Compare even across device kinds, data sources or "
+                                                  "machines (CPU model, flags, count; GPUs).")] = False,
     markdown: Annotated[Optional[Path], typer.Option(help="Write a Markdown report here.")] = None,
     json_out: Annotated[Optional[Path], typer.Option("--json", help="Write JSON here.")] = None,
     html: Annotated[Optional[Path], typer.Option(help="Write an HTML page here (default: beside "
@@ -101,7 +101,7 @@ def compare(
     in one interleaved run or across runs.
     """
     from bench.compare.detector import compare_records
-    from bench.compare.stores import Store, load_store, write_reports
+    from bench.compare.stores import Store, load_store, no_baseline_here, run_machine, write_reports
     from bench.compare.stores import candidate as candidate_run
     from bench.report.compare_page import html_path_beside, write_compare_html
     from bench.report.terminal import render_comparison
@@ -112,11 +112,18 @@ def compare(
     try:
         cand_records, scenario = candidate_run(candidate)
         store = (Store([candidate], [cand_records]) if same_run
-                 else load_store(baseline, scenario, exclude=candidate))
+                 else load_store(baseline, scenario, exclude=candidate,
+                                 machine=None if force else run_machine(candidate)))
     except (FileNotFoundError, ValueError) as exc:  # unreadable runs are bad input too
         raise BenchError(str(exc)) from None
     if store is None:
         raise BenchError(f"{baseline}: no run of scenario '{scenario}' to compare against")
+    if not store.dirs:
+        raise BenchError(f"{no_baseline_here(baseline, scenario, candidate, store)} "
+                         "(--force compares across machines)")
+    if store.elsewhere:
+        console.print(f"{len(store.elsewhere)} run(s) of the baseline ran on another machine: "
+                      "set aside (--force keeps them)")
     if baseline_env is not None and candidate_env is not None:
         from bench.compare.environments import gate
 

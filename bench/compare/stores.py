@@ -9,12 +9,12 @@ from __future__ import annotations
 import json
 import shutil
 from collections import OrderedDict
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from bench import results
+from bench import fingerprint, results
 from bench.compare.detector import Comparison, to_markdown
 from bench.errors import BenchError
 from bench.record.model import VariantRecord
@@ -61,6 +61,7 @@ class Store:
 
     dirs: list[Path]  # oldest first
     history: Sequence[Run]  # their records, read when looked at (StoredRuns)
+    elsewhere: list[Path] = field(default_factory=list)  # runs on other machines, set aside
 
     @property
     def newest(self) -> Path:
@@ -85,15 +86,37 @@ def candidate(run_dir: Path) -> tuple[Run, str]:
 
 
 def load_store(store: Path, scenario: str, exclude: Path,
-               select: Callable[[Run], Run] | None = None) -> Store | None:
+               select: Callable[[Run], Run] | None = None,
+               machine: Mapping[str, Any] | None = None) -> Store | None:
     """The store's runs of `scenario` other than `exclude`; None when there are none. Their
     records are read as a comparison looks at them, and only the last few are kept in memory;
-    `select` picks, of each run read, the records a comparison judges."""
+    `select` picks, of each run read, the records a comparison judges. With `machine`
+    (fingerprint.machine), runs on another machine are set aside in `Store.elsewhere`: the same
+    code runs at another speed there, so they are no baseline (`dirs` may then be empty)."""
     dirs = results.runs_of_scenario(store, scenario, exclude=exclude)
     if not dirs:
         return None
+    elsewhere = []
+    if machine is not None:
+        elsewhere = [d for d in dirs if not fingerprint.same_machine(run_machine(d), machine)]
+        dirs = [d for d in dirs if d not in elsewhere]
     cache = RecordsCache()
-    return Store(dirs, StoredRuns(dirs, cache if select is None else lambda d: select(cache(d))))
+    return Store(dirs, StoredRuns(dirs, cache if select is None else lambda d: select(cache(d))),
+                 elsewhere)
+
+
+def run_machine(run_dir: Path) -> dict[str, Any]:
+    """The machine a run ran on (fingerprint.machine of its environment.json; {} without one)."""
+    path = run_dir / results.ENVIRONMENT_FILE
+    return fingerprint.machine(results.read_json(path)) if path.exists() else {}
+
+
+def no_baseline_here(store: Path, scenario: str, run_dir: Path, found: Store) -> str:
+    """Why a store with runs of `scenario` holds no baseline for `run_dir`: all ran elsewhere."""
+    others = sorted({fingerprint.describe_machine(run_machine(d)) for d in found.elsewhere})
+    return (f"{store}: no run of scenario '{scenario}' on this run's machine "
+            f"({fingerprint.describe_machine(run_machine(run_dir))}); its "
+            f"{len(found.elsewhere)} run(s) ran on {'; '.join(others)}")
 
 
 def write_reports(result: Comparison, store: Store, run_dir: Path, markdown: Path | None,

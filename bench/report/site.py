@@ -28,7 +28,8 @@ from typing import Any
 import jinja2
 
 import bench
-from bench.compare.stores import RecordsCache, StoredRuns
+from bench import fingerprint
+from bench.compare.stores import RecordsCache, StoredRuns, run_machine
 from bench.errors import BenchError
 from bench.report import narrative, tables
 from bench.report.chart import Chart, template_script
@@ -205,9 +206,11 @@ def _run_inputs(writer: _Writer, entry: RunEntry) -> str:
 
 def _render_group(group: ScenarioGroup, entries: list[RunEntry], writer: _Writer,
                   read: RecordsCache) -> None:
-    """The group's run pages that changed, each run's steps against the runs before it, and the
-    scenario page; `group.runs` becomes the runs' summaries."""
+    """The group's run pages that changed, each run's steps against the runs before it on its
+    machine (as the nightly gate judges a night), and the scenario page; `group.runs` becomes the
+    runs' summaries."""
     out_dir = writer.out_dir
+    machines = [run_machine(entry.path) for entry in entries]
     chain = ""
     summaries: list[RunSummary] = []
     inputs = [_run_inputs(writer, entry) for entry in entries]
@@ -221,9 +224,10 @@ def _render_group(group: ScenarioGroup, entries: list[RunEntry], writer: _Writer
             summary = summarize(load_run(entry.path, read(entry.path), page=False, head=head))
         summary.page, summary.scenario_page = entry.page, entry.scenario_page
         if summary.steps_key != chain:
+            here = [j for j in range(i) if fingerprint.same_machine(machines[j], machines[i])]
             summary.steps = judge_run(summary.name, read(entry.path), summary.figures,
-                                      [s.figures for s in summaries],
-                                      StoredRuns([e.path for e in entries[:i]], read),
+                                      [summaries[j].figures for j in here],
+                                      StoredRuns([entries[j].path for j in here], read),
                                       [read(d) for d in confirmation_dirs(entry.path)])
             summary.steps_key = chain
         if due[i]:
