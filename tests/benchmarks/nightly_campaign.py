@@ -1,7 +1,8 @@
 """The nightly gate on real runs: false alarms on unchanged code, and injected slowdowns caught.
 
 Nights are real `bench nightly` runs of a scenario into a baseline store on this machine:
-1. two nights seed the store;
+1. two nights seed the store (or `--store DIR`: a copy of an earlier store of the same scenario,
+   on this machine, is the start, so the first A/A nights already meet a grown store);
 2. `--aa` nights of unchanged code, each gated against the store (which grows as a real
    nightly store does): any regression verdict is a false alarm;
 3. for each slowdown (`--slowdown N:LABEL`, an `extra_matmul` of N x N in every step), nights
@@ -73,13 +74,17 @@ def main() -> None:
     parser.add_argument("--nights", type=int, default=10, help="nights per slowdown")
     parser.add_argument("--only", action="append", default=[])
     parser.add_argument("--quick", action="store_true")
+    parser.add_argument("--store", type=Path, help="start from a copy of this store (no seed nights)")
     args = parser.parse_args()
 
     work = Path(tempfile.mkdtemp(prefix="bench-nightly-campaign-"))
     store, reports = work / "store", work / "reports"
     started = time.time()
     print(f"work dir {work}", flush=True)
-    for k in range(2):
+    if args.store:
+        shutil.copytree(args.store, store)
+        print(f"store: a copy of {args.store} ({len(list(store.iterdir()))} runs)", flush=True)
+    for k in range(0 if args.store else 2):
         print(f"seed night {k + 1}", flush=True)
         night(args.scenario, store, reports / f"seed{k}", args.only, args.quick)
     alarms = 0
