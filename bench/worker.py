@@ -68,6 +68,17 @@ def _task_identity() -> dict[str, Any] | None:
     return {"type": task.get("type"), "index": task.get("index")} if task else None
 
 
+def pair_sizing_file(variant: Variant) -> str | None:
+    """Where the run's A/A pair (its baseline and the control twin) agree on their windows'
+    length. Sized apart, from each one's own first steps, their windows would differ by a few
+    steps, and a short window's length moves its rate by about a step's share: the noise floor
+    would read that as noise."""
+    run_dir = ChildEnv.from_env().run_dir
+    if not run_dir or variant.control not in ("baseline", "twin"):
+        return None
+    return str(Path(run_dir) / "logs" / "control-window-steps")
+
+
 def _trace_window(variant: Variant, k: int) -> TraceWindow | None:
     """A profiler window after the timed steps, where the launcher asked for traces (not on a
     coordinator, which runs no step itself; unprofiled on a MultiWorkerMirrored worker other
@@ -247,7 +258,7 @@ def measure(variant: Variant, spawn_time: float, progress: ProgressFn) -> dict[s
     planned = Schedule(round_up(m.warmup_steps, k), steps, m.repeats, gate, settle,
                        trace.steps if trace else 0, 1 if coordinated else m.iterators,
                        # a cluster's tasks run the same steps; each would size its own
-                       0.0 if variant.is_cluster else m.min_window_s)
+                       0.0 if variant.is_cluster else m.min_window_s, pair_sizing_file(variant))
     arrays = (data_mod.numpy_feed(loaded, planned.longest().total_steps * global_batch)
               if variant.data.feed == "numpy" else None)
     with phases("loop"):

@@ -14,6 +14,8 @@ import os
 import random
 import statistics
 import time
+from dataclasses import replace
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -252,21 +254,10 @@ def test_a_loop_of_short_steps_runs_windows_of_the_least_duration() -> None:
     """A loop through LoopClock of 2 ms steps whose windows are planned at 3 steps and must last
     30 ms: from the first turn's settling steps it runs every turn's windows at about 15 steps,
     both alike, and its result says so."""
-    from bench.training.schedule import LoopClock
 
     schedule = Schedule(warmup_steps=3, window_steps=3, repeats=3, gate=Gate(None, 1.0),
                         settle_steps=4, min_window_s=0.03)
-    clock = LoopClock(schedule, lambda done, total: None)
-    step = 0
-    while step < clock.total:
-        if clock.wait_before(step):
-            clock.wait_for(step)
-        clock.begin(step)
-        time.sleep(0.002)
-        if clock.sync_after(step):
-            clock.end(step)
-        step += 1
-    clock.finish()
+    clock, step = run_clock(schedule, 0.002)
     result = clock.result([])
     assert result.schedule is not None
     sized = result.schedule.window_steps
@@ -275,6 +266,42 @@ def test_a_loop_of_short_steps_runs_windows_of_the_least_duration() -> None:
     windows = result.clocks["unobserved"] + result.clocks["observed"]
     assert len(windows) == 6 and min(windows) > 0.02  # the planned 3 steps took 6-7 ms
     assert [len(w) for w in result.samples["observed"]] == [sized] * 3
+
+
+def run_clock(schedule: Schedule, step_s: float) -> tuple[Any, int]:
+    """A loop of `step_s` steps through LoopClock, as bench's loops drive it; the clock and the
+    steps it ran."""
+    from bench.training.schedule import LoopClock
+
+    clock = LoopClock(schedule, lambda done, total: None)
+    step = 0
+    while step < clock.total:
+        if clock.wait_before(step):
+            clock.wait_for(step)
+        clock.begin(step)
+        time.sleep(step_s)
+        if clock.sync_after(step):
+            clock.end(step)
+        step += 1
+    clock.finish()
+    return clock, step
+
+
+def test_the_twins_run_windows_of_the_steps_the_first_of_them_chose(tmp_path: Path) -> None:
+    """The A/A pair shares a sizing file: the loop that sizes first (2 ms steps, ~15 steps to
+    last 30 ms) writes its windows' steps, and its twin (whose 6 ms steps alone would give 5)
+    runs windows of as many."""
+    shared = tmp_path / "control-window-steps"
+    schedule = Schedule(warmup_steps=3, window_steps=3, repeats=2, gate=Gate(None, 1.0),
+                        settle_steps=4, min_window_s=0.03, sizing_file=str(shared))
+    first, _ = run_clock(schedule, 0.002)
+    chosen = first.schedule.window_steps
+    assert 8 <= chosen <= 15 and shared.read_text() == str(chosen)
+    twin, steps = run_clock(schedule, 0.006)
+    assert twin.schedule.window_steps == chosen
+    assert steps == 3 + 2 * (4 + 2 * chosen)
+    alone, _ = run_clock(replace(schedule, sizing_file=None), 0.006)
+    assert alone.schedule.window_steps < 8  # what the twin would have run alone
 
 
 def test_headline_is_examples_over_the_window_clocks() -> None:
@@ -426,6 +453,10 @@ class TestInterleavedRun:
         roles = {r["variant_id"]: r["variant"]["control"] for r in interleaved.records}
         assert [roles[i] for i in ids[:3]] == ["baseline", "twin", "yardstick"]
         assert sum(role is not None for role in roles.values()) == 3
+        # the A/A pair runs windows of one length, chosen by the first of them to size them
+        pair = [r["measurement"]["window_steps"] for r in interleaved.records[:2]]
+        shared = interleaved.run_dir / "logs" / "control-window-steps"
+        assert pair == [int(shared.read_text())] * 2
 
     def test_no_two_variants_windows_overlap(self, interleaved: BenchRun) -> None:
         spans = sorted((start, end, r["variant_id"]) for r in interleaved.records

@@ -107,7 +107,8 @@ class Measurement(Section):
     settle_steps: int | None = field("untimed steps after each release at the gate")
     settling_s: Number | None = field("their time")
     window_steps: int | None = field(
-        "steps per window as run: [measure] steps, or more to last min_window_s")
+        "steps per window as run: [measure] steps, or more to last min_window_s (the A/A pair: "
+        "as the first of the two sized them)")
     gate_wait_s: Number | None = field("time waiting at the gate")
     gate_wait_by_segment: dict[str, Number] | None = field("that time per segment")
     window_s: list[Number] | None = field("wall clock of each unobserved window: the headline's")

@@ -33,9 +33,11 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
+from pathlib import Path
 from typing import Any
 
 from bench.protocol import TRACE, WINDOW, ProgressFn
+from bench.results import write_text_atomic
 from bench.scenario.schema import MAX_WINDOW_GROWTH
 from bench.timing import round_up
 from bench.training.gate import Gate
@@ -67,13 +69,21 @@ class Schedule:
     trace_steps: int = 0
     iterators: int = 1  # fresh input iterators, the turns spread evenly over them
     min_window_s: float = 0.0  # the windows' least duration, at the step time before the first
+    # A file the loop shares with its twin (the A/A pair of a run): the first of the two to size
+    # its windows writes their steps there, and the other runs windows of that many steps.
+    sizing_file: str | None = None
 
     def sized_for(self, step_s: float, steps_per_call: int = 1) -> Schedule:
         """The schedule with windows that last at least `min_window_s` at `step_s` per step, in
         whole calls, never shorter than planned nor longer than `longest()`'s."""
         if not self.min_window_s or not step_s > 0:
             return self
-        wanted = round_up(math.ceil(self.min_window_s / step_s), steps_per_call)
+        return self.with_window_steps(round_up(math.ceil(self.min_window_s / step_s),
+                                               steps_per_call))
+
+    def with_window_steps(self, wanted: int) -> Schedule:
+        """The schedule with windows of `wanted` steps, never shorter than planned nor longer
+        than `longest()`'s."""
         longest = self.longest().window_steps
         return replace(self, window_steps=min(longest, max(self.window_steps, wanted)))
 
@@ -267,13 +277,19 @@ class LoopClock:
 
     def _size_windows(self, first_window: int) -> None:
         """Before the first turn's first window: lengthen every turn's windows to
-        `min_window_s` at the step time so far. The steps before `first_window` keep their
-        places."""
+        `min_window_s` at the step time so far, or to the steps the twin's loop chose (the
+        schedule's `sizing_file`). The steps before `first_window` keep their places."""
         self._sized = True
-        step_s = self._step_time_before(first_window)
-        if step_s is None:
-            return
-        self.schedule = self.schedule.sized_for(step_s, self.k)
+        shared = Path(self.schedule.sizing_file) if self.schedule.sizing_file else None
+        if shared is not None and shared.exists():
+            self.schedule = self.schedule.with_window_steps(int(shared.read_text()))
+        else:
+            step_s = self._step_time_before(first_window)
+            if step_s is None:
+                return
+            self.schedule = self.schedule.sized_for(step_s, self.k)
+            if shared is not None:
+                write_text_atomic(shared, str(self.schedule.window_steps))
         self.steps = self.schedule.step_map()
         self.total = len(self.steps)
         self.spans = self.schedule.iterator_spans()
