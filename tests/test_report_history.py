@@ -121,13 +121,16 @@ def test_a_machine_change_is_no_step_in_the_trend_or_at_the_gate(tmp_path: Path)
         first_here = run_gate(fifth, root, reports)
         second_here = run_gate(add_night(root, 6, slower, cpu_model=cpu), root, reports)
         site = render_site([root], tmp_path / f"site-{cpu}").parent
-        shown = set(STEPS.findall((site / "scenario-report_test.html").read_text()))
+        page = (site / "scenario-report_test.html").read_text()
+        shown = set(STEPS.findall(page))
         if cpu == "Test CPU":  # the same machine, 30% slower: a step, and the gate flags it
             assert first_here is True and second_here is False
             assert shown == {(fifth.name, vid, "regression") for vid, *_ in SPECS}
+            assert "machine: " not in page
         else:  # another machine: it starts its own baseline, then is judged against it
             assert first_here is None and second_here is False
             assert shown == set()
+            assert page.count('"text":"machine: Other CPU x2"') == 1  # the trend's line
 
 
 def test_a_night_the_gate_re_ran_is_marked_with_its_re_runs(tmp_path: Path) -> None:

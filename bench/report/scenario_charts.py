@@ -6,7 +6,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from bench.report.chart import Chart, layout
+from bench import fingerprint
+from bench.report.chart import Chart, layout, line_shape
 from bench.report.history import Step
 from bench.report.runs import RunView
 from bench.report.summaries import RunSummary, summarize
@@ -33,7 +34,9 @@ def trend_chart(runs: Sequence[RunSummary | RunView], steps: Sequence[Step] = ()
                   "run of this scenario, oldest on the left; whiskers (or, over many runs, the "
                   "shaded band): interquartile range over steps. The axis shows start time and "
                   "commit. ▲ marks a run whose steps got slower than the runs before it and ▼ "
-                  "one that got faster, judged as the nightly gate judges a night.")
+                  "one that got faster, judged as the nightly gate judges a night: against the "
+                  "runs of its own machine. A dashed line marks where the machine changed (CPU "
+                  "model, flags or count, GPUs).")
     if len(runs) < 2:
         chart.note = "Only one run of this scenario so far; the trend appears from the second."
         return chart
@@ -77,10 +80,24 @@ def trend_chart(runs: Sequence[RunSummary | RunView], steps: Sequence[Step] = ()
                          "marker": {"symbol": symbol, "size": 14, "color": col,
                                     "line": {"color": "#ffffff", "width": 1}}})
     labels = list(xs.values())
+    shapes, notes = machine_changes(summaries)
     chart.figure = {"data": data, "layout": layout(
         440, yaxis={"title": {"text": "examples/s (the typical step)"}, "rangemode": "tozero"},
         xaxis={"type": "category", "categoryorder": "array", "categoryarray": labels,
                **({"nticks": 12} if long else {})},
-        legend={"font": {"size": 10}})}
+        legend={"font": {"size": 10}}, shapes=shapes, annotations=notes)}
     chart.shared = {"runs": labels}
     return chart
+
+
+def machine_changes(runs: Sequence[RunSummary]) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """A dashed line before each run whose machine differs from the run before it, and its label:
+    the same code runs at another speed there, so a step at the line is the machine's."""
+    shapes, notes = [], []
+    for i in range(1, len(runs)):
+        if not fingerprint.same_machine(runs[i].hardware, runs[i - 1].hardware):
+            shapes.append(line_shape("x", "paper", i - 0.5, i - 0.5, 0, 1))
+            notes.append({"x": i - 0.5, "xref": "x", "y": 1, "yref": "paper", "yanchor": "bottom",
+                          "xanchor": "left", "showarrow": False, "font": {"size": 10},
+                          "text": f"machine: {fingerprint.describe_machine(runs[i].hardware)}"})
+    return shapes, notes

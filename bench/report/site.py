@@ -29,7 +29,7 @@ import jinja2
 
 import bench
 from bench import fingerprint
-from bench.compare.stores import RecordsCache, StoredRuns, run_machine
+from bench.compare.stores import RecordsCache, StoredRuns
 from bench.errors import BenchError
 from bench.report import narrative, tables
 from bench.report.chart import Chart, template_script
@@ -210,7 +210,6 @@ def _render_group(group: ScenarioGroup, entries: list[RunEntry], writer: _Writer
     machine (as the nightly gate judges a night), and the scenario page; `group.runs` becomes the
     runs' summaries."""
     out_dir = writer.out_dir
-    machines = [run_machine(entry.path) for entry in entries]
     chain = ""
     summaries: list[RunSummary] = []
     inputs = [_run_inputs(writer, entry) for entry in entries]
@@ -224,7 +223,8 @@ def _render_group(group: ScenarioGroup, entries: list[RunEntry], writer: _Writer
             summary = summarize(load_run(entry.path, read(entry.path), page=False, head=head))
         summary.page, summary.scenario_page = entry.page, entry.scenario_page
         if summary.steps_key != chain:
-            here = [j for j in range(i) if fingerprint.same_machine(machines[j], machines[i])]
+            here = [j for j in range(i)
+                    if fingerprint.same_machine(summaries[j].hardware, summary.hardware)]
             summary.steps = judge_run(summary.name, read(entry.path), summary.figures,
                                       [summaries[j].figures for j in here],
                                       StoredRuns([entries[j].path for j in here], read),

@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from bench import fingerprint
 from bench.compare.figures import RunFigures, run_figures
 from bench.report.derived import iqr_whiskers, ok_with_throughput
 from bench.report.history import Step
@@ -34,6 +35,8 @@ class RunSummary:
     points: dict[str, list[float]]
     steps: list[Step] = field(default_factory=list)
     steps_key: str = ""  # the history the steps were judged against (bench.report.manifest)
+    # the machine as far as speed goes (fingerprint.machine)
+    hardware: dict[str, Any] = field(default_factory=dict)
     page: str = ""
     scenario_page: str = ""
 
@@ -46,7 +49,7 @@ class RunSummary:
                 "commit": self.commit, "machine": self.machine, "counts": self.counts,
                 "not_run": self.not_run, "figures": self.figures.to_json(),
                 "points": self.points, "steps": [s.to_json() for s in self.steps],
-                "steps_key": self.steps_key}
+                "steps_key": self.steps_key, "hardware": self.hardware}
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> RunSummary:
@@ -61,4 +64,5 @@ def summarize(run: RunView) -> RunSummary:
               for rec in ok_with_throughput(run)}
     return RunSummary(run.name, str(run.path), run.scenario_name, run.description,
                       run.started_at, run.commit, run.machine, counts, run.not_run,
-                      run_figures(run.records), points)
+                      run_figures(run.records), points,
+                      hardware=fingerprint.machine(run.environment))
