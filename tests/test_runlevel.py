@@ -4,6 +4,7 @@ runs against the store's, judged against the yardstick."""
 from __future__ import annotations
 
 import math
+import re
 
 import numpy as np
 import pytest
@@ -89,6 +90,21 @@ def test_re_runs_turn_a_suspect_into_a_verdict_in_yardstick_steps() -> None:
     same = interleaved_run(rng, 24)
     first = compare_records(history[-1], same, history=history, run_to_run=False)
     assert not runlevel.decide(first, history, [same]).regressed
+
+
+def test_a_night_at_a_speed_no_stored_run_had_says_its_verdicts_extrapolate() -> None:
+    rng = np.random.default_rng(6)
+    history = [interleaved_run(rng, 24) for _ in range(10)]
+    for speed, moved in ((1.0, False), (1.3, True), (0.75, True)):
+        night = interleaved_run(rng, 24, machine_speed=speed)
+        first = compare_records(history[-1], night, history=history, run_to_run=False)
+        result = runlevel.decide(first, history, [night])
+        assert (result.caveat is not None) == moved, (speed, result.caveat)
+        if moved:
+            took = float(re.search(r"steps took ×([0-9.]+)", result.caveat).group(1))
+            assert took == pytest.approx(1 / speed, rel=0.1)
+            assert "these verdicts extrapolate" in result.caveat
+            assert result.to_dict()["caveat"] == result.caveat
 
 
 def test_with_few_stored_runs_the_verdict_is_left_to_the_within_run_rule() -> None:

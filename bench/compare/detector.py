@@ -182,6 +182,7 @@ class Comparison:
     baseline_runs: int = 1  # runs behind the run-to-run check (1: a single baseline run)
     confirmations: int = 0  # re-runs of suspect variants behind `confirm`
     relative: bool = False  # step times judged relative to each run's yardstick
+    machine_moved: str | None = None  # the candidate's machine ran at a speed no stored run did
 
     @property
     def regressed(self) -> bool:
@@ -191,7 +192,7 @@ class Comparison:
     def caveat(self) -> str | None:
         """What a reader must know before trusting the verdicts, if anything."""
         if self.baseline_runs >= 2 or self.confirmations:
-            return None
+            return self.machine_moved
         return ("the baseline is a single run, so run-to-run variation is unknown: on a shared "
                 "machine whole variants drift 10-20% between runs of the same code, and a "
                 "within-run verdict may be that drift. Give a baseline store of 2 or more runs.")

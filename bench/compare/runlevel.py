@@ -44,6 +44,12 @@ MIN_STORE_RUNS = 3  # fewer stored runs give no usable spread; the gate falls ba
 FOLLOW_STORE_RUNS = 6  # stored runs before the gate estimates how a variant follows the yardstick
 SD_FLOOR = 0.01  # a lucky quiet store must not make 1% look significant
 
+# How far, in the stored runs' own SDs, the candidate's yardstick may move before its verdicts
+# say they extrapolate. Each of 28 nights of one speed against the 10 before it moved at most
+# 2.6 SDs, the 30% speed-up of 2026-11-28 5.5-5.9; with 10 stored runs of normal noise, 4 SDs
+# are passed about once in 240 nights (t, 9 degrees of freedom).
+MOVED_SDS = 4.0
+
 SUSPECT = (0.90, 0.5)  # (one-sided level, share of the minimum effect) that earns a re-run
 DECIDE = (0.99, 1.0)  # what a regression must clear with every candidate run counted
 
@@ -191,7 +197,31 @@ def run_level(first: Comparison, history: Sequence[Run | RunFigures],
                         f"{t_quantile(test.df, bar[0]):.2f} and > +{effect * bar[1]:.1%}); "
                         f"each candidate run {each}")
     result.relative = relative
+    result.machine_moved = machine_moved(stored, candidates) if relative else None
     return result
+
+
+def machine_moved(stored: Sequence[RunFigures], candidates: Sequence[RunFigures]) -> str | None:
+    """Why the verdicts may mislead when the candidate runs' yardstick ran further from the
+    stored runs' than `MOVED_SDS` of their SDs, else None. A machine that changes its speed
+    changes a variant's by its own share, not the yardstick's (one thread, 30% faster, against
+    a variant's 16-27% on the 2-core AMD on 2026-11-28): the figures in yardstick steps then
+    move with the machine, and the covariate's slope, fitted on the stored runs' narrower
+    spread, extrapolates."""
+    sticks = [run.yardstick for run in stored if run.yardstick is not None]
+    tonight = [run.yardstick for run in candidates if run.yardstick is not None]
+    if len(sticks) < MIN_STORE_RUNS or not tonight:
+        return None
+    mean, sd = float(np.mean(sticks)), max(float(np.std(sticks, ddof=1)), SD_FLOOR)
+    moved = float(np.mean(tonight)) - mean
+    if abs(moved) <= MOVED_SDS * sd:
+        return None
+    return (f"the yardstick's steps took ×{math.exp(moved):.2f} of the stored runs' (they "
+            f"ranged ×{math.exp(min(sticks) - mean):.2f}–×{math.exp(max(sticks) - mean):.2f}): "
+            "the machine ran at a speed no stored run did, and a variant need not follow it as "
+            "the yardstick does, so these verdicts extrapolate. A real slowdown may read "
+            "unchanged, or the machine's change as a slowdown; once nights at this speed are "
+            "stored, the store spans it.")
 
 
 def decided(history: Sequence[RunFigures], candidate: RunFigures) -> set[str]:

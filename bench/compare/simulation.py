@@ -107,14 +107,14 @@ def nightly_rates(trials: int, shift: float, reruns: int = 2, store: int = 5,
 
 
 def interleaved_run(rng: np.random.Generator, rounds: int, scale: float = 1.0,
-                    window_sd: float = 0.10, run_sd: float = 0.02, burst_p: float = 0.05
-                    ) -> list[VariantRecord]:
+                    window_sd: float = 0.10, run_sd: float = 0.02, burst_p: float = 0.05,
+                    machine_speed: float = 1.0) -> list[VariantRecord]:
     """One interleaved run of a variant beside the yardstick, as measured here: the machine's
     speed drifts from round to round (both slowed alike), each window of each process has its own
     noise (`window_sd`, log scale; 7-20% was seen between windows of 50 small steps), a window is
     now and then hit by a burst (+20-100%), and each process has a lasting speed of its own
-    (`run_sd`)."""
-    machine = rng.lognormal(0.0, 0.15, rounds)
+    (`run_sd`). `machine_speed` divides every step of the run (both alike)."""
+    machine = rng.lognormal(0.0, 0.15, rounds) / machine_speed
 
     def windows(step_s: float) -> list[list[float]]:
         own = rng.lognormal(0.0, run_sd)
