@@ -77,6 +77,12 @@ def read_json(path: Path) -> Any:
     return json.loads(path.read_text(encoding="utf-8"))
 
 
+def read_environment(run_dir: Path) -> dict[str, Any]:
+    """The run's environment.json ({} for a run written without one)."""
+    path = run_dir / ENVIRONMENT_FILE
+    return read_json(path) if path.exists() else {}
+
+
 def variant_by_id(variants: Sequence[Variant] | Sequence[dict[str, Any]], variant_id: str,
                   source: str | Path) -> Variant:
     """The variant `variant_id` among a scenario's variants or a run's variants.json entries
@@ -229,8 +235,7 @@ def load_records_frame(*paths: str | Path) -> pd.DataFrame:
 
     rows = []
     for run_dir in find_run_dirs(paths):
-        env_path = run_dir / ENVIRONMENT_FILE
-        env = read_json(env_path) if env_path.exists() else {}
+        env = read_environment(run_dir)
         records = add_scaling_efficiency(read_records(run_dir))
         rows.extend(_flatten(run_dir, env, rec) for rec in records)
     frame = pd.DataFrame(rows, columns=list(_flatten(Path("."), {}, VariantRecord()).keys()))

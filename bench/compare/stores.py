@@ -107,8 +107,7 @@ def load_store(store: Path, scenario: str, exclude: Path,
 
 def run_machine(run_dir: Path) -> dict[str, Any]:
     """The machine a run ran on (fingerprint.machine of its environment.json; {} without one)."""
-    path = run_dir / results.ENVIRONMENT_FILE
-    return fingerprint.machine(results.read_json(path)) if path.exists() else {}
+    return fingerprint.machine(results.read_environment(run_dir))
 
 
 def no_baseline_here(store: Path, scenario: str, run_dir: Path, found: Store) -> str:

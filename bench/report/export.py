@@ -72,8 +72,7 @@ def to_pytest_benchmark(run_dir: Path) -> dict[str, Any]:
 
     if not results.is_run_dir(run_dir):
         raise BenchError(f"{run_dir}: not a bench run directory")
-    env_path = run_dir / results.ENVIRONMENT_FILE
-    env = results.read_json(env_path) if env_path.exists() else {}
+    env = results.read_environment(run_dir)
     entries = [benchmark_entry(rec, run_dir.name) for rec in results.read_records(run_dir)]
     benchmarks = [e for e in entries if e is not None]
     if not benchmarks:

@@ -141,9 +141,8 @@ Head = tuple[dict[str, Any], list[dict[str, Any]], str, str]  # environment, var
 def read_head(run_dir: Path) -> Head:
     """The run's environment, variants, scenario name and description: its small files only."""
     variants_path = run_dir / results.VARIANTS_FILE
-    env_path = run_dir / results.ENVIRONMENT_FILE
     variants = results.read_json(variants_path) if variants_path.exists() else []
-    environment = results.read_json(env_path) if env_path.exists() else {}
+    environment = results.read_environment(run_dir)
     name, description = _scenario_meta(run_dir, variants)
     return environment, variants, name, description
 
