@@ -38,6 +38,19 @@ def test_mann_whitney_matches_known_values() -> None:
     assert 0.0 <= mann_whitney_p(a, rng.normal(0, 1, 150)) <= 1.0
 
 
+def test_mann_whitney_is_scipys_asymptotic_test() -> None:
+    """bench's own copy (scipy.stats takes about a second to import, a `bench compare`'s whole
+    budget) gives scipy's two-sided p-value, with ties (step times on a coarse clock) and without."""
+    from scipy.stats import mannwhitneyu
+
+    rng = np.random.default_rng(3)
+    for shift in (0.0, 0.05, 0.3):
+        a, b = rng.normal(1, 0.2, 120), rng.normal(1 + shift, 0.2, 90)
+        for x, y in ((a, b), (np.round(a, 1), np.round(b, 1))):
+            expected = mannwhitneyu(x, y, alternative="two-sided", method="asymptotic").pvalue
+            assert mann_whitney_p(x, y) == pytest.approx(expected, rel=1e-9, abs=1e-300)
+
+
 def test_improvement_and_min_effect() -> None:
     rng = np.random.default_rng(2)
     base = synthetic_run(rng)

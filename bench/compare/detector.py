@@ -48,7 +48,9 @@ def _has_timed(record: VariantRecord) -> bool:
 
 
 def mann_whitney_p(a: np.ndarray, b: np.ndarray) -> float:
-    """Two-sided Mann-Whitney U p-value (normal approximation with tie correction)."""
+    """Two-sided Mann-Whitney U p-value, normal approximation with tie and continuity
+    corrections: scipy.stats.mannwhitneyu's asymptotic test (tests hold them equal), without
+    the second scipy.stats takes to import in every `bench compare`."""
     n1, n2 = len(a), len(b)
     if n1 == 0 or n2 == 0:
         return math.nan
