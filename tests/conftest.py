@@ -17,6 +17,7 @@ import pytest
 
 from tests.background import BackgroundBench
 from tests.browser import IN_CI
+from tests.early import EarlyContext, EarlyRuns
 from tests.slurm_cluster import LocalSlurm, SlurmUnavailable
 
 REPO = Path(__file__).resolve().parent.parent
@@ -208,12 +209,11 @@ def bench_run(scenario: Path, results: Path, *args: str, timeout: float = 900,
     return BenchRun(proc, run_dir, records)
 
 
-@pytest.fixture(scope="session")
-def fault_tolerance_run(tmp_path_factory: pytest.TempPathFactory) -> BenchRun:
+def start_fault_tolerance(context: EarlyContext) -> BenchRun:
     """`bench run scenarios/fault_tolerance.toml --quick --no-control`, once per session: the
     shipped-scenario test and the recovery tests (tests/test_run_recovery.py) read the same run,
     which keeps CI within its time (every variant kills a worker and restarts)."""
-    tmp = tmp_path_factory.mktemp("fault_tolerance")
+    tmp = context.tmp_path_factory.mktemp("fault_tolerance")
     return bench_run(REPO / "scenarios" / "fault_tolerance.toml", tmp / "results", "--quick",
                      "--no-control", timeout=900)
 
@@ -223,14 +223,43 @@ def fault_tolerance_run(tmp_path_factory: pytest.TempPathFactory) -> BenchRun:
 CLUSTERS_ARGS = ("--no-control", "--steps", "8", "--warmup", "2", "--repeats", "2")
 
 
-@pytest.fixture(scope="session")
-def clusters_run(tmp_path_factory: pytest.TempPathFactory) -> BenchRun:
+def start_clusters(context: EarlyContext) -> BenchRun:
     """`bench run scenarios/clusters.toml` with CLUSTERS_ARGS, once per session: the
     shipped-scenario test and the cluster tests (tests/test_run_cluster.py) read the same run, which
     keeps CI within its time (every cluster variant starts its tasks in a network namespace)."""
-    tmp = tmp_path_factory.mktemp("clusters")
+    tmp = context.tmp_path_factory.mktemp("clusters")
     return bench_run(REPO / "scenarios" / "clusters.toml", tmp / "results", *CLUSTERS_ARGS,
                      timeout=1200)
+
+
+EARLY_RUNS = {"fault_tolerance_run": [("fault_tolerance", start_fault_tolerance)],
+              "clusters_run": [("clusters", start_clusters)]}
+
+
+@pytest.fixture(scope="session", autouse=True)
+def early_runs(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory,
+               tf220_build: tuple[Path, BackgroundBench] | None) -> Iterator[EarlyRuns]:
+    """The shared runs (`EARLY_RUNS` here and in test modules) of the fixtures the selected tests
+    use, started in the background in the order of their first use (tests/early.py)."""
+    runs = EarlyRuns(EarlyContext(tmp_path_factory, tf220_build))
+    for item in request.session.items:
+        declared = {**EARLY_RUNS, **getattr(getattr(item, "module", None), "EARLY_RUNS", {})}
+        for name in item.fixturenames:
+            runs.start(declared.get(name, []))
+    try:
+        yield runs
+    finally:
+        runs.close()
+
+
+@pytest.fixture(scope="session")
+def fault_tolerance_run(early_runs: EarlyRuns) -> BenchRun:
+    return early_runs.take("fault_tolerance", start_fault_tolerance).result()
+
+
+@pytest.fixture(scope="session")
+def clusters_run(early_runs: EarlyRuns) -> BenchRun:
+    return early_runs.take("clusters", start_clusters).result()
 
 
 def run_in_fresh_dir(factory: pytest.TempPathFactory, name: str, body: str,

@@ -7,6 +7,7 @@ import pytest
 from bench.data.arrays import DEBIAN_FASHION_MNIST_DIR
 from tests.browser import IN_CI
 from tests.conftest import BenchRun, run_in_fresh_dir
+from tests.early import EarlyContext, EarlyRuns
 
 pytestmark = [pytest.mark.slow,
               pytest.mark.skipif(not DEBIAN_FASHION_MNIST_DIR.exists() and not IN_CI,
@@ -41,16 +42,28 @@ accuracy = {{ min = MIN, steps = 150 }}
 """
 
 
-@pytest.fixture(scope="module")
-def reachable(tmp_path_factory: pytest.TempPathFactory) -> BenchRun:
+def start_reachable(context: EarlyContext) -> BenchRun:
     body = BODY.replace("MIN", "0.7").replace("STRATEGY", "mirrored").replace("REPLICAS", "2")
-    return run_in_fresh_dir(tmp_path_factory, "accuracy_ok", body)
+    return run_in_fresh_dir(context.tmp_path_factory, "accuracy_ok", body)
+
+
+def start_unreachable(context: EarlyContext) -> BenchRun:
+    body = BODY.replace("MIN", "0.99").replace("STRATEGY", "default").replace("REPLICAS", "1")
+    return run_in_fresh_dir(context.tmp_path_factory, "accuracy_below", body)
+
+
+EARLY_RUNS = {"reachable": [("accuracy_ok", start_reachable)],
+              "unreachable": [("accuracy_below", start_unreachable)]}
 
 
 @pytest.fixture(scope="module")
-def unreachable(tmp_path_factory: pytest.TempPathFactory) -> BenchRun:
-    body = BODY.replace("MIN", "0.99").replace("STRATEGY", "default").replace("REPLICAS", "1")
-    return run_in_fresh_dir(tmp_path_factory, "accuracy_below", body)
+def reachable(early_runs: EarlyRuns) -> BenchRun:
+    return early_runs.result("accuracy_ok", start_reachable)
+
+
+@pytest.fixture(scope="module")
+def unreachable(early_runs: EarlyRuns) -> BenchRun:
+    return early_runs.result("accuracy_below", start_unreachable)
 
 
 def report_page(run: BenchRun) -> str:

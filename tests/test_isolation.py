@@ -22,6 +22,7 @@ from bench.launch.process import WorkerProcess
 from bench.perf.overhead import variant_phases
 from bench.record.model import VariantRecord
 from tests.conftest import REPO, BenchRun, bench_run, write_scenario
+from tests.early import EarlyContext, EarlyRuns
 
 pytestmark = pytest.mark.slow
 
@@ -47,11 +48,18 @@ name = "one_device"
 PRISTINE = {"tf_context_initialized": False, "precision_policy": "float32"}
 
 
-@pytest.fixture(scope="module")
-def back_to_back(tmp_path_factory: pytest.TempPathFactory) -> BenchRun:
-    tmp = tmp_path_factory.mktemp("isolation")
+def start_back_to_back(context: EarlyContext) -> BenchRun:
+    tmp = context.tmp_path_factory.mktemp("isolation")
     scenario = write_scenario(tmp, BACK_TO_BACK, name="isolation")
     return bench_run(scenario, tmp / "results", "--no-report", "--no-control")
+
+
+EARLY_RUNS = {"back_to_back": [("isolation", start_back_to_back)]}
+
+
+@pytest.fixture(scope="module")
+def back_to_back(early_runs: EarlyRuns) -> BenchRun:
+    return early_runs.result("isolation", start_back_to_back)
 
 
 def test_each_variant_is_forked_from_the_server(back_to_back: BenchRun) -> None:

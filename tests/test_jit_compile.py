@@ -11,6 +11,7 @@ from __future__ import annotations
 import pytest
 
 from tests.conftest import BenchRun, run_in_fresh_dir
+from tests.early import EarlyContext, EarlyRuns
 
 pytestmark = pytest.mark.slow
 
@@ -39,10 +40,17 @@ api = "fit"
 """
 
 
-@pytest.fixture(scope="module")
-def jit_run(tmp_path_factory: pytest.TempPathFactory) -> BenchRun:
-    return run_in_fresh_dir(tmp_path_factory, "jit", JIT, "mlp", "--only", "*xla*",
+def start_jit(context: EarlyContext) -> BenchRun:
+    return run_in_fresh_dir(context.tmp_path_factory, "jit", JIT, "mlp", "--only", "*xla*",
                             "--only", "default-r1-spe2-*", env={"TF_CPP_MIN_LOG_LEVEL": "0"})
+
+
+EARLY_RUNS = {"jit_run": [("jit", start_jit)]}
+
+
+@pytest.fixture(scope="module")
+def jit_run(early_runs: EarlyRuns) -> BenchRun:
+    return early_runs.result("jit", start_jit)
 
 
 def worker_log(run: BenchRun, variant_id: str) -> str:

@@ -24,6 +24,7 @@ from tests.conftest import (
     run_in_fresh_dir,
     write_scenario,
 )
+from tests.early import EarlyContext, EarlyRuns
 
 pytestmark = pytest.mark.slow
 
@@ -80,8 +81,15 @@ def _tf_keras_installed() -> bool:
     return out.stdout.strip() == "True"
 
 
+def start_flavours(context: EarlyContext) -> BenchRun:
+    return run_in_fresh_dir(context.tmp_path_factory, "flavours", FLAVOURS)
+
+
+EARLY_RUNS = {"flavours_run": [("flavours", start_flavours)]}
+
+
 @pytest.fixture(scope="module")
-def flavours_run(tmp_path_factory: pytest.TempPathFactory) -> BenchRun:
+def flavours_run(early_runs: EarlyRuns) -> BenchRun:
     if not _tf_keras_installed():
         message = ("tf-keras is not installed (pip install --no-deps -c constraints.txt "
                    "tf-keras)")
@@ -89,7 +97,7 @@ def flavours_run(tmp_path_factory: pytest.TempPathFactory) -> BenchRun:
             pytest.fail(f"CI=true but {message}", pytrace=False)
         pytest.skip(message)
     require_netns()
-    return run_in_fresh_dir(tmp_path_factory, "flavours", FLAVOURS)
+    return early_runs.result("flavours", start_flavours)
 
 
 def test_every_tf_keras_cell_runs_with_tf_keras(flavours_run: BenchRun) -> None:

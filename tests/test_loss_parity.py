@@ -6,6 +6,7 @@ import pytest
 
 from bench.record.model import VariantRecord
 from tests.conftest import BenchRun, run_in_fresh_dir
+from tests.early import EarlyContext, EarlyRuns
 
 pytestmark = pytest.mark.slow
 
@@ -22,16 +23,28 @@ loss_parity = { steps = 5, batch = 32, tolerance = 0.01 }
 """
 
 
-@pytest.fixture(scope="module")
-def healthy(tmp_path_factory: pytest.TempPathFactory) -> BenchRun:
-    return run_in_fresh_dir(tmp_path_factory, "parity", BODY, "mlp", "--no-control")
+def start_healthy(context: EarlyContext) -> BenchRun:
+    return run_in_fresh_dir(context.tmp_path_factory, "parity", BODY, "mlp", "--no-control")
 
 
-@pytest.fixture(scope="module")
-def broken(tmp_path_factory: pytest.TempPathFactory) -> BenchRun:
-    return run_in_fresh_dir(tmp_path_factory, "parity_broken", BODY,
+def start_broken(context: EarlyContext) -> BenchRun:
+    return run_in_fresh_dir(context.tmp_path_factory, "parity_broken", BODY,
                             "tests.fixtures.faulty:logits_doubled_under_two_replicas",
                             "--no-control")
+
+
+EARLY_RUNS = {"healthy": [("parity", start_healthy)],
+              "broken": [("parity_broken", start_broken)]}
+
+
+@pytest.fixture(scope="module")
+def healthy(early_runs: EarlyRuns) -> BenchRun:
+    return early_runs.result("parity", start_healthy)
+
+
+@pytest.fixture(scope="module")
+def broken(early_runs: EarlyRuns) -> BenchRun:
+    return early_runs.result("parity_broken", start_broken)
 
 
 def parity_of(run: BenchRun) -> dict[str, dict]:

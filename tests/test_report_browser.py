@@ -15,6 +15,7 @@ import pytest
 
 from tests.browser import open_page, require_chromium, skip_module_without_browser
 from tests.conftest import REPO, BenchRun, bench_run, write_scenario
+from tests.early import EarlyContext, EarlyRuns
 from tests.fixtures.faulty import HOSTILE_ERROR
 
 skip_module_without_browser()
@@ -56,12 +57,19 @@ name = "central_storage"   # the builder raises HOSTILE_ERROR here
 """
 
 
-@pytest.fixture(scope="module")
-def run(tmp_path_factory: pytest.TempPathFactory) -> BenchRun:
-    tmp = tmp_path_factory.mktemp("browser")
+def start_xss(context: EarlyContext) -> BenchRun:
+    tmp = context.tmp_path_factory.mktemp("browser")
     return bench_run(write_scenario(tmp, BODY, name="xss",
                                     model="tests.fixtures.faulty:hostile_under_central_storage"),
                      tmp / "results")
+
+
+EARLY_RUNS = {"run": [("browser_xss", start_xss)]}
+
+
+@pytest.fixture(scope="module")
+def run(early_runs: EarlyRuns) -> BenchRun:
+    return early_runs.result("browser_xss", start_xss)
 
 
 @pytest.fixture(scope="module")

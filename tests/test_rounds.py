@@ -29,6 +29,7 @@ from bench.timing import throughput
 from bench.training.gate import Gate
 from bench.training.schedule import Schedule
 from tests.conftest import BenchRun, bench_run, write_scenario
+from tests.early import EarlyContext, EarlyRuns
 from tests.test_scenario import BASE
 
 # --------------------------------------------------------------------------------------------
@@ -407,19 +408,31 @@ api = ["fit", "ctl"]
 """
 
 
-@pytest.fixture(scope="module")
-def interleaved(tmp_path_factory: pytest.TempPathFactory) -> BenchRun:
-    tmp = tmp_path_factory.mktemp("interleaved")
+def start_interleaved(context: EarlyContext) -> BenchRun:
+    tmp = context.tmp_path_factory.mktemp("interleaved")
     # an empty peak cache: the first variants to finish measure the matmul peak
     return bench_run(write_scenario(tmp, SCENARIO, name="rounds"), tmp / "results",
                      env={"BENCH_CACHE_DIR": str(tmp / "cache")})
 
 
-@pytest.fixture(scope="module")
-def sequential(tmp_path_factory: pytest.TempPathFactory) -> BenchRun:
-    tmp = tmp_path_factory.mktemp("sequential")
+def start_sequential(context: EarlyContext) -> BenchRun:
+    tmp = context.tmp_path_factory.mktemp("sequential")
     return bench_run(write_scenario(tmp, SCENARIO, name="rounds"), tmp / "results",
                      "--no-interleave", "--no-control")
+
+
+EARLY_RUNS = {"interleaved": [("rounds_interleaved", start_interleaved)],
+              "sequential": [("rounds_sequential", start_sequential)]}
+
+
+@pytest.fixture(scope="module")
+def interleaved(early_runs: EarlyRuns) -> BenchRun:
+    return early_runs.result("rounds_interleaved", start_interleaved)
+
+
+@pytest.fixture(scope="module")
+def sequential(early_runs: EarlyRuns) -> BenchRun:
+    return early_runs.result("rounds_sequential", start_sequential)
 
 
 def windows_of(record: dict[str, Any]) -> list[tuple[float, float]]:

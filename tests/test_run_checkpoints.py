@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import REPO, BenchRun, require_netns, run_in_fresh_dir
+from tests.early import EarlyContext, EarlyRuns
 
 pytestmark = pytest.mark.slow
 
@@ -42,10 +43,17 @@ VARIANTS = ("default-r1-ctl-float32-gb16", "mirrored-r2-fit-float32-gb32",
             "multi_worker_mirrored-w2x1-ctl-float32-gb32")
 
 
+def start_checkpoints(context: EarlyContext) -> BenchRun:
+    return run_in_fresh_dir(context.tmp_path_factory, "checkpoints", BODY)
+
+
+EARLY_RUNS = {"run": [("checkpoints", start_checkpoints)]}
+
+
 @pytest.fixture(scope="module")
-def run(tmp_path_factory: pytest.TempPathFactory) -> BenchRun:
+def run(early_runs: EarlyRuns) -> BenchRun:
     require_netns()  # the MultiWorker variant runs in a private network namespace
-    return run_in_fresh_dir(tmp_path_factory, "checkpoints", BODY)
+    return early_runs.result("checkpoints", start_checkpoints)
 
 
 def test_the_run_is_ok_and_shows_the_checkpoint_table(run: BenchRun) -> None:

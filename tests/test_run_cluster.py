@@ -27,6 +27,7 @@ from tests.conftest import (
     leftover_processes,
     write_scenario,
 )
+from tests.early import EarlyContext, EarlyRuns
 
 pytestmark = [pytest.mark.slow, NEEDS_NETNS, pytest.mark.usefixtures("netns_required")]
 
@@ -228,11 +229,18 @@ name = "default"
 """
 
 
-@pytest.fixture(scope="module")
-def failing_workers_run(tmp_path_factory: pytest.TempPathFactory) -> BenchRun:
-    directory = tmp_path_factory.mktemp("failing_workers")
+def start_failing_workers(context: EarlyContext) -> BenchRun:
+    directory = context.tmp_path_factory.mktemp("failing_workers")
     return bench_run(write_scenario(directory, FAULT, name="failing_workers"),
                      directory / "results", "--no-control")
+
+
+EARLY_RUNS = {"failing_workers_run": [("failing_workers", start_failing_workers)]}
+
+
+@pytest.fixture(scope="module")
+def failing_workers_run(early_runs: EarlyRuns) -> BenchRun:
+    return early_runs.result("failing_workers", start_failing_workers)
 
 
 @pytest.mark.parametrize(("builder", "expected"), FAULTS.items())

@@ -8,6 +8,7 @@ import pytest
 
 from bench.record.model import VariantRecord
 from tests.conftest import BenchRun, bench, bench_run, write_scenario
+from tests.early import EarlyContext, EarlyRuns
 
 pytestmark = pytest.mark.slow
 
@@ -29,10 +30,9 @@ distribute_dataset = "distribute_datasets_from_function"  # each pipeline reads 
 """
 
 
-@pytest.fixture(scope="module")
-def shards(tmp_path_factory: pytest.TempPathFactory) -> str:
-    """The tiny synthetic scenario's examples written as 4 shards by the real CLI."""
-    tmp = tmp_path_factory.mktemp("shards")
+def write_shards(factory: pytest.TempPathFactory) -> str:
+    """The tiny synthetic scenario's examples written as 4 shards by the real CLI: their glob."""
+    tmp = factory.mktemp("shards")
     source = write_scenario(tmp, "[[strategies]]\nname = \"default\"", name="src")
     proc = bench("data", "write-tfrecord", str(source),
                  "--out", str(tmp / "shards"), "--shards", "4")
@@ -42,11 +42,26 @@ def shards(tmp_path_factory: pytest.TempPathFactory) -> str:
     return pattern
 
 
-@pytest.fixture(scope="module")
-def tfrecord_run(tmp_path_factory: pytest.TempPathFactory, shards: str) -> BenchRun:
-    tmp = tmp_path_factory.mktemp("tfrecord")
+def start_tfrecord(context: EarlyContext) -> tuple[BenchRun, str]:
+    """The shards, and a run that reads them."""
+    shards = write_shards(context.tmp_path_factory)
+    tmp = context.tmp_path_factory.mktemp("tfrecord")
     path = write_scenario(tmp, TFRECORD.format(files=shards), name="tfrecord")
-    return bench_run(path, tmp / "results")
+    return bench_run(path, tmp / "results"), shards
+
+
+EARLY_RUNS = {"tfrecord_run": [("tfrecord", start_tfrecord)],
+              "shards": [("tfrecord", start_tfrecord)]}
+
+
+@pytest.fixture(scope="module")
+def tfrecord_run(early_runs: EarlyRuns) -> BenchRun:
+    return early_runs.result("tfrecord", start_tfrecord)[0]
+
+
+@pytest.fixture(scope="module")
+def shards(early_runs: EarlyRuns) -> str:
+    return early_runs.result("tfrecord", start_tfrecord)[1]
 
 
 def test_fit_and_the_per_pipeline_custom_loop_train_on_the_shards(tfrecord_run: BenchRun,

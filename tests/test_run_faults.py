@@ -14,6 +14,7 @@ import pytest
 
 from bench.record.model import VariantRecord
 from tests.conftest import REPO, BenchRun, leftover_processes, run_in_fresh_dir, write_scenario
+from tests.early import EarlyContext, EarlyRuns
 
 pytestmark = pytest.mark.slow
 
@@ -59,9 +60,17 @@ name = "default"                 # still runs after all of the above
 """
 
 
+def start_faults(context: EarlyContext) -> BenchRun:
+    return run_in_fresh_dir(context.tmp_path_factory, "faults", FAULTS,
+                            model="tests.fixtures.faulty:by_strategy")
+
+
+EARLY_RUNS = {"fault_run": [("faults", start_faults)]}
+
+
 @pytest.fixture(scope="module")
-def fault_run(tmp_path_factory: pytest.TempPathFactory) -> BenchRun:
-    return run_in_fresh_dir(tmp_path_factory, "faults", FAULTS, model="tests.fixtures.faulty:by_strategy")
+def fault_run(early_runs: EarlyRuns) -> BenchRun:
+    return early_runs.result("faults", start_faults)
 
 
 def variants_in_run_order(run: BenchRun) -> list[dict]:

@@ -12,6 +12,7 @@ from bench.timing import MAD_TO_SIGMA
 from bench.trace.metrics import AGREEMENT
 from bench.training.schedule import MAX_WINDOW_GROWTH
 from tests.conftest import BenchRun, bench_run, run_in_fresh_dir, write_scenario
+from tests.early import EarlyContext, EarlyRuns
 
 pytestmark = pytest.mark.slow
 
@@ -41,15 +42,25 @@ replicas = 2
 """
 
 
-@pytest.fixture(scope="module")
-def outer_tmp(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The TMPDIR `bench run` itself is started with."""
-    return tmp_path_factory.mktemp("outer_tmp")
+def start_matrix(context: EarlyContext) -> tuple[BenchRun, Path]:
+    """The run, and the TMPDIR `bench run` itself was started with."""
+    outer_tmp = context.tmp_path_factory.mktemp("outer_tmp")
+    return (run_in_fresh_dir(context.tmp_path_factory, "matrix", MATRIX,
+                             env={"TMPDIR": str(outer_tmp)}), outer_tmp)
+
+
+EARLY_RUNS = {"matrix_run": [("matrix", start_matrix)],
+              "outer_tmp": [("matrix", start_matrix)]}
 
 
 @pytest.fixture(scope="module")
-def matrix_run(tmp_path_factory: pytest.TempPathFactory, outer_tmp: Path) -> BenchRun:
-    return run_in_fresh_dir(tmp_path_factory, "matrix", MATRIX, env={"TMPDIR": str(outer_tmp)})
+def matrix_run(early_runs: EarlyRuns) -> BenchRun:
+    return early_runs.result("matrix", start_matrix)[0]
+
+
+@pytest.fixture(scope="module")
+def outer_tmp(early_runs: EarlyRuns) -> Path:
+    return early_runs.result("matrix", start_matrix)[1]
 
 
 def test_workers_leave_no_temporary_files(matrix_run: BenchRun, outer_tmp: Path) -> None:

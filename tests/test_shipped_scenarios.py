@@ -5,6 +5,7 @@ from __future__ import annotations
 import fnmatch
 from collections.abc import Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
+from functools import partial
 from pathlib import Path
 
 import pytest
@@ -13,7 +14,8 @@ from rich.console import Console
 from bench.record.model import load_all
 from bench.report.terminal import render_summary
 from bench.scenario.loading import load_variants
-from tests.conftest import REPO, BenchRun, bench_run
+from tests.conftest import REPO, BenchRun, bench_run, start_clusters, start_fault_tolerance
+from tests.early import EarlyContext, EarlyRuns
 
 pytestmark = pytest.mark.slow
 
@@ -174,28 +176,39 @@ def run_args(stem: str) -> list[str]:
     return ["--quick", "--no-control", *only, *([] if stem in OWN_STEPS else FEWER_STEPS)]
 
 
-# These scenarios' runs are started together when the first test needs one, two at a time
-# (longest first): much of a run is single-threaded (interpreter and cluster start-up, graph
-# building, the gate's hand-overs), so two runs share this 2-core machine's cores well, and the
-# module takes about half the time. fault_tolerance's run is the recovery tests' and clusters'
-# run the cluster tests' (session fixtures). Figures are not checked here, only that every path
-# runs and what it records.
+# These scenarios' runs start with the session, in the background one after another (longest
+# first; tests/early.py), and whatever has not started when this module comes runs here, two at a
+# time: much of a run is single-threaded (interpreter and cluster start-up, graph building, the
+# gate's hand-overs), so runs share this 2-core machine's cores well. fault_tolerance's run is the
+# recovery tests' and clusters' run the cluster tests' (session fixtures). Figures are not checked
+# here, only that every path runs and what it records.
 LONGEST_FIRST = ["seed_tutorials", "mnist_mirrored", "tutorial_softmax", "batch_sweep",
                  "transformer", "parameter_server", "lstm", "tutorial_regression",
                  "strategy_shootout", "input_bound", "mixed_precision", "tf_upgrade",
                  "multi_worker_ctl", "tutorial_mlp_clusters", "checkpoint_cost"]
 SHARED = {"fault_tolerance": "fault_tolerance_run", "clusters": "clusters_run"}
+RUN_HERE = sorted({p.stem for p in SCENARIOS} - set(SHARED) - set(EXPANDED_ONLY),
+                  key=lambda s: LONGEST_FIRST.index(s) if s in LONGEST_FIRST else -1)
+IN_TF220 = ("tf_upgrade",)  # runs in the session's TensorFlow 2.20 environment
+
+
+def start_run(stem: str, context: EarlyContext) -> BenchRun:
+    if stem in IN_TF220:  # built once per session (conftest's tf220_build), not beside it
+        context.wait_for_tf220()
+    return bench_run(REPO / "scenarios" / f"{stem}.toml",
+                     context.tmp_path_factory.mktemp(stem) / "results", *run_args(stem),
+                     timeout=1200)
+
+
+EARLY_RUNS = {"shipped_runs": [("fault_tolerance", start_fault_tolerance),
+                               ("clusters", start_clusters),
+                               *((stem, partial(start_run, stem)) for stem in RUN_HERE)]}
 
 
 @pytest.fixture(scope="module")
-def shipped_runs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Future[BenchRun]]]:
-    stems = sorted({p.stem for p in SCENARIOS} - set(SHARED) - set(EXPANDED_ONLY),
-                   key=lambda s: LONGEST_FIRST.index(s) if s in LONGEST_FIRST else -1)
+def shipped_runs(early_runs: EarlyRuns) -> Iterator[dict[str, Future[BenchRun]]]:
     with ThreadPoolExecutor(max_workers=2) as pool:
-        yield {stem: pool.submit(bench_run, REPO / "scenarios" / f"{stem}.toml",
-                                 tmp_path_factory.mktemp(stem) / "results", *run_args(stem),
-                                 timeout=1200)
-               for stem in stems}
+        yield {stem: early_runs.take(stem, partial(start_run, stem), pool) for stem in RUN_HERE}
 
 
 @pytest.mark.timeout(2400)  # the first test waits for the runs started before its own

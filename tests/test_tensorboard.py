@@ -20,6 +20,7 @@ import pytest
 
 from tests.browser import IN_CI, chromium_available, open_url, require_chromium
 from tests.conftest import REPO, BenchRun, bench, run_in_fresh_dir
+from tests.early import EarlyContext, EarlyRuns
 from tests.listeners import listeners
 
 ARTIFACTS = REPO / "test-artifacts"
@@ -56,9 +57,16 @@ def _require_tensorboard() -> None:
     pytest.skip("tensorboard is not installed (pip install -e '.[tensorboard]')")
 
 
+def start_tb(context: EarlyContext) -> BenchRun:
+    return run_in_fresh_dir(context.tmp_path_factory, "tb", BODY)
+
+
+EARLY_RUNS = {"run": [("tensorboard", start_tb)]}
+
+
 @pytest.fixture(scope="module")
-def run(tmp_path_factory: pytest.TempPathFactory) -> BenchRun:
-    done = run_in_fresh_dir(tmp_path_factory, "tb", BODY)
+def run(early_runs: EarlyRuns) -> BenchRun:
+    done = early_runs.result("tensorboard", start_tb)
     assert done.proc.returncode == 0, done.proc.stdout + done.proc.stderr
     assert done.run_dir is not None
     return done

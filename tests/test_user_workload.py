@@ -19,6 +19,7 @@ from bench.errors import ScenarioError
 from bench.scenario.loading import load_variants, parse_scenario
 from bench.scenario.schema import DataConfig
 from tests.conftest import REPO, BenchRun, bench, bench_run, merge, to_toml
+from tests.early import EarlyContext, EarlyRuns
 
 FIXTURES = Path(__file__).parent / "fixtures" / "workloads"
 
@@ -246,13 +247,12 @@ WORKER_SIDE = {  # model -> the start of its variant's one-line reason
 }
 
 
-@pytest.fixture(scope="module")
-def user_run(tmp_path_factory: pytest.TempPathFactory) -> BenchRun:
+def start_user_run(context: EarlyContext) -> BenchRun:
     """One `bench run` of a user's project, started from another folder: the compiled logistic
     model through fit and the custom loop under the default strategy and Mirrored x2 (with loss
     parity; fit fed the dataset's examples as NumPy arrays too), a builder without parameters,
     and builders that go wrong each their own way."""
-    tmp = tmp_path_factory.mktemp("user_run")
+    tmp = context.tmp_path_factory.mktemp("user_run")
     entries = "".join(f'[[strategies]]\nname = "default"\napi = "fit"\nmodel = {{ name = '
                       f'"user_workloads:{model}" }}\n' for model in [*WORKER_SIDE, "no_parameters"])
     entries += ('[[strategies]]\nname = "default"\napi = "fit"\nmodel = { name = '
@@ -264,6 +264,14 @@ def user_run(tmp_path_factory: pytest.TempPathFactory) -> BenchRun:
                    'api = "ctl"\n[[strategies]]\nname = "mirrored"\nreplicas = 2\napi = "fit"\n'
                    'feed = "numpy"\n' + entries)
     return bench_run(path, tmp / "results", "--no-control", cwd=tmp)
+
+
+EARLY_RUNS = {"user_run": [("user_run", start_user_run)]}
+
+
+@pytest.fixture(scope="module")
+def user_run(early_runs: EarlyRuns) -> BenchRun:
+    return early_runs.result("user_run", start_user_run)
 
 
 @pytest.mark.slow
