@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 
+from tests import early
 from tests.background import BackgroundBench
 from tests.browser import IN_CI
 from tests.early import EarlyContext, EarlyRuns
@@ -232,20 +233,16 @@ def start_clusters(context: EarlyContext) -> BenchRun:
                      timeout=1200)
 
 
-EARLY_RUNS = {"fault_tolerance_run": [("fault_tolerance", start_fault_tolerance)],
-              "clusters_run": [("clusters", start_clusters)]}
-
-
 @pytest.fixture(scope="session", autouse=True)
 def early_runs(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory,
                tf220_build: tuple[Path, BackgroundBench] | None) -> Iterator[EarlyRuns]:
-    """The shared runs (`EARLY_RUNS` here and in test modules) of the fixtures the selected tests
-    use, started in the background in the order of their first use (tests/early.py)."""
+    """The shared runs of the fixtures the selected tests use (`early.declare`), started in the
+    background in the order of their first use (tests/early.py)."""
     runs = EarlyRuns(EarlyContext(tmp_path_factory, tf220_build))
     for item in request.session.items:
-        declared = {**EARLY_RUNS, **getattr(getattr(item, "module", None), "EARLY_RUNS", {})}
-        for name in item.fixturenames:
-            runs.start(declared.get(name, []))
+        module = getattr(item, "module", None)
+        for name in item.fixturenames:  # the test module's fixture of that name, else this file's
+            runs.start(early.declared(getattr(module, name, None) or globals().get(name)))
     try:
         yield runs
     finally:
@@ -254,12 +251,16 @@ def early_runs(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPath
 
 @pytest.fixture(scope="session")
 def fault_tolerance_run(early_runs: EarlyRuns) -> BenchRun:
-    return early_runs.take("fault_tolerance", start_fault_tolerance).result()
+    return early_runs.result("fault_tolerance", start_fault_tolerance)
 
 
 @pytest.fixture(scope="session")
 def clusters_run(early_runs: EarlyRuns) -> BenchRun:
-    return early_runs.take("clusters", start_clusters).result()
+    return early_runs.result("clusters", start_clusters)
+
+
+early.declare(fault_tolerance_run, [("fault_tolerance", start_fault_tolerance)])
+early.declare(clusters_run, [("clusters", start_clusters)])
 
 
 def run_in_fresh_dir(factory: pytest.TempPathFactory, name: str, body: str,

@@ -6,9 +6,9 @@ start-up, graph building, the gate's hand-overs), and the tests before its first
 second core idle much of their time: run beside them, the shared runs cost the session little of
 its wall time. A run not yet started when its user comes is run by that user instead.
 
-A test module declares what it starts early in `EARLY_RUNS`: {fixture name: [(run name, start)]},
-`start` taking the `EarlyContext`. conftest starts those of every fixture a selected test uses,
-in collection order.
+A fixture declares the runs it takes (`declare`, or `early_fixture` for a fixture that is one
+run): named, each with its `start`, which takes the `EarlyContext`. conftest starts those of every
+fixture a selected test uses, in the order of first use.
 """
 
 from __future__ import annotations
@@ -78,3 +78,25 @@ class EarlyRuns:
     def close(self) -> None:
         """Drop what never started and wait for the run under way (the session ends)."""
         self._pool.shutdown(wait=True, cancel_futures=True)
+
+
+_DECLARED: dict[int, list[tuple[str, Start]]] = {}
+
+
+def declare(fixture: Any, runs: list[tuple[str, Start]]) -> Any:
+    """`fixture`, marked as taking `runs` (conftest starts them with the session)."""
+    _DECLARED[id(fixture)] = runs
+    return fixture
+
+
+def declared(fixture: Any) -> list[tuple[str, Start]]:
+    return _DECLARED.get(id(fixture), [])
+
+
+def early_fixture(run: str, start: Start, part: int | None = None) -> Any:
+    """A module fixture whose value is the early run `run` (item `part` of what `start` gives)."""
+    def value(early_runs: EarlyRuns) -> Any:
+        got = early_runs.result(run, start)
+        return got if part is None else got[part]
+
+    return declare(pytest.fixture(scope="module")(value), [(run, start)])

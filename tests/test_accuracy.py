@@ -7,7 +7,7 @@ import pytest
 from bench.data.arrays import DEBIAN_FASHION_MNIST_DIR
 from tests.browser import IN_CI
 from tests.conftest import BenchRun, run_in_fresh_dir
-from tests.early import EarlyContext, EarlyRuns
+from tests.early import EarlyContext, early_fixture
 
 pytestmark = [pytest.mark.slow,
               pytest.mark.skipif(not DEBIAN_FASHION_MNIST_DIR.exists() and not IN_CI,
@@ -52,18 +52,8 @@ def start_unreachable(context: EarlyContext) -> BenchRun:
     return run_in_fresh_dir(context.tmp_path_factory, "accuracy_below", body)
 
 
-EARLY_RUNS = {"reachable": [("accuracy_ok", start_reachable)],
-              "unreachable": [("accuracy_below", start_unreachable)]}
-
-
-@pytest.fixture(scope="module")
-def reachable(early_runs: EarlyRuns) -> BenchRun:
-    return early_runs.result("accuracy_ok", start_reachable)
-
-
-@pytest.fixture(scope="module")
-def unreachable(early_runs: EarlyRuns) -> BenchRun:
-    return early_runs.result("accuracy_below", start_unreachable)
+reachable = early_fixture("accuracy_ok", start_reachable)
+unreachable = early_fixture("accuracy_below", start_unreachable)
 
 
 def report_page(run: BenchRun) -> str:

@@ -22,7 +22,7 @@ from bench.launch.process import WorkerProcess
 from bench.perf.overhead import variant_phases
 from bench.record.model import VariantRecord
 from tests.conftest import REPO, BenchRun, bench_run, write_scenario
-from tests.early import EarlyContext, EarlyRuns
+from tests.early import EarlyContext, early_fixture
 
 pytestmark = pytest.mark.slow
 
@@ -54,12 +54,7 @@ def start_back_to_back(context: EarlyContext) -> BenchRun:
     return bench_run(scenario, tmp / "results", "--no-report", "--no-control")
 
 
-EARLY_RUNS = {"back_to_back": [("isolation", start_back_to_back)]}
-
-
-@pytest.fixture(scope="module")
-def back_to_back(early_runs: EarlyRuns) -> BenchRun:
-    return early_runs.result("isolation", start_back_to_back)
+back_to_back = early_fixture("isolation", start_back_to_back)
 
 
 def test_each_variant_is_forked_from_the_server(back_to_back: BenchRun) -> None:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import pytest
 
 from tests.conftest import BenchRun, run_in_fresh_dir
-from tests.early import EarlyContext, EarlyRuns
+from tests.early import EarlyContext, early_fixture
 
 pytestmark = pytest.mark.slow
 
@@ -45,12 +45,7 @@ def start_jit(context: EarlyContext) -> BenchRun:
                             "--only", "default-r1-spe2-*", env={"TF_CPP_MIN_LOG_LEVEL": "0"})
 
 
-EARLY_RUNS = {"jit_run": [("jit", start_jit)]}
-
-
-@pytest.fixture(scope="module")
-def jit_run(early_runs: EarlyRuns) -> BenchRun:
-    return early_runs.result("jit", start_jit)
+jit_run = early_fixture("jit", start_jit)
 
 
 def worker_log(run: BenchRun, variant_id: str) -> str:

@@ -24,7 +24,7 @@ from tests.conftest import (
     run_in_fresh_dir,
     write_scenario,
 )
-from tests.early import EarlyContext, EarlyRuns
+from tests.early import EarlyContext, EarlyRuns, declare
 
 pytestmark = pytest.mark.slow
 
@@ -85,9 +85,6 @@ def start_flavours(context: EarlyContext) -> BenchRun:
     return run_in_fresh_dir(context.tmp_path_factory, "flavours", FLAVOURS)
 
 
-EARLY_RUNS = {"flavours_run": [("flavours", start_flavours)]}
-
-
 @pytest.fixture(scope="module")
 def flavours_run(early_runs: EarlyRuns) -> BenchRun:
     if not _tf_keras_installed():
@@ -98,6 +95,9 @@ def flavours_run(early_runs: EarlyRuns) -> BenchRun:
         pytest.skip(message)
     require_netns()
     return early_runs.result("flavours", start_flavours)
+
+
+declare(flavours_run, [("flavours", start_flavours)])
 
 
 def test_every_tf_keras_cell_runs_with_tf_keras(flavours_run: BenchRun) -> None:

@@ -6,7 +6,7 @@ import pytest
 
 from bench.record.model import VariantRecord
 from tests.conftest import BenchRun, run_in_fresh_dir
-from tests.early import EarlyContext, EarlyRuns
+from tests.early import EarlyContext, early_fixture
 
 pytestmark = pytest.mark.slow
 
@@ -33,18 +33,8 @@ def start_broken(context: EarlyContext) -> BenchRun:
                             "--no-control")
 
 
-EARLY_RUNS = {"healthy": [("parity", start_healthy)],
-              "broken": [("parity_broken", start_broken)]}
-
-
-@pytest.fixture(scope="module")
-def healthy(early_runs: EarlyRuns) -> BenchRun:
-    return early_runs.result("parity", start_healthy)
-
-
-@pytest.fixture(scope="module")
-def broken(early_runs: EarlyRuns) -> BenchRun:
-    return early_runs.result("parity_broken", start_broken)
+healthy = early_fixture("parity", start_healthy)
+broken = early_fixture("parity_broken", start_broken)
 
 
 def parity_of(run: BenchRun) -> dict[str, dict]:

@@ -15,7 +15,7 @@ import pytest
 
 from tests.browser import open_page, require_chromium, skip_module_without_browser
 from tests.conftest import REPO, BenchRun, bench_run, write_scenario
-from tests.early import EarlyContext, EarlyRuns
+from tests.early import EarlyContext, early_fixture
 from tests.fixtures.faulty import HOSTILE_ERROR
 
 skip_module_without_browser()
@@ -64,12 +64,7 @@ def start_xss(context: EarlyContext) -> BenchRun:
                      tmp / "results")
 
 
-EARLY_RUNS = {"run": [("browser_xss", start_xss)]}
-
-
-@pytest.fixture(scope="module")
-def run(early_runs: EarlyRuns) -> BenchRun:
-    return early_runs.result("browser_xss", start_xss)
+run = early_fixture("browser_xss", start_xss)
 
 
 @pytest.fixture(scope="module")

@@ -29,7 +29,7 @@ from bench.timing import throughput
 from bench.training.gate import Gate
 from bench.training.schedule import Schedule
 from tests.conftest import BenchRun, bench_run, write_scenario
-from tests.early import EarlyContext, EarlyRuns
+from tests.early import EarlyContext, early_fixture
 from tests.test_scenario import BASE
 
 # --------------------------------------------------------------------------------------------
@@ -421,18 +421,8 @@ def start_sequential(context: EarlyContext) -> BenchRun:
                      "--no-interleave", "--no-control")
 
 
-EARLY_RUNS = {"interleaved": [("rounds_interleaved", start_interleaved)],
-              "sequential": [("rounds_sequential", start_sequential)]}
-
-
-@pytest.fixture(scope="module")
-def interleaved(early_runs: EarlyRuns) -> BenchRun:
-    return early_runs.result("rounds_interleaved", start_interleaved)
-
-
-@pytest.fixture(scope="module")
-def sequential(early_runs: EarlyRuns) -> BenchRun:
-    return early_runs.result("rounds_sequential", start_sequential)
+interleaved = early_fixture("rounds_interleaved", start_interleaved)
+sequential = early_fixture("rounds_sequential", start_sequential)
 
 
 def windows_of(record: dict[str, Any]) -> list[tuple[float, float]]:

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import REPO, BenchRun, require_netns, run_in_fresh_dir
-from tests.early import EarlyContext, EarlyRuns
+from tests.early import EarlyContext, EarlyRuns, declare
 
 pytestmark = pytest.mark.slow
 
@@ -47,13 +47,13 @@ def start_checkpoints(context: EarlyContext) -> BenchRun:
     return run_in_fresh_dir(context.tmp_path_factory, "checkpoints", BODY)
 
 
-EARLY_RUNS = {"run": [("checkpoints", start_checkpoints)]}
-
-
 @pytest.fixture(scope="module")
 def run(early_runs: EarlyRuns) -> BenchRun:
     require_netns()  # the MultiWorker variant runs in a private network namespace
     return early_runs.result("checkpoints", start_checkpoints)
+
+
+declare(run, [("checkpoints", start_checkpoints)])
 
 
 def test_the_run_is_ok_and_shows_the_checkpoint_table(run: BenchRun) -> None:

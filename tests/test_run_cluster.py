@@ -27,7 +27,7 @@ from tests.conftest import (
     leftover_processes,
     write_scenario,
 )
-from tests.early import EarlyContext, EarlyRuns
+from tests.early import EarlyContext, early_fixture
 
 pytestmark = [pytest.mark.slow, NEEDS_NETNS, pytest.mark.usefixtures("netns_required")]
 
@@ -235,12 +235,7 @@ def start_failing_workers(context: EarlyContext) -> BenchRun:
                      directory / "results", "--no-control")
 
 
-EARLY_RUNS = {"failing_workers_run": [("failing_workers", start_failing_workers)]}
-
-
-@pytest.fixture(scope="module")
-def failing_workers_run(early_runs: EarlyRuns) -> BenchRun:
-    return early_runs.result("failing_workers", start_failing_workers)
+failing_workers_run = early_fixture("failing_workers", start_failing_workers)
 
 
 @pytest.mark.parametrize(("builder", "expected"), FAULTS.items())

@@ -8,7 +8,7 @@ import pytest
 
 from bench.record.model import VariantRecord
 from tests.conftest import BenchRun, bench, bench_run, write_scenario
-from tests.early import EarlyContext, EarlyRuns
+from tests.early import EarlyContext, early_fixture
 
 pytestmark = pytest.mark.slow
 
@@ -50,18 +50,8 @@ def start_tfrecord(context: EarlyContext) -> tuple[BenchRun, str]:
     return bench_run(path, tmp / "results"), shards
 
 
-EARLY_RUNS = {"tfrecord_run": [("tfrecord", start_tfrecord)],
-              "shards": [("tfrecord", start_tfrecord)]}
-
-
-@pytest.fixture(scope="module")
-def tfrecord_run(early_runs: EarlyRuns) -> BenchRun:
-    return early_runs.result("tfrecord", start_tfrecord)[0]
-
-
-@pytest.fixture(scope="module")
-def shards(early_runs: EarlyRuns) -> str:
-    return early_runs.result("tfrecord", start_tfrecord)[1]
+tfrecord_run = early_fixture("tfrecord", start_tfrecord, part=0)
+shards = early_fixture("tfrecord", start_tfrecord, part=1)
 
 
 def test_fit_and_the_per_pipeline_custom_loop_train_on_the_shards(tfrecord_run: BenchRun,

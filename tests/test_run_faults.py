@@ -14,7 +14,7 @@ import pytest
 
 from bench.record.model import VariantRecord
 from tests.conftest import REPO, BenchRun, leftover_processes, run_in_fresh_dir, write_scenario
-from tests.early import EarlyContext, EarlyRuns
+from tests.early import EarlyContext, early_fixture
 
 pytestmark = pytest.mark.slow
 
@@ -65,12 +65,7 @@ def start_faults(context: EarlyContext) -> BenchRun:
                             model="tests.fixtures.faulty:by_strategy")
 
 
-EARLY_RUNS = {"fault_run": [("faults", start_faults)]}
-
-
-@pytest.fixture(scope="module")
-def fault_run(early_runs: EarlyRuns) -> BenchRun:
-    return early_runs.result("faults", start_faults)
+fault_run = early_fixture("faults", start_faults)
 
 
 def variants_in_run_order(run: BenchRun) -> list[dict]:

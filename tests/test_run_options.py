@@ -9,7 +9,7 @@ import pytest
 from bench.data.arrays import DEBIAN_FASHION_MNIST_DIR
 from tests.browser import IN_CI
 from tests.conftest import BenchRun, bench_run, run_in_fresh_dir, write_scenario
-from tests.early import EarlyContext, EarlyRuns
+from tests.early import EarlyContext, early_fixture
 
 pytestmark = pytest.mark.slow
 
@@ -36,12 +36,7 @@ def start_precision(context: EarlyContext) -> BenchRun:
     return run_in_fresh_dir(context.tmp_path_factory, "precision", PRECISION)
 
 
-EARLY_RUNS = {"precision_run": [("precision", start_precision)]}
-
-
-@pytest.fixture(scope="module")
-def precision_run(early_runs: EarlyRuns) -> BenchRun:
-    return early_runs.result("precision", start_precision)
+precision_run = early_fixture("precision", start_precision)
 
 
 def test_mixed_policies_run_and_are_recorded(precision_run: BenchRun) -> None:

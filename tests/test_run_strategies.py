@@ -12,7 +12,7 @@ from bench.timing import MAD_TO_SIGMA
 from bench.trace.metrics import AGREEMENT
 from bench.training.schedule import MAX_WINDOW_GROWTH
 from tests.conftest import BenchRun, bench_run, run_in_fresh_dir, write_scenario
-from tests.early import EarlyContext, EarlyRuns
+from tests.early import EarlyContext, early_fixture
 
 pytestmark = pytest.mark.slow
 
@@ -49,18 +49,8 @@ def start_matrix(context: EarlyContext) -> tuple[BenchRun, Path]:
                              env={"TMPDIR": str(outer_tmp)}), outer_tmp)
 
 
-EARLY_RUNS = {"matrix_run": [("matrix", start_matrix)],
-              "outer_tmp": [("matrix", start_matrix)]}
-
-
-@pytest.fixture(scope="module")
-def matrix_run(early_runs: EarlyRuns) -> BenchRun:
-    return early_runs.result("matrix", start_matrix)[0]
-
-
-@pytest.fixture(scope="module")
-def outer_tmp(early_runs: EarlyRuns) -> Path:
-    return early_runs.result("matrix", start_matrix)[1]
+matrix_run = early_fixture("matrix", start_matrix, part=0)
+outer_tmp = early_fixture("matrix", start_matrix, part=1)
 
 
 def test_workers_leave_no_temporary_files(matrix_run: BenchRun, outer_tmp: Path) -> None:

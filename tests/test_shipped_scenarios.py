@@ -15,7 +15,7 @@ from bench.record.model import load_all
 from bench.report.terminal import render_summary
 from bench.scenario.loading import load_variants
 from tests.conftest import REPO, BenchRun, bench_run, start_clusters, start_fault_tolerance
-from tests.early import EarlyContext, EarlyRuns
+from tests.early import EarlyContext, EarlyRuns, declare
 
 pytestmark = pytest.mark.slow
 
@@ -200,15 +200,14 @@ def start_run(stem: str, context: EarlyContext) -> BenchRun:
                      timeout=1200)
 
 
-EARLY_RUNS = {"shipped_runs": [("fault_tolerance", start_fault_tolerance),
-                               ("clusters", start_clusters),
-                               *((stem, partial(start_run, stem)) for stem in RUN_HERE)]}
-
-
 @pytest.fixture(scope="module")
 def shipped_runs(early_runs: EarlyRuns) -> Iterator[dict[str, Future[BenchRun]]]:
     with ThreadPoolExecutor(max_workers=2) as pool:
         yield {stem: early_runs.take(stem, partial(start_run, stem), pool) for stem in RUN_HERE}
+
+
+declare(shipped_runs, [("fault_tolerance", start_fault_tolerance), ("clusters", start_clusters),
+                       *((stem, partial(start_run, stem)) for stem in RUN_HERE)])
 
 
 @pytest.mark.timeout(2400)  # the first test waits for the runs started before its own

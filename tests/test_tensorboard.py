@@ -20,7 +20,7 @@ import pytest
 
 from tests.browser import IN_CI, chromium_available, open_url, require_chromium
 from tests.conftest import REPO, BenchRun, bench, run_in_fresh_dir
-from tests.early import EarlyContext, EarlyRuns
+from tests.early import EarlyContext, EarlyRuns, declare
 from tests.listeners import listeners
 
 ARTIFACTS = REPO / "test-artifacts"
@@ -61,15 +61,15 @@ def start_tb(context: EarlyContext) -> BenchRun:
     return run_in_fresh_dir(context.tmp_path_factory, "tb", BODY)
 
 
-EARLY_RUNS = {"run": [("tensorboard", start_tb)]}
-
-
 @pytest.fixture(scope="module")
 def run(early_runs: EarlyRuns) -> BenchRun:
     done = early_runs.result("tensorboard", start_tb)
     assert done.proc.returncode == 0, done.proc.stdout + done.proc.stderr
     assert done.run_dir is not None
     return done
+
+
+declare(run, [("tensorboard", start_tb)])
 
 
 def _multiplexer(logdir: Path) -> Any:

@@ -19,7 +19,7 @@ from bench.errors import ScenarioError
 from bench.scenario.loading import load_variants, parse_scenario
 from bench.scenario.schema import DataConfig
 from tests.conftest import REPO, BenchRun, bench, bench_run, merge, to_toml
-from tests.early import EarlyContext, EarlyRuns
+from tests.early import EarlyContext, early_fixture
 
 FIXTURES = Path(__file__).parent / "fixtures" / "workloads"
 
@@ -266,12 +266,7 @@ def start_user_run(context: EarlyContext) -> BenchRun:
     return bench_run(path, tmp / "results", "--no-control", cwd=tmp)
 
 
-EARLY_RUNS = {"user_run": [("user_run", start_user_run)]}
-
-
-@pytest.fixture(scope="module")
-def user_run(early_runs: EarlyRuns) -> BenchRun:
-    return early_runs.result("user_run", start_user_run)
+user_run = early_fixture("user_run", start_user_run)
 
 
 @pytest.mark.slow
