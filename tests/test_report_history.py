@@ -235,6 +235,30 @@ def test_one_more_run_rewrites_only_its_page_its_scenario_and_the_index(tmp_path
     assert "12,345" in (site / f"run-{dirs[1].name}.html").read_text()
 
 
+def test_any_change_to_bench_renders_the_site_anew(tmp_path: Path) -> None:
+    """A run's kept summary and pages come from code well beyond bench.report (the records'
+    model, the machine's fingerprint that splits the trend): a change to any of it is a new
+    render version, so no page or summary of the old code is kept."""
+    import shutil
+
+    copy = tmp_path / "copy"
+    shutil.copytree(Path(results.__file__).parent, copy / "bench",
+                    ignore=shutil.ignore_patterns("__pycache__"))
+
+    def version() -> str:
+        proc = subprocess.run([sys.executable, "-c", "from bench.report.manifest import "
+                               "render_version; print(render_version())"], cwd=copy,
+                              env={**os.environ, "PYTHONPATH": str(copy)}, capture_output=True,
+                              text=True, check=True)
+        return proc.stdout.strip()
+
+    first = version()
+    assert version() == first  # the same code: the same version
+    fingerprint = copy / "bench" / "fingerprint.py"
+    fingerprint.write_text(fingerprint.read_text() + "\n# a change outside bench.report\n")
+    assert version() != first
+
+
 def test_chart_data_is_written_at_four_significant_digits(tmp_path: Path) -> None:
     root = tmp_path / "store"
     run = add_night(root, 0)

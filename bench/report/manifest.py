@@ -4,8 +4,8 @@ The manifest (`<site>/.bench-manifest.json`) keeps, per run directory, the stamp
 (size and modification time) with the run's summary (bench.report.summaries), and per page the
 digest of its inputs. A run whose stamp is unchanged is not read again; a page whose digest is
 unchanged and that is still on disk is not written again. The digests start from the render
-version: bench's version and the report's and comparison's own code, templates and assets, so a
-new bench re-renders everything.
+version: bench's version and all its code, templates and assets, so a new bench re-renders
+everything.
 """
 
 from __future__ import annotations
@@ -34,23 +34,25 @@ def digest(*parts: Any) -> str:
 
 @cache
 def render_version() -> str:
-    """bench's version and the bytes of the code, templates and assets that render a site."""
+    """bench's version and the bytes of all its code, templates and assets: a run's summary and
+    pages come from the records' model, the comparisons, the machine's fingerprint and more
+    besides the report's own code, so any change to bench renders the site anew."""
     h = hashlib.sha256(bench.__version__.encode())
-    for package in ("bench.report", "bench.compare"):
-        root = resources.files(package)
-        for item in sorted(_files(root), key=lambda t: t.name):
-            h.update(item.name.encode())
-            h.update(item.read_bytes())
+    root = resources.files("bench")
+    for relative, item in sorted(_files(root, "")):
+        h.update(relative.encode())
+        h.update(item.read_bytes())
     return h.hexdigest()[:32]
 
 
-def _files(root: Any) -> list[Any]:
+def _files(root: Any, prefix: str) -> list[tuple[str, Any]]:
+    """(path below the package, resource) of every source, template and asset under `root`."""
     found = []
     for item in root.iterdir():
         if item.is_dir():
-            found += [f for f in _files(item)]
+            found += _files(item, f"{prefix}{item.name}/")
         elif item.name.endswith((".py", ".j2", ".css", ".js")):
-            found.append(item)
+            found.append((prefix + item.name, item))
     return found
 
 
