@@ -37,6 +37,7 @@ VARIANTS_FILE = "variants.json"
 TIMING_FILE = "timing.json"  # where the run's wall time went (bench.perf.overhead)
 ENVIRONMENT_FILE = "environment.json"
 SCENARIO_FILE = "scenario.toml"
+LOGS_DIR = "logs"  # every process's log, gate FIFO and record hand-over of a run
 # A nightly run's confirmation re-runs, inside its run directory: kept with the night they judge,
 # and no runs of a store, which lists its top-level run directories only.
 CONFIRMATIONS_DIR = "confirmations"
@@ -57,7 +58,7 @@ def create_run_dir(root: Path, scenario_name: str, now: datetime | None = None) 
             path.mkdir()
         except FileExistsError:
             continue
-        (path / "logs").mkdir()
+        (path / LOGS_DIR).mkdir()
         return path
     raise RuntimeError(f"cannot create a new run directory under {root}")
 

@@ -272,7 +272,7 @@ def _start_forkservers(opts: RunOptions, variants: list[Variant], run_dir: Path)
             name.append(v.environment.label)
         if is_legacy_keras(v):
             name.append("tf_keras")
-        log = run_dir / "logs" / ".".join([*name, "log"])
+        log = run_dir / results.LOGS_DIR / ".".join([*name, "log"])
         servers.add(ForkServer(worker_env(flavour_env(v)), log, str(run_dir),
                                python=python).start(), keras)
     return servers
@@ -305,7 +305,7 @@ def _run_variants(variants: list[Variant], run_dir: Path, outcome: RunOutcome,
             analysis_started = time.perf_counter()
             if record.trace is not None and record.trace.status == "captured":
                 python = pythons.get(str(record.variant_id), sys.executable)
-                record = attach_trace_analysis(record, run_dir / "logs",
+                record = attach_trace_analysis(record, run_dir / results.LOGS_DIR,
                                                forkservers.get(python), python)
             record = parity.judge(record)
             analysis_s = time.perf_counter() - analysis_started

@@ -76,7 +76,7 @@ def pair_sizing_file(variant: Variant) -> str | None:
     run_dir = ChildEnv.from_env().run_dir
     if not run_dir or variant.control not in ("baseline", "twin"):
         return None
-    return str(Path(run_dir) / "logs" / "control-window-steps")
+    return str(Path(run_dir) / results.LOGS_DIR / "control-window-steps")
 
 
 def _trace_window(variant: Variant, k: int) -> TraceWindow | None:

@@ -18,7 +18,7 @@ from bench.launch.process import Outcome, WorkerProcess, last_error_line
 from bench.placement import detected_inventory, host_gpus, plan_variant
 from bench.protocol import ProgressFn
 from bench.record.model import VariantRecord
-from bench.results import VARIANTS_FILE
+from bench.results import LOGS_DIR, VARIANTS_FILE
 from bench.scenario.environment import interpreter
 from bench.scenario.schema import Variant
 
@@ -68,7 +68,7 @@ def run_worker_command(variant: Variant, run_dir: Path, cmd: list[str], record_p
     Its clock (and its spawn time) starts once its fork server is ready (await_forkservers)."""
     if forkserver is not None:
         forkserver.wait_ready()
-    log_path = run_dir / "logs" / f"{variant.id}.log"
+    log_path = run_dir / LOGS_DIR / f"{variant.id}.log"
     with WorkerProcess(cmd, worker_env(extra_env), log_path, progress,
                        forkserver=forkserver) as proc:
         outcome = proc.wait(budget_s)
@@ -144,7 +144,7 @@ def await_forkservers(variants: list[Variant], forkservers: ForkServers | None) 
 
 def record_path_of(run_dir: Path, variant: Variant) -> Path:
     """Where a single-process variant's worker writes its record before the runner takes it."""
-    return run_dir / "logs" / f"{variant.id}.record.json"
+    return run_dir / LOGS_DIR / f"{variant.id}.record.json"
 
 
 def variant_env(run_dir: Path, variant: Variant) -> dict[str, str]:

@@ -44,6 +44,7 @@ from bench.launch.local import (
 from bench.launch.process import Outcome, WorkerProcess
 from bench.protocol import FINISH, GO, ProgressFn, last_release
 from bench.record.model import VariantRecord
+from bench.results import LOGS_DIR
 from bench.scenario.schema import Variant
 
 POLL_S = 0.05
@@ -159,7 +160,7 @@ def start(variant: Variant, run_dir: Path, forkservers: ForkServers | None,
           progress: ProgressFn | None, gate_timeout_s: float) -> LiveVariant:
     """Start a variant's worker with a gate: it builds, warms up and stops at its first window.
     A cluster variant's supervisor relays the gate to its training tasks (bench.launch.gate_relay)."""
-    fifo = run_dir / "logs" / f"{variant.id}.gate"
+    fifo = run_dir / LOGS_DIR / f"{variant.id}.gate"
     fifo.unlink(missing_ok=True)
     os.mkfifo(fifo, 0o600)
     writer = os.open(fifo, os.O_RDWR)  # held by the parent, so a release never blocks
@@ -170,7 +171,7 @@ def start(variant: Variant, run_dir: Path, forkservers: ForkServers | None,
     else:
         cmd = worker_command(run_dir, variant, record_path_of(run_dir, variant))
         env = {**variant_env(run_dir, variant), **gate}
-    proc = WorkerProcess(cmd, worker_env(env), run_dir / "logs" / f"{variant.id}.log", progress,
+    proc = WorkerProcess(cmd, worker_env(env), run_dir / LOGS_DIR / f"{variant.id}.log", progress,
                          forkserver=forkserver_for(variant, forkservers),
                          on_gate=lambda segment, index: announced.put(
                              (segment, index, time.monotonic())))

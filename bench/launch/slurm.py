@@ -28,7 +28,7 @@ from bench.launch.process import last_error_line
 from bench.placement import flavour_env, gpus_per_process
 from bench.protocol import ProgressFn
 from bench.record.model import VariantRecord
-from bench.results import VARIANTS_FILE
+from bench.results import LOGS_DIR, VARIANTS_FILE
 from bench.scenario.environment import interpreter
 from bench.scenario.schema import Variant
 
@@ -185,7 +185,7 @@ class SlurmLauncher:
 
     def run(self, variant: Variant, run_dir: Path, progress: ProgressFn | None = None
             ) -> VariantRecord:
-        logs = run_dir / "logs"
+        logs = run_dir / LOGS_DIR
         record_path = record_path_of(run_dir, variant)
         output = logs / f"{variant.id}.slurm.log"
         if variant.is_cluster:

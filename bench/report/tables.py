@@ -15,6 +15,7 @@ from typing import Any
 
 from markupsafe import Markup, escape
 
+from bench import results
 from bench.checks.verdicts import ACCURACY, LOSS_PARITY, CheckKind
 from bench.compare.noise import within_noise
 from bench.record.model import VariantRecord
@@ -179,7 +180,7 @@ def problem_rows(run: RunView, page_dir: Path) -> list[ProblemRow]:
         if rec.ok:
             continue
         vid = str(rec.variant_id)
-        log = run.path / "logs" / f"{vid}.log"
+        log = run.path / results.LOGS_DIR / f"{vid}.log"
         error = rec.error.to_json() if rec.error is not None else None
         rows.append(ProblemRow(vid, str(rec.status), str(rec.reason or ""), str(error or ""),
                                relative_link(log, page_dir) if log.exists() else None))
