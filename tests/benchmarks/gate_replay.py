@@ -11,7 +11,7 @@ night and its re-runs by 1.10 (the yardstick's are left alone, as a slower model
 a slowdown injected into the real noise, the same for both gates.
 
 Usage:
-    python tests/benchmarks/gate_replay.py STORE [--slowdown 1.10] [--from 3]
+    python tests/benchmarks/gate_replay.py STORE [--slowdown 1.10] [--from 3] [--suspect 0.8]
 """
 
 from __future__ import annotations
@@ -89,7 +89,10 @@ def main() -> None:
     parser.add_argument("--slowdown", type=float, default=1.0, help="1.0: unchanged code (A/A)")
     parser.add_argument("--from", dest="start", type=int, default=runlevel.MIN_STORE_RUNS,
                         help="the first night's index (the runs before it are its store)")
+    parser.add_argument("--suspect", type=float, default=runlevel.SUSPECT[0],
+                        help="the one-sided level that earns a night's variant its re-runs")
     args = parser.parse_args()
+    runlevel.SUSPECT = (args.suspect, runlevel.SUSPECT[1])
     runs = [r for r in results.find_run_dirs([args.store])
             if (r / results.TIMING_FILE).exists() and (r / results.RECORDS_FILE).exists()]
     flagged = {"covariate": 0, "divisor": 0}
