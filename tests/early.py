@@ -1,10 +1,11 @@
 """The session's shared `bench run`s, started one after another in a background thread as the
 session starts, and taken by the fixtures that need them.
 
-A run of a shipped scenario is mostly one process's work at a time (interpreter and cluster
-start-up, graph building, the gate's hand-overs), and the tests before its first user leave the
-second core idle much of their time: run beside them, the shared runs cost the session little of
-its wall time. A run not yet started when its user comes is run by that user instead.
+A `bench run` is mostly one process's work at a time (interpreter and cluster start-up, graph
+building, the gate's hand-overs), and so are the tests before a run's first reader, which leave
+the second core idle much of their time: run beside them, the shared runs cost the session little
+of its wall time. A run not yet started when its reader comes is run by that reader instead.
+`start` and `take` are called from pytest's own thread only.
 
 A fixture declares the runs it takes (`declare`, or `early_fixture` for a fixture that is one
 run): named, each with its `start`, which takes the `EarlyContext`. conftest starts those of every
