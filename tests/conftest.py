@@ -249,18 +249,9 @@ def early_runs(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPath
         runs.close()
 
 
-@pytest.fixture(scope="session")
-def fault_tolerance_run(early_runs: EarlyRuns) -> BenchRun:
-    return early_runs.result("fault_tolerance", start_fault_tolerance)
-
-
-@pytest.fixture(scope="session")
-def clusters_run(early_runs: EarlyRuns) -> BenchRun:
-    return early_runs.result("clusters", start_clusters)
-
-
-early.declare(fault_tolerance_run, [("fault_tolerance", start_fault_tolerance)])
-early.declare(clusters_run, [("clusters", start_clusters)])
+fault_tolerance_run = early.early_fixture("fault_tolerance", start_fault_tolerance,
+                                          scope="session")
+clusters_run = early.early_fixture("clusters", start_clusters, scope="session")
 
 
 def run_in_fresh_dir(factory: pytest.TempPathFactory, name: str, body: str,

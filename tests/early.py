@@ -17,9 +17,12 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from concurrent.futures import Executor, Future, ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Any
+from pathlib import Path
+from typing import Any, Literal
 
 import pytest
+
+from tests.background import BackgroundBench
 
 
 @dataclass(frozen=True)
@@ -29,7 +32,7 @@ class EarlyContext:
     waits for rather than building its own beside it."""
 
     tmp_path_factory: pytest.TempPathFactory
-    tf220_build: Any = None
+    tf220_build: tuple[Path, BackgroundBench] | None = None
 
     def wait_for_tf220(self, timeout: float = 1200) -> None:
         if self.tf220_build is not None:
@@ -94,10 +97,11 @@ def declared(fixture: Any) -> list[tuple[str, Start]]:
     return _DECLARED.get(id(fixture), [])
 
 
-def early_fixture(run: str, start: Start, part: int | None = None) -> Any:
-    """A module fixture whose value is the early run `run` (item `part` of what `start` gives)."""
+def early_fixture(run: str, start: Start, part: int | None = None,
+                  scope: Literal["module", "session"] = "module") -> Any:
+    """A fixture whose value is the early run `run` (item `part` of what `start` gives)."""
     def value(early_runs: EarlyRuns) -> Any:
         got = early_runs.result(run, start)
         return got if part is None else got[part]
 
-    return declare(pytest.fixture(scope="module")(value), [(run, start)])
+    return declare(pytest.fixture(scope=scope)(value), [(run, start)])

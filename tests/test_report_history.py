@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 from collections.abc import Callable, Iterator
@@ -239,8 +240,6 @@ def test_any_change_to_bench_renders_the_site_anew(tmp_path: Path) -> None:
     """A run's kept summary and pages come from code well beyond bench.report (the records'
     model, the machine's fingerprint that splits the trend): a change to any of it is a new
     render version, so no page or summary of the old code is kept."""
-    import shutil
-
     copy = tmp_path / "copy"
     shutil.copytree(Path(results.__file__).parent, copy / "bench",
                     ignore=shutil.ignore_patterns("__pycache__"))

@@ -14,8 +14,9 @@ from rich.console import Console
 from bench.record.model import load_all
 from bench.report.terminal import render_summary
 from bench.scenario.loading import load_variants
-from tests.conftest import REPO, BenchRun, bench_run, start_clusters, start_fault_tolerance
-from tests.early import EarlyContext, EarlyRuns, declare
+from tests import conftest
+from tests.conftest import REPO, BenchRun, bench_run
+from tests.early import EarlyContext, EarlyRuns, declare, declared
 
 pytestmark = pytest.mark.slow
 
@@ -206,8 +207,9 @@ def shipped_runs(early_runs: EarlyRuns) -> Iterator[dict[str, Future[BenchRun]]]
         yield {stem: early_runs.take(stem, partial(start_run, stem), pool) for stem in RUN_HERE}
 
 
-declare(shipped_runs, [("fault_tolerance", start_fault_tolerance), ("clusters", start_clusters),
-                       *((stem, partial(start_run, stem)) for stem in RUN_HERE)])
+# the shared runs too, which these tests take by their fixtures' names (SHARED)
+SHARED_RUNS = [run for fixture in SHARED.values() for run in declared(getattr(conftest, fixture))]
+declare(shipped_runs, [*SHARED_RUNS, *((stem, partial(start_run, stem)) for stem in RUN_HERE)])
 
 
 @pytest.mark.timeout(2400)  # the first test waits for the runs started before its own
