@@ -63,6 +63,9 @@ def test_a_variant_that_follows_the_yardstick_by_half_is_judged_by_what_it_follo
     test = runlevel.covariate_test(stored, fast)
     assert test is not None and test.slope == pytest.approx(-0.5, abs=0.1)
     assert test.df == 10 and abs(test.shift) < 0.01
+    design = np.column_stack([np.ones(13), np.r_[np.zeros(10), np.ones(3)],
+                              [y for _, y in stored + fast]])
+    assert test.unit == pytest.approx(math.sqrt(np.linalg.inv(design.T @ design)[1, 1]))
     assert test.status(0.05, runlevel.DECIDE) == "unchanged"
     slower = [(f + math.log(1.10), y) for f, y in fast]  # the variant's own code slowed by 10%
     caught = runlevel.covariate_test(stored, slower)

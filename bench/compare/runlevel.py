@@ -117,11 +117,12 @@ def covariate_test(stored: list[tuple[float, float]], candidate: list[tuple[floa
     design = np.column_stack([np.ones(k + n), np.r_[np.zeros(k), np.ones(n)], stick])
     if np.linalg.matrix_rank(design) < 3:  # the yardstick did not move within the groups
         return None
-    coef, *_ = np.linalg.lstsq(design, figure, rcond=None)
+    solve = np.linalg.pinv(design)  # (X'X)^-1 X': the fit, and (X'X)^-1 as solve @ solve.T
+    coef = solve @ figure
     residual = figure - design @ coef
     df = k + n - 3
     sd = max(math.sqrt(float(residual @ residual) / df), SD_FLOOR)
-    unit = math.sqrt(float(np.linalg.inv(design.T @ design)[1, 1]))
+    unit = math.sqrt(float(solve[1] @ solve[1]))
     return RunTest(float(coef[1]), sd, df, k, n, unit, float(coef[2]))
 
 
