@@ -8,6 +8,7 @@ import json
 from pathlib import Path
 
 import pytest
+from pydantic import ValidationError
 
 from bench import results
 from bench.errors import BenchError
@@ -77,6 +78,20 @@ def test_a_record_reads_back_to_the_json_it_came_from(tmp_path: Path) -> None:
     assert record.control_role == "baseline" and record.counts_as_variant
     scaled = add_scaling_efficiency([record])[0]
     assert "scaling_efficiency" not in scaled.to_json()  # derived for readers, never written
+
+
+def test_a_records_variant_is_frozen_and_a_copy_keys_on_its_own_fields() -> None:
+    """The variant's JSON form and keys are kept once computed: nothing may change them
+    underneath, and a copy with other fields has other keys."""
+    variant = VariantRecord.load(standard_records()[0]).variant
+    key, precision = variant.key(), variant.axis("precision")
+    assert variant.key(["precision"]) != key and variant.key() is key
+    with pytest.raises(ValidationError):
+        variant.precision = "mixed_bfloat16"
+    other = variant.model_copy(update={"precision": "mixed_bfloat16"})
+    assert other.axis("precision") == "mixed_bfloat16" != precision
+    assert other.key() != key and other.key(["precision"]) == variant.key(["precision"])
+    assert variant.key() == key and variant.axis("precision") == precision
 
 
 def test_a_record_bench_cannot_read_is_one_line_naming_the_file(tmp_path: Path) -> None:

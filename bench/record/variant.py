@@ -11,6 +11,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
+from pydantic import ConfigDict, PrivateAttr
+
 from bench.axes import axis_value, variant_axes, variant_key
 from bench.record.section import Number, Section, field
 from bench.scenario.strategy_kinds import KINDS, StrategyKind, strategy_kind
@@ -36,6 +38,10 @@ class EnvironmentTable(Section):
 class RecordedVariant(Section):
     """The variant a matrix point became (`bench.scenario.schema.Variant`), as the record holds
     it: a field the record predates is None here, and `axis` reads it with its old meaning."""
+
+    # Frozen, as what ran: its JSON form and keys are computed once (a report of a year of
+    # nightly runs asks for them hundreds of thousands of times).
+    model_config = ConfigDict(frozen=True)
 
     id: str | None = field("its id")
     index: int | None = field("its place in the run's matrix")
@@ -68,10 +74,22 @@ class RecordedVariant(Section):
     control: str | None = field("`baseline`, `twin`, `yardstick`, or null for a variant")
     environment: EnvironmentTable | None = field("its `[environment]` point")
 
+    _json: dict[str, Any] | None = PrivateAttr(default=None)
+    _keys: dict[frozenset[str], tuple[Any, ...]] = PrivateAttr(default_factory=dict)
+
+    def model_copy(self, *, update: dict[str, Any] | None = None, deep: bool = False
+                   ) -> RecordedVariant:
+        """A copy (with `update`'s fields), its JSON form and keys computed anew."""
+        copy = super().model_copy(update=update, deep=deep)
+        copy._json, copy._keys = None, {}
+        return copy
+
     @property
     def as_dict(self) -> dict[str, Any]:
-        """The variant as the record holds it (what `bench.axes` reads)."""
-        return self.to_json()
+        """The variant as the record holds it (what `bench.axes` reads; not to be changed)."""
+        if self._json is None:
+            self._json = self.to_json()
+        return self._json
 
     def axis(self, name: str) -> Any:
         """One axis (`bench.axes.VARIANT_AXES`); an older record reads with that axis's default."""
@@ -82,7 +100,10 @@ class RecordedVariant(Section):
 
     def key(self, without: Iterable[str] = ()) -> tuple[Any, ...]:
         """Equal keys: the same variant as far as a comparison varying only `without` goes."""
-        return variant_key(self.as_dict, without)
+        skip = frozenset(without)
+        if skip not in self._keys:
+            self._keys[skip] = variant_key(self.as_dict, skip)
+        return self._keys[skip]
 
     @property
     def model_name(self) -> str | None:
