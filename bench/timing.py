@@ -126,26 +126,58 @@ def summarize(samples: Sequence[float]) -> Stats:
     )
 
 
-def steady_state_start(samples: Sequence[float], window: int = 10, tolerance: float = 0.10) -> int:
-    """Number of leading samples that are still warmup: a persistently slow start.
+# A variant still warms up in its timed windows when its leading windows run this much slower
+# than its second half, beyond what the windows' own spread explains at this level.
+WARMUP_TOLERANCE = 0.10
+WARMUP_ALPHA = 0.01
+
+
+def warm_windows(log_steps: Sequence[float], tolerance: float = WARMUP_TOLERANCE,
+                 alpha: float = WARMUP_ALPHA, resamples: int = 2000, seed: int = 0) -> int:
+    """How many leading windows still ran warming up (0: none), from each window's log step time.
+
+    For every k up to half the windows, the first k windows' mean excess over the second half's
+    median, in standard errors of a mean of k (the excess times sqrt(k)); the k with the largest
+    is the candidate. It counts when its excess is above `tolerance` and the windows' order
+    explains it: a permutation test of the order, with the same largest-over-k statistic, gives
+    p < `alpha`. The window is the unit because steps within one share the machine's speed of
+    that moment; a slow spell of a few windows anywhere else is a spell, not a warm-up."""
+    import numpy as np
+
+    logs = np.asarray(log_steps, dtype=float)
+    half = len(logs) // 2
+    if half < 2:
+        return 0
+    counts = np.arange(1, half + 1)
+
+    def excess(x: Any) -> Any:
+        late = np.median(x[..., half:], axis=-1, keepdims=True)
+        return np.cumsum(x[..., :half], axis=-1) / counts - late
+
+    observed = excess(logs)
+    scores = observed * np.sqrt(counts)
+    k = int(np.argmax(scores))
+    if observed[k] <= math.log1p(tolerance):
+        return 0
+    shuffled = np.random.default_rng(seed).permuted(np.tile(logs, (resamples, 1)), axis=1)
+    null = (excess(shuffled) * np.sqrt(counts)).max(axis=1)
+    p = (1 + np.count_nonzero(null >= scores[k])) / (resamples + 1)
+    return k + 1 if p < alpha else 0
+
+
+def steady_state_start(windows: Sequence[Sequence[float]],
+                       reference: Sequence[float] | None = None) -> int:
+    """Timed steps still warming up, from the first (0: steady from the start): the steps of
+    the leading windows `warm_windows` finds slow, judged on each window's median step, less
+    `reference` (log; the machine's speed in that window's round, from the variants beside it)
+    where given. Without one a slow spell of the machine early in a run reads as a warm-up.
 
     A fixed warmup count does not always cover warmup (epochs 2-3 of the seed run were twice as
-    slow as steady state), so we report where the series actually settles; 0 means it was steady
-    from the start. Step k ends the warmup when both the window just before k and everything
-    before k are slower than the second half's median by more than `tolerance`. Requiring the
-    whole prefix to be slow keeps bursty interference on a shared machine (single slow windows)
-    from being mistaken for warmup.
-    """
-    n = len(samples)
-    if n < 2 * window:
-        return 0
-    limit = (1 + tolerance) * statistics.median(samples[n // 2 :])
-    start = 0
-    for k in range(window, n // 2 + 1, max(1, window // 2)):
-        if (statistics.median(samples[k - window : k]) > limit
-                and statistics.median(samples[:k]) > limit):
-            start = k
-    return start
+    slow as steady state), so the record says where the series actually settles."""
+    kept = [(w, r) for w, r in zip(windows, reference or [0.0] * len(windows), strict=True) if w]
+    logs = [math.log(statistics.median(w)) - r for w, r in kept]
+    warm = warm_windows(logs)
+    return sum(len(w) for w, _ in kept[:warm])
 
 
 @dataclass(frozen=True)

@@ -339,7 +339,7 @@ def measure(variant: Variant, spawn_time: float, progress: ProgressFn) -> dict[s
                      {"status": "skipped", "reason": "the coordinator syncs once per block of "
                                                      "steps in both windows"}),
         "checkpoint": checkpoint,
-        "steady_state_start": steady_state_start(timed),
+        "steady_state_start": steady_state_start(windows),
         "samples": {"warmup": warmup, "timed": windows,
                     "traced": (result.samples.get("traced") or [[]])[0],
                     "trace_base": (result.samples.get("trace_base") or [[]])[0]},

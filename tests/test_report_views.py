@@ -7,15 +7,18 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
 import pytest
+from rich.console import Console
 
-from bench.report.derived import op_shares, worker_rows
+from bench.report.derived import op_shares, warming_up, worker_rows
 from bench.report.detail_charts import measurement_cost_chart, top_ops_chart, workers_chart
 from bench.report.narrative import summarize_run
 from bench.report.runs import RunView, find_baselines, load_run
 from bench.report.site import render_site
 from bench.report.tables import COLUMNS, figures_row
-from bench.report.terminal import format_versus_baseline
+from bench.report.terminal import format_versus_baseline, render_summary
+from bench.timing import steady_state_start
 from tests.fixtures.report_runs import (
     cluster_record,
     ok_record,
@@ -144,3 +147,37 @@ def test_the_terminal_and_the_report_give_the_same_ratios_to_the_baseline(tmp_pa
     assert float(shown["mirrored-r2-fit-float32-gb128"][0].lstrip("~")) < 1.0
     assert shown["default-r1-fit-float32-gb64-control"] == ("-", "-")
     assert shown["default-r1-fit-float32-gb64"] == ("-", "-")
+
+
+def test_only_a_variant_slower_than_the_machine_in_its_first_rounds_is_still_warming_up(
+        tmp_path: Path) -> None:
+    """An interleaved batch whose rounds all ran slow at first (the machine) has no variant
+    still warming up; one that ran slower than its batch-mates in its first rounds has. Each
+    record alone would name both: its own windows cannot tell the machine from a warm-up."""
+    rng = np.random.default_rng(4)
+    machine = [1.8] * 3 + [1.0] * 21
+    names = ["default-r1-fit-float32-gb64", "mirrored-r1-fit-float32-gb64",
+             "mirrored-r2-fit-float32-gb128", "default-r1-fit-mixed_bfloat16-gb64"]
+    batch = [*names, "yardstick"]
+    records = []
+    for i, vid in enumerate(batch):
+        own = [1.8] * 3 + [1.0] * 21 if vid == names[1] else [1.0] * 24
+        record = ok_record(variant(vid), 0.004 * (i + 1))
+        windows = [[0.004 * (i + 1) * m * o * float(rng.lognormal(0.0, 0.08))] * 16
+                   for m, o in zip(machine, own, strict=True)]
+        record["samples"]["timed"] = windows
+        record["interleave"] = {"batch": batch}
+        record["steady_state_start"] = steady_state_start(windows)  # as the worker judges
+        records.append(record)
+    records[-1]["variant"]["control"] = "yardstick"
+    run = load_run(write_run(tmp_path, "warming-20261122T051803Z", records))
+    assert {r.variant_id for r in run.ok if r.steady_state_start} == set(batch)
+    assert warming_up(run.records) == {names[1]: 3 * 16}
+    summary = "\n".join(summarize_run(run))
+    assert "Still warming up inside the timed windows" in summary and names[1] in summary
+    assert names[0] not in summary.split("Still warming up")[1].split(".")[0]
+    console = Console(record=True, width=400)
+    render_summary(console, run.records)
+    assert f"still warming up: {names[1]} (its first 48 timed steps)" in console.export_text()
+    lone = load_run(write_run(tmp_path, "lone-20261122T051803Z", records[:2]))
+    assert set(warming_up(lone.records)) == set(names[:2])  # no three to judge against

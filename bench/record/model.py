@@ -118,7 +118,8 @@ class VariantRecord(Section):
     measurement: Measurement | None = field("how the timed windows ran")
     observer: Observer | None = field("the observer effect: observed ÷ unobserved windows")
     checkpoint: Checkpoint | None = field("with `measure.checkpoint`: what saving costs")
-    steady_state_start: int | None = field("the timed step where the series settles")
+    steady_state_start: int | None = field(
+        "timed steps still warming up, judged on the variant's own windows (0: none)")
     samples: Samples | None = field("every step time, in seconds")
     trace: Trace | None = field("the profiler trace, its cost and xprof's analysis")
     loss: Loss | None = field("the loss of a fixed batch before and after training")

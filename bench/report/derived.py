@@ -1,6 +1,7 @@
 """What the charts, tables and the page's words derive from records beyond the record's own
 properties: pairs of variants that differ in one axis, the step breakdown and top ops as shares
-of the step, each worker of a cluster, what measuring cost, the two speeds, epoch ends, and labels.
+of the step, each worker of a cluster, what measuring cost, the two speeds, epoch ends, the
+variants still warming up, and labels.
 
 Plain functions over records (bench.record.model), with no plotly, so the narrative can quote the
 same pairs and figures the charts draw without loading the plotting code.
@@ -14,7 +15,7 @@ from typing import Any
 from bench.record.model import TRACE_INFLATION_LIMIT, VariantRecord
 from bench.record.variant import RecordedVariant
 from bench.report.runs import RunView
-from bench.timing import percentile
+from bench.timing import percentile, steady_state_start
 
 __all__ = ["TRACE_INFLATION_LIMIT"]
 
@@ -185,6 +186,31 @@ def describe_epoch_ends(records: Sequence[VariantRecord]) -> str | None:
                  "longer; one iterator over all epochs (dataset.repeat() and steps_per_epoch) "
                  "never does")
     return text + "."
+
+
+def warming_up(records: Sequence[VariantRecord]) -> dict[str, int]:
+    """Variant id → its timed steps still warming up, for the ok records that were.
+
+    A worker judges its own windows (the record's `steady_state_start`), where a slow spell of
+    the machine early in the run reads as a warm-up. The variants of an interleaved batch took
+    the same rounds, so the others' windows give the machine's speed in each (the median, over
+    them, of each window's log step time less that variant's median), and a variant is judged on
+    its windows less that; a record without three such batch-mates keeps its own judgment."""
+    import numpy as np
+
+    found = {str(r.variant_id): r.steady_state_start or 0 for r in records if r.ok}
+    batches: dict[tuple[Any, ...], list[VariantRecord]] = {}
+    for r in records:
+        windows = r.timed_windows
+        if r.ok and r.interleave and r.interleave.batch and windows and all(windows):
+            batches.setdefault((tuple(r.interleave.batch), len(windows)), []).append(r)
+    for batch in (b for b in batches.values() if len(b) >= 3):
+        logs = np.log([[np.median(w) for w in r.timed_windows] for r in batch])
+        centred = logs - np.median(logs, axis=1, keepdims=True)
+        for i, rec in enumerate(batch):
+            machine = np.median(np.delete(centred, i, axis=0), axis=0)
+            found[str(rec.variant_id)] = steady_state_start(rec.timed_windows, machine.tolist())
+    return {vid: steps for vid, steps in found.items() if steps}
 
 
 def model_label(variant: RecordedVariant) -> str:

@@ -22,6 +22,7 @@ from bench.report.derived import (
     measurement_costs,
     precision_pairs,
     straggler_note,
+    warming_up,
     worker_rows,
 )
 from bench.report.runs import RunView, versus_baseline
@@ -188,11 +189,12 @@ def failures(run: RunView) -> list[str]:
 
 
 def unsettled(run: RunView) -> str | None:
-    recs = [r for r in run.ok if r.steady_state_start]
-    if not recs:
+    warming = warming_up(run.records)
+    if not warming:
         return None
-    return ("Still warming up inside the timed window (consider more warmup steps): " + "; ".join(
-        f"{r.variant_id} (first {r.steady_state_start} steps)" for r in recs) + ".")
+    return ("Still warming up inside the timed windows, slower in their first windows than in "
+            "their later ones beyond the rounds' noise (consider more warmup steps): "
+            + "; ".join(f"{vid} (first {steps} steps)" for vid, steps in warming.items()) + ".")
 
 
 def stragglers(run: RunView) -> str | None:

@@ -15,6 +15,7 @@ from bench.report.derived import (
     ok_with_throughput,
     precision_pairs,
     step_breakdown,
+    warming_up,
 )
 from bench.report.detail_charts import measurement_cost_chart, top_ops_chart, workers_chart
 from bench.report.recovery_charts import recovery_charts
@@ -247,6 +248,7 @@ def timeline_chart(run: RunView) -> Chart:
         return chart
     data: list[dict[str, Any]] = []
     longest_warmup = 0
+    warming = warming_up(run.records)
     for rec in recs:
         warmup = rec.warmup_steps
         longest_warmup = max(longest_warmup, len(warmup))
@@ -257,7 +259,7 @@ def timeline_chart(run: RunView) -> Chart:
                      "y": [s * 1e3 for s in [*warmup, *timed]],
                      "line": {"color": colour(rec), "width": 1},
                      "hovertemplate": "step %{x}: %{y:.2f} ms<extra>%{fullData.name}</extra>"})
-        settle = rec.steady_state_start or 0
+        settle = warming.get(str(rec.variant_id), 0)
         if 0 < settle < len(timed):
             data.append({"type": "scatter", "mode": "markers", "showlegend": False,
                          "legendgroup": rec.variant_id, "x": [settle], "y": [timed[settle] * 1e3],

@@ -22,6 +22,7 @@ from bench.report.derived import (
     keras_pairs,
     model_label,
     step_breakdown,
+    warming_up,
 )
 from bench.report.runs import find_baselines, versus_baseline
 
@@ -106,9 +107,6 @@ def render_outcome_line(record: VariantRecord) -> str:
         line += format_checks(record)
         if speeds := format_speeds(record):
             line += f"  [yellow](two speeds: {escape(speeds)})[/]"
-        settle = record.steady_state_start or 0
-        if settle:
-            line += f"  [yellow](still warming up for the first {settle} timed steps)[/]"
         breakdown = format_breakdown(record)
         if breakdown:
             line += f"\n          [dim]{breakdown}[/]"
@@ -226,6 +224,11 @@ def render_summary(console: Console, records: list[VariantRecord]) -> None:
     console.print(describe_noise_floor(floor))
     if ends := describe_epoch_ends(records):
         console.print(f"[dim]{escape(ends)}[/]")
+    if warming := warming_up(records):
+        text = ("; ".join(f"{vid} (its first {steps} timed steps)" for vid, steps in warming.items())
+                + ": slower than in its later windows beyond the rounds' noise; raise [measure] "
+                  "warmup_steps")
+        console.print(f"[yellow]still warming up: {escape(text)}[/]")
     if floor is not None:
         console.print("  [dim]vs baseline: headline ratio to the same API and precision on one "
                       "device; ~ marks a ratio within the noise floor[/]")
