@@ -103,7 +103,6 @@ def compare(
     from bench.compare.detector import compare_records
     from bench.compare.stores import Store, load_store, no_baseline_here, run_machine, write_reports
     from bench.compare.stores import candidate as candidate_run
-    from bench.report.compare_page import html_path_beside, write_compare_html
     from bench.report.terminal import render_comparison
 
     if (baseline_env is None) != (candidate_env is None):
@@ -138,11 +137,19 @@ def compare(
     if baseline_env is not None:  # the environments are what is compared
         base_label, cand_label = f"{base_label} ({baseline_env})", f"{cand_label} ({candidate_env})"
     if (page := html or html_path_beside(markdown, json_out)) is not None:
+        from bench.report.compare_page import write_compare_html  # its templates, only for it
+
         write_compare_html(page, result, base_label, str(candidate), alpha)
     if result.refused:
         raise BenchError(result.refused)
     render_comparison(console, result, base_label, cand_label, alpha)
     raise typer.Exit(code=1 if result.regressed else 0)
+
+
+def html_path_beside(markdown: Path | None, json_path: Path | None) -> Path | None:
+    """Where the page goes when only --markdown / --json were given: beside them, same stem."""
+    beside = markdown or json_path
+    return beside.with_suffix(".html") if beside is not None else None
 
 
 def prune(

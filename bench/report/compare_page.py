@@ -68,12 +68,6 @@ def render_compare_html(result: Comparison, baseline: str, candidate: str, alpha
         bench_version=bench.__version__)
 
 
-def html_path_beside(markdown: Path | None, json_path: Path | None) -> Path | None:
-    """Where the page goes when only --markdown / --json were given: beside them, same stem."""
-    beside = markdown or json_path
-    return beside.with_suffix(".html") if beside is not None else None
-
-
 def write_compare_html(path: Path, result: Comparison, baseline: str, candidate: str,
                        alpha: float) -> None:
     write_text_atomic(path, render_compare_html(result, baseline, candidate, alpha))
