@@ -263,6 +263,13 @@ def ratio_interval(numerators: Sequence[float], denominators: Sequence[float],
     return ratio, float(np.percentile(medians, tail)), float(np.percentile(medians, 100 - tail))
 
 
+def turn_iterator(turn: int, iterators: int, repeats: int) -> int:
+    """The fresh input iterator a loop's turn runs on, the turns spread over the iterators in
+    order (warmup on the first, the traced turn past the last on the last)."""
+    count = max(1, min(iterators, repeats))
+    return min(count - 1, max(0, turn) * count // repeats) if repeats else 0
+
+
 # An input iterator whose windows run below this share of the fastest iterator's rate runs in
 # another mode, when its windows and the fast ones barely overlap: under MirroredStrategy some
 # fresh iterators run every step at half speed here, far beyond the few percent that iterators
@@ -270,12 +277,44 @@ def ratio_interval(numerators: Sequence[float], denominators: Sequence[float],
 SLOW_MODE_SHARE = 0.75
 
 
+# Input iterators differ at this level: with three windows each of four iterators, one
+# iterator's windows all slowest happen by chance with p = 4 / C(12, 3) = 1.8%, so a level of 1%
+# could never name one slow iterator of four.
+ITERATORS_ALPHA = 0.05
+
+
+def iterators_differ(groups: Sequence[Sequence[float]], alpha: float = ITERATORS_ALPHA,
+                     resamples: int = 2000, seed: int = 0) -> bool:
+    """Whether windows grouped by input iterator (seconds) differ between the iterators beyond
+    their spread within one: a permutation test of which window ran on which iterator, on the
+    spread of the iterators' mean log times, at level `alpha`. Three windows an iterator on a
+    machine whose windows move by ±20% fall apart by chance more often than a fixed split of
+    their rates says."""
+    import numpy as np
+
+    logs = np.log(np.concatenate([np.asarray(g, dtype=float) for g in groups]))
+    labels = np.repeat(np.arange(len(groups)), [len(g) for g in groups])
+    if len(groups) < 2 or len(logs) <= len(groups):
+        return False
+    sizes = np.bincount(labels)
+
+    def spread(assigned: Any) -> Any:  # sum over iterators of size x (its mean)^2
+        sums = ((assigned[..., None] == np.arange(len(groups))) * logs[:, None]).sum(axis=-2)
+        return (sums ** 2 / sizes).sum(axis=-1)
+
+    rng = np.random.default_rng(seed)
+    shuffled = rng.permuted(np.tile(labels, (resamples, 1)), axis=1)
+    p = (1 + np.count_nonzero(spread(shuffled) >= spread(labels))) / (resamples + 1)
+    return bool(p < alpha)
+
+
 def iterator_speeds(window_s: Sequence[float], iterator_of: Sequence[int],
                     examples_per_window: int) -> dict[str, Any]:
     """Examples/s over each input iterator's windows, and the modes they fall into: one, or a
     fast and a slow one (each one's rate over its iterators' windows, and its share of the
-    iterators). Two modes need the iterators' median rates apart by SLOW_MODE_SHARE and their
-    windows' rates apart too: the slow ones' upper quartile below the fast ones' lower."""
+    iterators). Two modes need the iterators' median rates apart by SLOW_MODE_SHARE, their
+    windows' rates apart too (the slow ones' upper quartile below the fast ones' lower), and the
+    iterators to differ beyond their windows' spread (`iterators_differ`)."""
     by_iterator: dict[int, list[float]] = {}
     for seconds, which in zip(window_s, iterator_of, strict=True):
         by_iterator.setdefault(which, []).append(seconds)
@@ -288,7 +327,8 @@ def iterator_speeds(window_s: Sequence[float], iterator_of: Sequence[int],
     def window_rates(part: list[list[float]]) -> list[float]:
         return sorted(examples_per_window / s for g in part for s in g)
 
-    if not slow or percentile(window_rates(slow), 75) >= percentile(window_rates(fast), 25):
+    if (not slow or percentile(window_rates(slow), 75) >= percentile(window_rates(fast), 25)
+            or not iterators_differ(groups)):
         fast, slow = groups, []  # one mode: the iterators' differences are the machine's
 
     def rate(part: list[list[float]]) -> float:

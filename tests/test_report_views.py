@@ -11,14 +11,14 @@ import numpy as np
 import pytest
 from rich.console import Console
 
-from bench.report.derived import op_shares, warming_up, worker_rows
+from bench.report.derived import op_shares, two_speeds, warming_up, worker_rows
 from bench.report.detail_charts import measurement_cost_chart, top_ops_chart, workers_chart
 from bench.report.narrative import summarize_run
 from bench.report.runs import RunView, find_baselines, load_run
 from bench.report.site import render_site
 from bench.report.tables import COLUMNS, figures_row
 from bench.report.terminal import format_versus_baseline, render_summary
-from bench.timing import steady_state_start
+from bench.timing import iterator_speeds, steady_state_start, turn_iterator
 from tests.fixtures.report_runs import (
     cluster_record,
     ok_record,
@@ -181,3 +181,40 @@ def test_only_a_variant_slower_than_the_machine_in_its_first_rounds_is_still_war
     assert f"still warming up: {names[1]} (its first 48 timed steps)" in console.export_text()
     lone = load_run(write_run(tmp_path, "lone-20261122T051803Z", records[:2]))
     assert set(warming_up(lone.records)) == set(names[:2])  # no three to judge against
+
+
+def test_iterators_in_two_modes_are_told_from_a_slow_spell_of_the_machine(tmp_path: Path) -> None:
+    """Four fresh input iterators, three rounds each: a slow spell of the machine over one
+    iterator's rounds slows every variant of the batch, which each record alone reads as two
+    speeds; an iterator at half speed in one variant alone is two speeds."""
+    rng = np.random.default_rng(5)
+    machine = [1.0] * 6 + [1.5] * 3 + [1.0] * 3  # the spell: rounds 7-9, the third iterator's
+    names = ["default-r1-fit-float32-gb64", "mirrored-r1-fit-float32-gb64",
+             "mirrored-r2-fit-float32-gb128", "default-r1-fit-mixed_bfloat16-gb64"]
+    batch = [*names, "yardstick"]
+    records = []
+    for i, vid in enumerate(batch):
+        own = [1.0] * 3 + [2.0] * 3 + [1.0] * 6 if vid == names[1] else [1.0] * 12
+        step = 0.004 * (i + 1)
+        windows = [[step * m * o * float(rng.lognormal(0.0, 0.03))] * 16
+                   for m, o in zip(machine, own, strict=True)]
+        record = ok_record(variant(vid), step)
+        record["samples"]["timed"] = windows
+        record["interleave"] = {"batch": batch}
+        record["variant"]["measure"] = {"iterators": 4}
+        window_s = [sum(w) for w in windows]
+        record["measurement"] = {"window_s": window_s, "window_steps": 16, "speeds": iterator_speeds(
+            window_s, [turn_iterator(t, 4, 12) for t in range(12)], 64 * 16)}
+        records.append(record)
+    records[-1]["variant"]["control"] = "yardstick"
+    run = load_run(write_run(tmp_path, "modes-20261122T051803Z", records))
+    assert {r.variant_id for r in run.ok if r.bimodal_speeds} == set(batch)  # each alone
+    found = two_speeds(run.records)
+    assert list(found) == [names[1]]
+    assert found[names[1]].endswith(" in 1") and "in 3 of 4 iterators" in found[names[1]]
+    summary = "\n".join(summarize_run(run))
+    assert "Two speeds" in summary and names[0] not in summary.split("Two speeds")[1]
+    console = Console(record=True, width=400)
+    render_summary(console, run.records)
+    assert f"two speeds (fresh input iterators in two modes): {names[1]}:" in console.export_text()
+    assert iterator_speeds([1.0, 1.1, 0.95, 1.05], [0, 1, 2, 3], 100)["bimodal"] is False

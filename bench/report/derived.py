@@ -9,13 +9,14 @@ same pairs and figures the charts draw without loading the plotting code.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import math
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from bench.record.model import TRACE_INFLATION_LIMIT, VariantRecord
 from bench.record.variant import RecordedVariant
 from bench.report.runs import RunView
-from bench.timing import percentile, steady_state_start
+from bench.timing import iterator_speeds, percentile, steady_state_start, turn_iterator
 
 __all__ = ["TRACE_INFLATION_LIMIT"]
 
@@ -151,17 +152,6 @@ def measurement_costs(rec: VariantRecord) -> dict[str, Any]:
             "profiler": rec.profiler_ratio, "profiler_flagged": rec.profiler_flagged}
 
 
-def format_speeds(rec: VariantRecord) -> str | None:
-    """"23,000 ex/s in 3 of 4 iterators, 11,600 in 1" when the variant's fresh input iterators
-    ran at two speeds (bench.timing.iterator_speeds), else None."""
-    if not rec.bimodal_speeds or rec.measurement is None or rec.measurement.speeds is None:
-        return None
-    fast, slow = rec.measurement.speeds.modes or []
-    total = (fast.iterators or 0) + (slow.iterators or 0)
-    return (f"{fast.rate:,.0f} ex/s in {fast.iterators} of {total} iterators, "
-            f"{slow.rate:,.0f} in {slow.iterators}")
-
-
 def describe_epoch_ends(records: Sequence[VariantRecord]) -> str | None:
     """How often a short epoch's end waited, over the run's variants: what a loop with a fresh
     input iterator every epoch pays at some epochs' ends (bench.training.epoch_ends)."""
@@ -188,29 +178,88 @@ def describe_epoch_ends(records: Sequence[VariantRecord]) -> str | None:
     return text + "."
 
 
+def _observed_steps(rec: VariantRecord) -> list[float] | None:
+    """Each observed window's median step: the per-step samples' windows."""
+    windows = rec.timed_windows
+    return [percentile(sorted(w), 50) for w in windows] if windows and all(windows) else None
+
+
+def _unobserved_windows(rec: VariantRecord) -> list[float] | None:
+    """Each unobserved window's clock: the headline's windows."""
+    return list(rec.measurement.window_s) if rec.measurement and rec.measurement.window_s else None
+
+
+def _machine_speeds(records: Sequence[VariantRecord],
+                    series: Callable[[VariantRecord], list[float] | None]
+                    ) -> dict[str, list[float]]:
+    """Per ok record of an interleaved batch of three or more whose `series` (a time per round)
+    took the same rounds: the machine's speed in each round (log), from its batch-mates: the
+    median, over them, of each round's log time less that variant's median. A slow spell of the
+    machine slows every variant of a round; what one variant does alone stays out of it."""
+    import numpy as np
+
+    batches: dict[tuple[Any, ...], list[tuple[VariantRecord, list[float]]]] = {}
+    for r in records:
+        if r.ok and r.interleave and r.interleave.batch and (times := series(r)):
+            batches.setdefault((tuple(r.interleave.batch), len(times)), []).append((r, times))
+    speeds: dict[str, list[float]] = {}
+    for batch in (b for b in batches.values() if len(b) >= 3):
+        logs = np.log([times for _, times in batch])
+        centred = logs - np.median(logs, axis=1, keepdims=True)
+        for i, (rec, _) in enumerate(batch):
+            speeds[str(rec.variant_id)] = np.median(np.delete(centred, i, axis=0), axis=0).tolist()
+    return speeds
+
+
 def warming_up(records: Sequence[VariantRecord]) -> dict[str, int]:
     """Variant id → its timed steps still warming up, for the ok records that were.
 
     A worker judges its own windows (the record's `steady_state_start`), where a slow spell of
-    the machine early in the run reads as a warm-up. The variants of an interleaved batch took
-    the same rounds, so the others' windows give the machine's speed in each (the median, over
-    them, of each window's log step time less that variant's median), and a variant is judged on
-    its windows less that; a record without three such batch-mates keeps its own judgment."""
-    import numpy as np
+    the machine early in the run reads as a warm-up; a variant of a batch is judged on its
+    observed windows less the machine's speed in each round (`_machine_speeds`, from the
+    batch-mates' observed windows), and a record without three such batch-mates keeps its own
+    judgment."""
+    machine = _machine_speeds(records, _observed_steps)
+    found = {}
+    for r in (r for r in records if r.ok):
+        vid = str(r.variant_id)
+        steps = (steady_state_start(r.timed_windows, machine[vid]) if vid in machine
+                 else r.steady_state_start or 0)
+        if steps:
+            found[vid] = steps
+    return found
 
-    found = {str(r.variant_id): r.steady_state_start or 0 for r in records if r.ok}
-    batches: dict[tuple[Any, ...], list[VariantRecord]] = {}
-    for r in records:
-        windows = r.timed_windows
-        if r.ok and r.interleave and r.interleave.batch and windows and all(windows):
-            batches.setdefault((tuple(r.interleave.batch), len(windows)), []).append(r)
-    for batch in (b for b in batches.values() if len(b) >= 3):
-        logs = np.log([[np.median(w) for w in r.timed_windows] for r in batch])
-        centred = logs - np.median(logs, axis=1, keepdims=True)
-        for i, rec in enumerate(batch):
-            machine = np.median(np.delete(centred, i, axis=0), axis=0)
-            found[str(rec.variant_id)] = steady_state_start(rec.timed_windows, machine.tolist())
-    return {vid: steps for vid, steps in found.items() if steps}
+
+def two_speeds(records: Sequence[VariantRecord]) -> dict[str, str]:
+    """Variant id → "23,000 ex/s in 3 of 4 iterators, 11,600 in 1" for the ok records whose
+    fresh input iterators ran at two speeds (bench.timing.iterator_speeds).
+
+    An iterator's turns are consecutive rounds, so a slow spell of the machine reads as a slow
+    iterator on the variant's own windows (the record's modes). A variant of a batch is judged
+    on its unobserved windows each brought to the machine's median speed over the run (less its
+    round's, `_machine_speeds`, from the batch-mates' unobserved windows), and its rates read at
+    that speed; a record without three such batch-mates keeps its own modes."""
+    machine = _machine_speeds(records, _unobserved_windows)
+    found = {}
+    for r in (r for r in records if r.ok and r.measurement is not None):
+        m, vid = r.measurement, str(r.variant_id)
+        iterators = int((r.variant.measure or {}).get("iterators") or 1)
+        window_s = m.window_s or []
+        if vid in machine and len(window_s) == len(machine[vid]) and m.window_steps:
+            turns = len(window_s)
+            speeds = iterator_speeds(
+                [s / math.exp(x) for s, x in zip(window_s, machine[vid], strict=True)],
+                [turn_iterator(t, iterators, turns) for t in range(turns)],
+                (r.global_batch or 0) * m.window_steps)
+            modes = [(d["rate"], d["iterators"]) for d in speeds["modes"]]
+        else:
+            modes = [(mode.rate or 0.0, mode.iterators or 0)
+                     for mode in (m.speeds.modes or [])] if m.speeds else []
+        if len(modes) == 2:
+            (fast, fast_n), (slow, slow_n) = modes
+            found[vid] = (f"{fast:,.0f} ex/s in {fast_n} of {fast_n + slow_n} iterators, "
+                          f"{slow:,.0f} in {slow_n}")
+    return found
 
 
 def model_label(variant: RecordedVariant) -> str:

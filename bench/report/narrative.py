@@ -17,11 +17,11 @@ from bench.report import checkpoints, environments
 from bench.report.derived import (
     Pair,
     describe_epoch_ends,
-    format_speeds,
     keras_pairs,
     measurement_costs,
     precision_pairs,
     straggler_note,
+    two_speeds,
     warming_up,
     worker_rows,
 )
@@ -219,9 +219,9 @@ def measurement_cost(run: RunView) -> str | None:
     return ("Measuring cost: " + "; ".join(parts) + ".") if parts else None
 
 
-def two_speeds(run: RunView) -> str | None:
+def speed_modes(run: RunView) -> str | None:
     """The variants whose fresh input iterators ran at two speeds, with each one's share."""
-    notes = [f"{r.variant_id} {speeds}" for r in run.ok if (speeds := format_speeds(r))]
+    notes = [f"{vid} {modes}" for vid, modes in two_speeds(run.records).items()]
     return ("Two speeds (fresh input iterators, as a user's epochs, ran in two modes; the "
             "headline is over all of them): " + "; ".join(notes) + ".") if notes else None
 
@@ -242,7 +242,7 @@ def summarize_run(run: RunView) -> list[str]:
     lines = [describe_noise_floor(run.noise_floor), fastest(run), best_scaling(run),
              input_bound(run), precision_speedups(run), keras_flavours(run),
              environments.summary_line(run.records, run.noise_floor),
-             utilization(run), stragglers(run), measurement_cost(run), two_speeds(run),
+             utilization(run), stragglers(run), measurement_cost(run), speed_modes(run),
              epoch_ends(run),
              checkpoints.describe(checkpoints.checkpoint_rows(run.ok)), loss_parity(run),
              accuracy(run),

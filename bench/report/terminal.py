@@ -18,10 +18,10 @@ from bench.report.checkpoints import checkpoint_rows, format_size
 from bench.report.derived import (
     api_label,
     describe_epoch_ends,
-    format_speeds,
     keras_pairs,
     model_label,
     step_breakdown,
+    two_speeds,
     warming_up,
 )
 from bench.report.runs import find_baselines, versus_baseline
@@ -105,8 +105,6 @@ def render_outcome_line(record: VariantRecord) -> str:
             if use.above_peak:
                 line += "  [yellow](above the measured peak, which read low)[/]"
         line += format_checks(record)
-        if speeds := format_speeds(record):
-            line += f"  [yellow](two speeds: {escape(speeds)})[/]"
         breakdown = format_breakdown(record)
         if breakdown:
             line += f"\n          [dim]{breakdown}[/]"
@@ -224,6 +222,9 @@ def render_summary(console: Console, records: list[VariantRecord]) -> None:
     console.print(describe_noise_floor(floor))
     if ends := describe_epoch_ends(records):
         console.print(f"[dim]{escape(ends)}[/]")
+    if speeds := two_speeds(records):
+        text = "; ".join(f"{vid}: {modes}" for vid, modes in speeds.items())
+        console.print(f"[yellow]two speeds (fresh input iterators in two modes): {escape(text)}[/]")
     if warming := warming_up(records):
         text = ("; ".join(f"{vid} (its first {steps} timed steps)" for vid, steps in warming.items())
                 + ": slower than in its later windows beyond the rounds' noise; raise [measure] "

@@ -39,7 +39,7 @@ from typing import Any
 from bench.protocol import TRACE, WINDOW, ProgressFn
 from bench.results import write_text_atomic
 from bench.scenario.schema import MAX_WINDOW_GROWTH
-from bench.timing import round_up
+from bench.timing import round_up, turn_iterator
 from bench.training.gate import Gate
 from bench.training.tracing import TraceWindow
 
@@ -96,8 +96,7 @@ class Schedule:
 
     def iterator_of(self, turn: int) -> int:
         """The input iterator a turn runs on (warmup on the first, the traced turn on the last)."""
-        count = max(1, min(self.iterators, self.repeats))
-        return min(count - 1, max(0, turn) * count // self.repeats) if self.repeats else 0
+        return turn_iterator(turn, self.iterators, self.repeats)
 
     def iterator_spans(self) -> list[tuple[int, int]]:
         """(first step, steps) of each iterator's part of the loop, in order."""
