@@ -132,6 +132,18 @@ WARMUP_TOLERANCE = 0.10
 WARMUP_ALPHA = 0.01
 
 
+def _permutation_p(statistic: Callable[[Any], Any], values: Any, resamples: int,
+                   seed: int) -> float:
+    """The share of shuffles of `values`' order whose `statistic` reaches its value on `values`
+    as they came (one-sided, the observed order counted among them). `statistic` takes a row of
+    values or a (resamples, n) array of them, one shuffle a row."""
+    import numpy as np
+
+    shuffled = np.random.default_rng(seed).permuted(np.tile(values, (resamples, 1)), axis=1)
+    return float((1 + np.count_nonzero(statistic(shuffled) >= statistic(values)))
+                 / (resamples + 1))
+
+
 def warm_windows(log_steps: Sequence[float], tolerance: float = WARMUP_TOLERANCE,
                  alpha: float = WARMUP_ALPHA, resamples: int = 2000, seed: int = 0) -> int:
     """How many leading windows still ran warming up (0: none), from each window's log step time.
@@ -154,15 +166,14 @@ def warm_windows(log_steps: Sequence[float], tolerance: float = WARMUP_TOLERANCE
         late = np.median(x[..., half:], axis=-1, keepdims=True)
         return np.cumsum(x[..., :half], axis=-1) / counts - late
 
+    def largest_score(x: Any) -> Any:
+        return (excess(x) * np.sqrt(counts)).max(axis=-1)
+
     observed = excess(logs)
-    scores = observed * np.sqrt(counts)
-    k = int(np.argmax(scores))
+    k = int(np.argmax(observed * np.sqrt(counts)))
     if observed[k] <= math.log1p(tolerance):
         return 0
-    shuffled = np.random.default_rng(seed).permuted(np.tile(logs, (resamples, 1)), axis=1)
-    null = (excess(shuffled) * np.sqrt(counts)).max(axis=1)
-    p = (1 + np.count_nonzero(null >= scores[k])) / (resamples + 1)
-    return k + 1 if p < alpha else 0
+    return k + 1 if _permutation_p(largest_score, logs, resamples, seed) < alpha else 0
 
 
 def steady_state_start(windows: Sequence[Sequence[float]],
@@ -302,10 +313,7 @@ def iterators_differ(groups: Sequence[Sequence[float]], alpha: float = ITERATORS
         sums = ((assigned[..., None] == np.arange(len(groups))) * logs[:, None]).sum(axis=-2)
         return (sums ** 2 / sizes).sum(axis=-1)
 
-    rng = np.random.default_rng(seed)
-    shuffled = rng.permuted(np.tile(labels, (resamples, 1)), axis=1)
-    p = (1 + np.count_nonzero(spread(shuffled) >= spread(labels))) / (resamples + 1)
-    return bool(p < alpha)
+    return _permutation_p(spread, labels, resamples, seed) < alpha
 
 
 def iterator_speeds(window_s: Sequence[float], iterator_of: Sequence[int],
