@@ -6,6 +6,7 @@ MultiWorker run is in tests/test_report_browser.py."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -149,29 +150,41 @@ def test_the_terminal_and_the_report_give_the_same_ratios_to_the_baseline(tmp_pa
     assert shown["default-r1-fit-float32-gb64"] == ("-", "-")
 
 
+BATCH = ["default-r1-fit-float32-gb64", "mirrored-r1-fit-float32-gb64",
+         "mirrored-r2-fit-float32-gb128", "default-r1-fit-mixed_bfloat16-gb64", "yardstick"]
+
+
+def interleaved_batch(rng: np.random.Generator, machine: list[float], second: list[float],
+                      sd: float) -> list[dict[str, Any]]:
+    """Records of four variants and the yardstick, interleaved: one window of 16 steps a round,
+    at the round's speed (`machine`) times its own noise (`sd`, log), the second variant's
+    rounds also times `second`."""
+    records = []
+    for i, vid in enumerate(BATCH):
+        own = second if vid == BATCH[1] else [1.0] * len(machine)
+        step = 0.004 * (i + 1)
+        windows = [[step * m * o * float(rng.lognormal(0.0, sd))] * 16
+                   for m, o in zip(machine, own, strict=True)]
+        record = ok_record(variant(vid), step)
+        record["samples"]["timed"] = windows
+        record["interleave"] = {"batch": BATCH}
+        records.append(record)
+    records[-1]["variant"]["control"] = "yardstick"
+    return records
+
+
 def test_only_a_variant_slower_than_the_machine_in_its_first_rounds_is_still_warming_up(
         tmp_path: Path) -> None:
     """An interleaved batch whose rounds all ran slow at first (the machine) has no variant
     still warming up; one that ran slower than its batch-mates in its first rounds has. Each
     record alone would name both: its own windows cannot tell the machine from a warm-up."""
-    rng = np.random.default_rng(4)
-    machine = [1.8] * 3 + [1.0] * 21
-    names = ["default-r1-fit-float32-gb64", "mirrored-r1-fit-float32-gb64",
-             "mirrored-r2-fit-float32-gb128", "default-r1-fit-mixed_bfloat16-gb64"]
-    batch = [*names, "yardstick"]
-    records = []
-    for i, vid in enumerate(batch):
-        own = [1.8] * 3 + [1.0] * 21 if vid == names[1] else [1.0] * 24
-        record = ok_record(variant(vid), 0.004 * (i + 1))
-        windows = [[0.004 * (i + 1) * m * o * float(rng.lognormal(0.0, 0.08))] * 16
-                   for m, o in zip(machine, own, strict=True)]
-        record["samples"]["timed"] = windows
-        record["interleave"] = {"batch": batch}
-        record["steady_state_start"] = steady_state_start(windows)  # as the worker judges
-        records.append(record)
-    records[-1]["variant"]["control"] = "yardstick"
+    slow_start = [1.8] * 3 + [1.0] * 21
+    records = interleaved_batch(np.random.default_rng(4), slow_start, slow_start, 0.08)
+    for record in records:  # as the worker judges
+        record["steady_state_start"] = steady_state_start(record["samples"]["timed"])
+    names = BATCH[:4]
     run = load_run(write_run(tmp_path, "warming-20261122T051803Z", records))
-    assert {r.variant_id for r in run.ok if r.steady_state_start} == set(batch)
+    assert {r.variant_id for r in run.ok if r.steady_state_start} == set(BATCH)
     assert warming_up(run.records) == {names[1]: 3 * 16}
     summary = "\n".join(summarize_run(run))
     assert "Still warming up inside the timed windows" in summary and names[1] in summary
@@ -187,28 +200,17 @@ def test_iterators_in_two_modes_are_told_from_a_slow_spell_of_the_machine(tmp_pa
     """Four fresh input iterators, three rounds each: a slow spell of the machine over one
     iterator's rounds slows every variant of the batch, which each record alone reads as two
     speeds; an iterator at half speed in one variant alone is two speeds."""
-    rng = np.random.default_rng(5)
     machine = [1.0] * 6 + [1.5] * 3 + [1.0] * 3  # the spell: rounds 7-9, the third iterator's
-    names = ["default-r1-fit-float32-gb64", "mirrored-r1-fit-float32-gb64",
-             "mirrored-r2-fit-float32-gb128", "default-r1-fit-mixed_bfloat16-gb64"]
-    batch = [*names, "yardstick"]
-    records = []
-    for i, vid in enumerate(batch):
-        own = [1.0] * 3 + [2.0] * 3 + [1.0] * 6 if vid == names[1] else [1.0] * 12
-        step = 0.004 * (i + 1)
-        windows = [[step * m * o * float(rng.lognormal(0.0, 0.03))] * 16
-                   for m, o in zip(machine, own, strict=True)]
-        record = ok_record(variant(vid), step)
-        record["samples"]["timed"] = windows
-        record["interleave"] = {"batch": batch}
+    records = interleaved_batch(np.random.default_rng(5), machine,
+                                [1.0] * 3 + [2.0] * 3 + [1.0] * 6, 0.03)
+    for record in records:
         record["variant"]["measure"] = {"iterators": 4}
-        window_s = [sum(w) for w in windows]
+        window_s = [sum(w) for w in record["samples"]["timed"]]
         record["measurement"] = {"window_s": window_s, "window_steps": 16, "speeds": iterator_speeds(
             window_s, [turn_iterator(t, 4, 12) for t in range(12)], 64 * 16)}
-        records.append(record)
-    records[-1]["variant"]["control"] = "yardstick"
+    names = BATCH[:4]
     run = load_run(write_run(tmp_path, "modes-20261122T051803Z", records))
-    assert {r.variant_id for r in run.ok if r.bimodal_speeds} == set(batch)  # each alone
+    assert {r.variant_id for r in run.ok if r.bimodal_speeds} == set(BATCH)  # each alone
     found = two_speeds(run.records)
     assert list(found) == [names[1]]
     assert found[names[1]].endswith(" in 1") and "in 3 of 4 iterators" in found[names[1]]
