@@ -195,7 +195,9 @@ def _machine_speeds(records: Sequence[VariantRecord],
     """Per ok record of an interleaved batch of three or more whose `series` (a time per round)
     took the same rounds: the machine's speed in each round (log), from its batch-mates: the
     median, over them, of each round's log time less that variant's median. A slow spell of the
-    machine slows every variant of a round; what one variant does alone stays out of it."""
+    machine slows every variant of a round; what one variant does alone stays out of it. Not the
+    yardstick's rounds alone (bench.compare.yardstick), which would carry one process's own
+    noise into every variant's judgment."""
     import numpy as np
 
     batches: dict[tuple[Any, ...], list[tuple[VariantRecord, list[float]]]] = {}
