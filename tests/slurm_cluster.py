@@ -335,36 +335,30 @@ class LocalSlurm:
                     os.killpg(proc.pid, signal.SIGKILL)
                 proc.wait(timeout=10)
         if self._holder is not None:
-            self._kill_namespace_members()
+            inode = netns_inode(self._holder.pid)
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(self._holder.pid, signal.SIGKILL)
             self._holder.wait(timeout=10)
+            if inode is not None and inode != netns_inode():
+                _empty_namespace(inode)
         self._daemons = {}
         self._holder = None
 
-    def _kill_namespace_members(self) -> None:
-        """slurmstepd and job tasks leave slurmd's process group; they all share our private
-        network namespace, so find them by that (by pid, never by name) and kill them."""
-        assert self._holder is not None
-        inode = netns_inode(self._holder.pid)
-        if inode is None or inode == netns_inode():
-            return
-        keep = {self._holder.pid, os.getpid(), *map(int, _children(self._holder.pid))}
-        for _ in range(20):
-            victims = [pid for pid in netns_members(inode) if pid not in keep]
-            if not victims:
-                return
-            for pid in victims:
-                with contextlib.suppress(ProcessLookupError):
-                    os.kill(pid, signal.SIGKILL)
-            time.sleep(0.05)
 
-
-def _children(pid: int) -> list[str]:
-    try:
-        return Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
-    except OSError:
-        return []
+def _empty_namespace(inode: int, timeout: float = 10.0) -> None:
+    """slurmstepd and job tasks leave slurmd's process group, and a process killed a moment ago
+    keeps its namespace until it has finished exiting; every one of them shares our private
+    network namespace, so find them by that (by pid, never by name), kill them, and return once
+    none is left."""
+    deadline = time.monotonic() + timeout
+    while members := [pid for pid in netns_members(inode) if pid != os.getpid()]:
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"processes {members} still in the cluster's network namespace "
+                               f"{timeout:g} s after SIGKILL")
+        for pid in members:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+        time.sleep(0.05)
 
 
 def _which(tool: str) -> str:
