@@ -12,7 +12,14 @@ import numpy as np
 import pytest
 from rich.console import Console
 
-from bench.report.derived import op_shares, two_speeds, warming_up, worker_rows
+from bench.report.derived import (
+    describe_two_speeds,
+    describe_warming_up,
+    op_shares,
+    two_speeds,
+    warming_up,
+    worker_rows,
+)
 from bench.report.detail_charts import measurement_cost_chart, top_ops_chart, workers_chart
 from bench.report.narrative import summarize_run
 from bench.report.runs import RunView, find_baselines, load_run
@@ -186,12 +193,12 @@ def test_only_a_variant_slower_than_the_machine_in_its_first_rounds_is_still_war
     run = load_run(write_run(tmp_path, "warming-20261122T051803Z", records))
     assert {r.variant_id for r in run.ok if r.steady_state_start} == set(BATCH)
     assert warming_up(run.records) == {names[1]: 3 * 16}
-    summary = "\n".join(summarize_run(run))
-    assert "Still warming up inside the timed windows" in summary and names[1] in summary
-    assert names[0] not in summary.split("Still warming up")[1].split(".")[0]
-    console = Console(record=True, width=400)
+    note = describe_warming_up(run.records)
+    assert note is not None and note.endswith(f": {names[1]} (its first 48 timed steps).")
+    assert note[0].upper() + note[1:] in summarize_run(run)
+    console = Console(record=True, width=1000)
     render_summary(console, run.records)
-    assert f"still warming up: {names[1]} (its first 48 timed steps)" in console.export_text()
+    assert note in console.export_text()
     lone = load_run(write_run(tmp_path, "lone-20261122T051803Z", records[:2]))
     assert set(warming_up(lone.records)) == set(names[:2])  # no three to judge against
 
@@ -214,9 +221,10 @@ def test_iterators_in_two_modes_are_told_from_a_slow_spell_of_the_machine(tmp_pa
     found = two_speeds(run.records)
     assert list(found) == [names[1]]
     assert found[names[1]].endswith(" in 1") and "in 3 of 4 iterators" in found[names[1]]
-    summary = "\n".join(summarize_run(run))
-    assert "Two speeds" in summary and names[0] not in summary.split("Two speeds")[1]
-    console = Console(record=True, width=400)
+    note = describe_two_speeds(run.records)
+    assert note is not None and note.endswith(f": {names[1]}: {found[names[1]]}.")
+    assert note[0].upper() + note[1:] in summarize_run(run)
+    console = Console(record=True, width=1000)
     render_summary(console, run.records)
-    assert f"two speeds (fresh input iterators in two modes): {names[1]}:" in console.export_text()
+    assert note in console.export_text()
     assert iterator_speeds([1.0, 1.1, 0.95, 1.05], [0, 1, 2, 3], 100)["bimodal"] is False

@@ -264,6 +264,27 @@ def two_speeds(records: Sequence[VariantRecord]) -> dict[str, str]:
     return found
 
 
+def describe_warming_up(records: Sequence[VariantRecord]) -> str | None:
+    """The variants still warming up in their timed windows (`warming_up`), as one sentence the
+    terminal and the report both print."""
+    if not (warming := warming_up(records)):
+        return None
+    return ("still warming up inside the timed windows, slower in their first windows than in "
+            "their later ones beyond the rounds' noise (raise [measure] warmup_steps): "
+            + "; ".join(f"{vid} (its first {steps} timed steps)" for vid, steps in warming.items())
+            + ".")
+
+
+def describe_two_speeds(records: Sequence[VariantRecord]) -> str | None:
+    """The variants whose fresh input iterators ran at two speeds (`two_speeds`), as one sentence
+    the terminal and the report both print."""
+    if not (speeds := two_speeds(records)):
+        return None
+    return ("two speeds (fresh input iterators, as a user's epochs, ran in two modes; the "
+            "headline is over all of them): "
+            + "; ".join(f"{vid}: {modes}" for vid, modes in speeds.items()) + ".")
+
+
 def model_label(variant: RecordedVariant) -> str:
     """The model as a run tells its variants apart: name, which layers train (a frozen base's
     head, the last N layers) and any extra matmul."""

@@ -17,12 +17,12 @@ from bench.report import checkpoints, environments
 from bench.report.derived import (
     Pair,
     describe_epoch_ends,
+    describe_two_speeds,
+    describe_warming_up,
     keras_pairs,
     measurement_costs,
     precision_pairs,
     straggler_note,
-    two_speeds,
-    warming_up,
     worker_rows,
 )
 from bench.report.runs import RunView, versus_baseline
@@ -188,13 +188,12 @@ def failures(run: RunView) -> list[str]:
     return lines
 
 
+def _sentence(text: str | None) -> str | None:
+    return text[0].upper() + text[1:] if text else None
+
+
 def unsettled(run: RunView) -> str | None:
-    warming = warming_up(run.records)
-    if not warming:
-        return None
-    return ("Still warming up inside the timed windows, slower in their first windows than in "
-            "their later ones beyond the rounds' noise (consider more warmup steps): "
-            + "; ".join(f"{vid} (first {steps} steps)" for vid, steps in warming.items()) + ".")
+    return _sentence(describe_warming_up(run.records))
 
 
 def stragglers(run: RunView) -> str | None:
@@ -221,15 +220,12 @@ def measurement_cost(run: RunView) -> str | None:
 
 def speed_modes(run: RunView) -> str | None:
     """The variants whose fresh input iterators ran at two speeds, with each one's share."""
-    notes = [f"{vid} {modes}" for vid, modes in two_speeds(run.records).items()]
-    return ("Two speeds (fresh input iterators, as a user's epochs, ran in two modes; the "
-            "headline is over all of them): " + "; ".join(notes) + ".") if notes else None
+    return _sentence(describe_two_speeds(run.records))
 
 
 def epoch_ends(run: RunView) -> str | None:
     """How often ending an input iterator waited (what some epochs' ends cost a user's loop)."""
-    text = describe_epoch_ends(run.ok)
-    return text[0].upper() + text[1:] if text else None
+    return _sentence(describe_epoch_ends(run.ok))
 
 
 def data_notes(run: RunView) -> list[str]:

@@ -18,11 +18,11 @@ from bench.report.checkpoints import checkpoint_rows, format_size
 from bench.report.derived import (
     api_label,
     describe_epoch_ends,
+    describe_two_speeds,
+    describe_warming_up,
     keras_pairs,
     model_label,
     step_breakdown,
-    two_speeds,
-    warming_up,
 )
 from bench.report.runs import find_baselines, versus_baseline
 
@@ -222,14 +222,9 @@ def render_summary(console: Console, records: list[VariantRecord]) -> None:
     console.print(describe_noise_floor(floor))
     if ends := describe_epoch_ends(records):
         console.print(f"[dim]{escape(ends)}[/]")
-    if speeds := two_speeds(records):
-        text = "; ".join(f"{vid}: {modes}" for vid, modes in speeds.items())
-        console.print(f"[yellow]two speeds (fresh input iterators in two modes): {escape(text)}[/]")
-    if warming := warming_up(records):
-        text = ("; ".join(f"{vid} (its first {steps} timed steps)" for vid, steps in warming.items())
-                + ": slower than in its later windows beyond the rounds' noise; raise [measure] "
-                  "warmup_steps")
-        console.print(f"[yellow]still warming up: {escape(text)}[/]")
+    for note in (describe_two_speeds(records), describe_warming_up(records)):
+        if note:
+            console.print(f"[yellow]{escape(note)}[/]")
     if floor is not None:
         console.print("  [dim]vs baseline: headline ratio to the same API and precision on one "
                       "device; ~ marks a ratio within the noise floor[/]")
