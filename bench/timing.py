@@ -132,16 +132,25 @@ WARMUP_TOLERANCE = 0.10
 WARMUP_ALPHA = 0.01
 
 
-def _permutation_p(statistic: Callable[[Any], Any], values: Any, resamples: int,
-                   seed: int) -> float:
-    """The share of shuffles of `values`' order whose `statistic` reaches its value on `values`
-    as they came (one-sided, the observed order counted among them). `statistic` takes a row of
-    values or a (resamples, n) array of them, one shuffle a row."""
+def _order_explains(statistic: Callable[[Any], Any], values: Any, alpha: float,
+                    resamples: int, seed: int, batch: int = 200) -> bool:
+    """Whether the order of `values` explains their `statistic`: a one-sided permutation test,
+    p = (1 + the shuffles whose statistic reaches its value on `values` as they came) ÷
+    (resamples + 1), below `alpha`. `statistic` takes a row of values or a (rows, n) array of
+    them, one shuffle a row. The shuffles come in batches, and the test stops once more of them
+    reached it than `alpha` allows: the same draws and the same answer as all of them, for a
+    tenth of the cost where the order explains nothing, as it mostly does not."""
     import numpy as np
 
-    shuffled = np.random.default_rng(seed).permuted(np.tile(values, (resamples, 1)), axis=1)
-    return float((1 + np.count_nonzero(statistic(shuffled) >= statistic(values)))
-                 / (resamples + 1))
+    rng = np.random.default_rng(seed)
+    observed = statistic(values)
+    reached = 0
+    for start in range(0, resamples, batch):
+        shuffled = rng.permuted(np.tile(values, (min(batch, resamples - start), 1)), axis=1)
+        reached += int(np.count_nonzero(statistic(shuffled) >= observed))
+        if (1 + reached) / (resamples + 1) >= alpha:  # p can only grow from here
+            return False
+    return True
 
 
 def warm_windows(log_steps: Sequence[float], tolerance: float = WARMUP_TOLERANCE,
@@ -173,7 +182,7 @@ def warm_windows(log_steps: Sequence[float], tolerance: float = WARMUP_TOLERANCE
     k = int(np.argmax(observed * np.sqrt(counts)))
     if observed[k] <= math.log1p(tolerance):
         return 0
-    return k + 1 if _permutation_p(largest_score, logs, resamples, seed) < alpha else 0
+    return k + 1 if _order_explains(largest_score, logs, alpha, resamples, seed) else 0
 
 
 def steady_state_start(windows: Sequence[Sequence[float]],
@@ -313,7 +322,7 @@ def iterators_differ(groups: Sequence[Sequence[float]], alpha: float = ITERATORS
         sums = ((assigned[..., None] == np.arange(len(groups))) * logs[:, None]).sum(axis=-2)
         return (sums ** 2 / sizes).sum(axis=-1)
 
-    return _permutation_p(spread, labels, resamples, seed) < alpha
+    return _order_explains(spread, labels, alpha, resamples, seed)
 
 
 def iterator_speeds(window_s: Sequence[float], iterator_of: Sequence[int],

@@ -129,3 +129,23 @@ def test_two_speeds_need_iterators_that_differ_beyond_their_windows_spread() -> 
     speeds = iterator_speeds(slow, turns, 1000)
     assert speeds["bimodal"] and [m["iterators"] for m in speeds["modes"]] == [3, 1]
     assert not iterators_differ([[1.0, 1.1, 0.9]] * 4)
+
+
+def test_the_permutation_test_stops_early_with_the_answer_of_all_its_shuffles() -> None:
+    """The test draws its shuffles in batches and stops once too many reached the observed
+    statistic; its answer is p < alpha for p over all of them (counted here in one draw), right
+    at the boundary too."""
+    from bench.timing import _order_explains
+
+    def mean_of_first_third(x: np.ndarray) -> np.ndarray:
+        return x[..., : x.shape[-1] // 3].mean(axis=-1)
+
+    rng = np.random.default_rng(3)
+    for trial in range(40):
+        values = rng.normal(0.0, 1.0, 12) + np.r_[np.full(4, 0.25 * (trial % 5)), np.zeros(8)]
+        shuffled = np.random.default_rng(0).permuted(np.tile(values, (2000, 1)), axis=1)
+        reached = np.count_nonzero(mean_of_first_third(shuffled)
+                                   >= mean_of_first_third(values))
+        p = (1 + reached) / 2001
+        for alpha in (0.01, 0.05, p, np.nextafter(p, 1.0)):
+            assert _order_explains(mean_of_first_third, values, alpha, 2000, 0) == (p < alpha)
