@@ -193,7 +193,7 @@ def test_only_a_variant_slower_than_the_machine_in_its_first_rounds_is_still_war
     run = load_run(write_run(tmp_path, "warming-20261122T051803Z", records))
     assert {r.variant_id for r in run.ok if r.steady_state_start} == set(BATCH)
     assert warming_up(run.records) == {names[1]: 3 * 16}
-    note = describe_warming_up(run.records)
+    note = describe_warming_up(warming_up(run.records))
     assert note is not None and note.endswith(f": {names[1]} (its first 48 timed steps).")
     assert note[0].upper() + note[1:] in summarize_run(run)
     console = Console(record=True, width=1000)
@@ -221,7 +221,7 @@ def test_iterators_in_two_modes_are_told_from_a_slow_spell_of_the_machine(tmp_pa
     found = two_speeds(run.records)
     assert list(found) == [names[1]]
     assert found[names[1]].endswith(" in 1") and "in 3 of 4 iterators" in found[names[1]]
-    note = describe_two_speeds(run.records)
+    note = describe_two_speeds(found)
     assert note is not None and note.endswith(f": {names[1]}: {found[names[1]]}.")
     assert note[0].upper() + note[1:] in summarize_run(run)
     console = Console(record=True, width=1000)

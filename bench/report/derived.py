@@ -10,7 +10,7 @@ same pairs and figures the charts draw without loading the plotting code.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from bench.record.model import TRACE_INFLATION_LIMIT, VariantRecord
@@ -264,10 +264,15 @@ def two_speeds(records: Sequence[VariantRecord]) -> dict[str, str]:
     return found
 
 
-def describe_warming_up(records: Sequence[VariantRecord]) -> str | None:
+def run_warming_up(run: RunView) -> dict[str, int]:
+    """`warming_up` of a run's records, once per view: its summary and its timeline read it."""
+    return run.memo("warming_up", lambda: warming_up(run.records))
+
+
+def describe_warming_up(warming: Mapping[str, int]) -> str | None:
     """The variants still warming up in their timed windows (`warming_up`), as one sentence the
     terminal and the report both print."""
-    if not (warming := warming_up(records)):
+    if not warming:
         return None
     return ("still warming up inside the timed windows, slower in their first windows than in "
             "their later ones beyond the rounds' noise (raise [measure] warmup_steps): "
@@ -275,10 +280,10 @@ def describe_warming_up(records: Sequence[VariantRecord]) -> str | None:
             + ".")
 
 
-def describe_two_speeds(records: Sequence[VariantRecord]) -> str | None:
+def describe_two_speeds(speeds: Mapping[str, str]) -> str | None:
     """The variants whose fresh input iterators ran at two speeds (`two_speeds`), as one sentence
     the terminal and the report both print."""
-    if not (speeds := two_speeds(records)):
+    if not speeds:
         return None
     return ("two speeds (fresh input iterators, as a user's epochs, ran in two modes; the "
             "headline is over all of them): "

@@ -22,7 +22,9 @@ from bench.report.derived import (
     keras_pairs,
     measurement_costs,
     precision_pairs,
+    run_warming_up,
     straggler_note,
+    two_speeds,
     worker_rows,
 )
 from bench.report.runs import RunView, versus_baseline
@@ -193,7 +195,7 @@ def _sentence(text: str | None) -> str | None:
 
 
 def unsettled(run: RunView) -> str | None:
-    return _sentence(describe_warming_up(run.records))
+    return _sentence(describe_warming_up(run_warming_up(run)))
 
 
 def stragglers(run: RunView) -> str | None:
@@ -220,7 +222,7 @@ def measurement_cost(run: RunView) -> str | None:
 
 def speed_modes(run: RunView) -> str | None:
     """The variants whose fresh input iterators ran at two speeds, with each one's share."""
-    return _sentence(describe_two_speeds(run.records))
+    return _sentence(describe_two_speeds(two_speeds(run.records)))
 
 
 def epoch_ends(run: RunView) -> str | None:

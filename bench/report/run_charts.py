@@ -14,8 +14,8 @@ from bench.report.derived import (
     iqr_whiskers,
     ok_with_throughput,
     precision_pairs,
+    run_warming_up,
     step_breakdown,
-    warming_up,
 )
 from bench.report.detail_charts import measurement_cost_chart, top_ops_chart, workers_chart
 from bench.report.recovery_charts import recovery_charts
@@ -248,7 +248,7 @@ def timeline_chart(run: RunView) -> Chart:
         return chart
     data: list[dict[str, Any]] = []
     longest_warmup = 0
-    warming = warming_up(run.records)
+    warming = run_warming_up(run)
     for rec in recs:
         warmup = rec.warmup_steps
         longest_warmup = max(longest_warmup, len(warmup))

@@ -8,6 +8,7 @@ must degrade, never crash, on what `bench run` left behind.
 from __future__ import annotations
 
 import tomllib
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -33,6 +34,13 @@ class RunView:
     scenario_page: str = ""
     baselines: dict[str, VariantRecord] = field(default_factory=dict)  # variant id → baseline
     noise_floor: dict[str, Any] | None = None  # the A/A control twins' difference (compare.noise)
+    _memo: dict[str, Any] = field(default_factory=dict, init=False, repr=False, compare=False)
+
+    def memo(self, key: str, compute: Callable[[], Any]) -> Any:
+        """`compute()` once per view: a figure that several parts of one page read."""
+        if key not in self._memo:
+            self._memo[key] = compute()
+        return self._memo[key]
 
     @property
     def name(self) -> str:

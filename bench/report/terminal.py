@@ -23,6 +23,8 @@ from bench.report.derived import (
     keras_pairs,
     model_label,
     step_breakdown,
+    two_speeds,
+    warming_up,
 )
 from bench.report.runs import find_baselines, versus_baseline
 
@@ -222,7 +224,8 @@ def render_summary(console: Console, records: list[VariantRecord]) -> None:
     console.print(describe_noise_floor(floor))
     if ends := describe_epoch_ends(records):
         console.print(f"[dim]{escape(ends)}[/]")
-    for note in (describe_two_speeds(records), describe_warming_up(records)):
+    for note in (describe_two_speeds(two_speeds(records)),
+                 describe_warming_up(warming_up(records))):
         if note:
             console.print(f"[yellow]{escape(note)}[/]")
     if floor is not None:
