@@ -228,3 +228,14 @@ def test_iterators_in_two_modes_are_told_from_a_slow_spell_of_the_machine(tmp_pa
     render_summary(console, run.records)
     assert note in console.export_text()
     assert iterator_speeds([1.0, 1.1, 0.95, 1.05], [0, 1, 2, 3], 100)["bimodal"] is False
+
+
+def test_one_epoch_end_that_waited_reads_one_share(tmp_path: Path) -> None:
+    records = standard_records()
+    records[0]["measurement"] = {"epoch_ends": [
+        {"steps": 64, "steps_s": 0.4, "end_s": 0.002, "finished": True, "waited": False},
+        {"steps": 64, "steps_s": 0.4, "end_s": 0.072, "finished": True, "waited": True}]}
+    summary = "\n".join(summarize_run(load_run(write_run(tmp_path, "one-20261122T051803Z",
+                                                         records))))
+    assert ("1 of 2 short epochs waited at their end for tf.data's autotune thread, 18% of the "
+            "epoch's own time; the others took 2 ms.") in summary

@@ -164,9 +164,10 @@ def describe_epoch_ends(records: Sequence[VariantRecord]) -> str | None:
     if waited:
         ratios = sorted((end.end_s or 0.0) / (end.steps_s or 1.0) for end in waited)
         capped = sum(1 for end in waited if not end.finished)
-        text += (f" for tf.data's autotune thread, {ratios[0]:.0%}-{ratios[-1]:.0%} of the "
-                 f"epoch's own time" + (f" ({capped} at least: still waiting at the cap)"
-                                        if capped else ""))
+        low, high = f"{ratios[0]:.0%}", f"{ratios[-1]:.0%}"
+        text += (f" for tf.data's autotune thread, {low if low == high else f'{low}-{high}'} of "
+                 "the epoch's own time" + (f" ({capped} at least: still waiting at the cap)"
+                                           if capped else ""))
     quick = sorted(end.end_s or 0.0 for end in ends if not end.waited)
     if quick:
         text += f"; the others took {1000 * percentile(quick, 50):.0f} ms"
