@@ -191,7 +191,7 @@ def test_missing_data_degrades_with_a_note(tmp_path: Path) -> None:
     html = (tmp_path / "site" / "run-r.html").read_text()
     assert set(figures_in(html)) == {"throughput", "distribution", "timeline"}
     assert "no replica sweep" in html
-    assert "No breakdown for: default-r1-fit-float32-gb64 (no trace captured)" in html
+    assert "No variant captured a trace (measure.trace_steps = 0, or --quick)" in html
     assert "No mixed-precision variant" in html
     assert "1 not run" in html and "mirrored-r2-fit-float32-gb128" in html
 

@@ -239,3 +239,21 @@ def test_one_epoch_end_that_waited_reads_one_share(tmp_path: Path) -> None:
                                                          records))))
     assert ("1 of 2 short epochs waited at their end for tf.data's autotune thread, 18% of the "
             "epoch's own time; the others took 2 ms.") in summary
+
+
+def test_the_breakdown_note_groups_the_variants_without_one_by_reason(tmp_path: Path) -> None:
+    from bench.report.run_charts import breakdown_chart
+
+    records = standard_records()
+    assert breakdown_chart(load_run(write_run(tmp_path, "all-20261122T051803Z",
+                                              records))).rendered
+    for rec in records[:2]:
+        rec.pop("trace", None)
+    chart = breakdown_chart(load_run(write_run(tmp_path, "some-20261122T051803Z", records)))
+    ids = [rec["variant"]["id"] for rec in records[:2]]
+    assert chart.rendered and chart.note.startswith(
+        f"No breakdown for: {ids[0]}, {ids[1]} (no trace captured)")
+    for rec in records:
+        rec.pop("trace", None)
+    chart = breakdown_chart(load_run(write_run(tmp_path, "none-20261122T051803Z", records)))
+    assert not chart.rendered and chart.note.startswith("No variant captured a trace")

@@ -139,10 +139,13 @@ def scaling_chart(run: RunView) -> Chart:
     return chart
 
 
+NO_TRACE = "no trace captured"
+
+
 def missing_breakdown_reason(rec: VariantRecord) -> str:
     trace, analysis = rec.trace, rec.trace_analysis
     if trace is None or not trace.to_json():
-        return "no trace captured"
+        return NO_TRACE
     if trace.status != "captured":
         why = trace.reason or trace.error or ""
         return f"trace {trace.status}: {why}"
@@ -164,9 +167,16 @@ def breakdown_chart(run: RunView) -> Chart:
     with_breakdown = [r for r in run.ok if splits[r.variant_id]]
     without = [r for r in run.ok if r not in with_breakdown]
     notes = []
-    if without:
+    by_reason: dict[str, list[str]] = {}
+    for r in without:
+        by_reason.setdefault(missing_breakdown_reason(r).strip().rstrip(":"), []).append(
+            str(r.variant_id))
+    if not with_breakdown and list(by_reason) == [NO_TRACE]:
+        notes.append("No variant captured a trace (measure.trace_steps = 0, or --quick), so "
+                     "there is no breakdown.")
+    elif by_reason:
         notes.append("No breakdown for: " + "; ".join(
-            f"{r.variant_id} ({missing_breakdown_reason(r).strip().rstrip(':')})" for r in without))
+            f"{', '.join(vids)} ({reason})" for reason, vids in by_reason.items()))
     inflated = [f"{vid} ({split['profiler_ratio']:.1f}×)" for vid, split in splits.items()
                 if split and split["inflated"]]
     if inflated:
