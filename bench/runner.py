@@ -247,7 +247,7 @@ def conclude(run_dir: Path, records: list[VariantRecord], opts: RunOptions, cons
     report_started = time.perf_counter()
     write_tensorboard_events(run_dir, console)
     if opts.report:
-        render_report(run_dir, opts.reports_dir / run_dir.name, console)
+        render_report(run_dir, opts.reports_dir / run_dir.name, console, open_run=run_dir.name)
     breakdown = overhead.run_breakdown(records, time.perf_counter() - started, {
         "report_s": time.perf_counter() - report_started, **extra,
         "runner_peak_rss_mb": overhead.peak_rss_mb()}, untimed_width)
@@ -353,14 +353,17 @@ def write_tensorboard_events(run_dir: Path, console: Console) -> None:
         console.print(f"tensorboard: bench tensorboard {run_dir}")
 
 
-def render_report(run_dir: Path, out_dir: Path, console: Console) -> Path | None:
-    """The run's HTML report; a report that cannot be written never costs the measured records."""
-    from bench.report.site import render_site
+def render_report(run_dir: Path, out_dir: Path, console: Console,
+                  open_run: str | None = None) -> Path | None:
+    """The HTML report of `run_dir` (a run or a store); a report that cannot be written never
+    costs the measured records. The path printed is run `open_run`'s page where one is named
+    (what the user of a single run opens first), else the site's index."""
+    from bench.report.site import render_site, run_page_name
 
     try:
         index = render_site([run_dir], out_dir)
     except (BenchError, OSError) as exc:
         console.print(f"[yellow]report not written: {exc}[/]")
         return None
-    console.print(f"report: {index}")
+    console.print(f"report: {index.parent / run_page_name(open_run) if open_run else index}")
     return index

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from bench.report.site import run_page_name
 from tests.browser import open_page, require_chromium, skip_module_without_browser
 from tests.conftest import REPO, BenchRun, bench_run, write_scenario
 from tests.early import EarlyContext, early_fixture
@@ -79,8 +80,9 @@ def test_bench_run_renders_the_report_and_says_where(run: BenchRun, site: Path) 
     controls = {r["variant_id"]: r["status"] for r in run.records if r["variant"]["control"]}
     assert set(controls.values()) == {"ok"} and len(controls) == 3, controls  # baseline, twin, yardstick
     assert sum(s == "ok" for s in statuses.values()) == 4 + 2, statuses
-    assert f"report: {site / 'index.html'}" in run.proc.stdout.replace("\n", "")
-    assert (site / "index.html").exists()
+    page = site / run_page_name(run.run_dir.name)
+    assert f"report: {page}" in run.proc.stdout.replace("\n", "")
+    assert page.exists() and (site / "index.html").exists()
 
 
 def test_scenario_page_draws_every_chart_offline(site: Path) -> None:

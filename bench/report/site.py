@@ -106,6 +106,11 @@ def build_run_page(run: RunView, out_dir: Path) -> RunPage:
         checkpoints=tables.checkpoint_table(run))
 
 
+def run_page_name(run_name: str) -> str:
+    """The file name of a run's page in a site."""
+    return f"run-{slug(run_name)}.html"
+
+
 def group_by_scenario(runs: list[Any]) -> list[ScenarioGroup]:
     """Assign page names (unique even when two scenario names share a slug)."""
     groups: dict[str, ScenarioGroup] = {}
@@ -123,7 +128,7 @@ def group_by_scenario(runs: list[Any]) -> list[ScenarioGroup]:
                                                               page)
         group.runs.append(run)
         group.description = run.description or group.description  # newest wins
-        run.page = f"run-{slug(run.name)}.html"
+        run.page = run_page_name(run.name)
         run.scenario_page = group.page
     return list(groups.values())
 
