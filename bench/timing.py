@@ -246,41 +246,50 @@ def throughput(repeats: Sequence[Sequence[float]], global_batch: int,
 
 
 def block_length(rounds: int) -> int:
-    """Consecutive rounds per resampled block: the usual n^(1/3) of a moving-block bootstrap
-    (5 for 120 rounds), long enough to keep the few rounds' drift correlation together: this
-    machine's speed drifts over a few rounds, so single rounds are not independent."""
+    """Consecutive rounds per batch of the noise floor's interval (bench.compare.noise): the
+    usual n^(1/3) of a moving-block bootstrap (5 for 120 rounds, 2 for 12), long enough to keep
+    together drift that lasts a few rounds, where a machine's speed drifts so."""
     return max(1, round(rounds ** (1.0 / 3.0)))
 
 
-def block_picks(rng: Any, rounds: int, resamples: int) -> Any:
-    """Indices of `resamples` circular moving-block bootstrap samples of `rounds` rounds each
-    (rng: a numpy Generator)."""
-    import numpy as np
-
-    length = block_length(rounds)
-    blocks = -(-rounds // length)
-    starts = rng.integers(0, rounds, size=(resamples, blocks, 1))
-    picks = (starts + np.arange(length)) % rounds
-    return picks.reshape(resamples, blocks * length)[:, :rounds]
-
-
 def ratio_interval(numerators: Sequence[float], denominators: Sequence[float],
-                   confidence: float = 0.95, resamples: int = 2000,
-                   seed: int = 0) -> tuple[float, float, float]:
-    """The median of the pairwise ratios numerator / denominator over paired rounds, with a
-    moving-block bootstrap interval over the rounds: (ratio, low, high). The median, because a
-    stall of the machine that hits one window of one pair (a 200 ms pause amid 5 ms windows was
-    seen here) says nothing of what the pairs differ in."""
+                   confidence: float = 0.95) -> tuple[float, float, float]:
+    """The median of the pairwise ratios numerator / denominator over paired rounds, with the
+    distribution-free interval of a median (`median_interval`): (ratio, low, high). The median,
+    because a stall of the machine that hits one window of one pair (a 200 ms pause amid 5 ms
+    windows was seen here) says nothing of what the pairs differ in. A bootstrap of the median
+    over a dozen rounds is too narrow for the confidence it states
+    (measurements.md#noise-floor-interval)."""
     import numpy as np
 
     ratios = np.asarray(numerators, dtype=float) / np.asarray(denominators, dtype=float)
-    ratio = float(np.median(ratios))
-    if len(ratios) < 2:
-        return ratio, ratio, ratio
-    picks = block_picks(np.random.default_rng(seed), len(ratios), resamples)
-    medians = np.median(ratios[picks], axis=1)
-    tail = 100.0 * (1.0 - confidence) / 2.0
-    return ratio, float(np.percentile(medians, tail)), float(np.percentile(medians, 100 - tail))
+    low, high = median_interval(ratios.tolist(), confidence)
+    return float(np.median(ratios)), low, high
+
+
+def median_interval_holds(count: int, confidence: float = 0.95) -> bool:
+    """Whether `count` independent values are enough for `median_interval` to hold the median
+    with `confidence`: even the smallest and the largest value miss it with chance 2 / 2^count
+    (six values at 95%)."""
+    return count > 0 and 2.0 / 2.0 ** count <= 1.0 - confidence
+
+
+def median_interval(values: Sequence[float], confidence: float = 0.95) -> tuple[float, float]:
+    """The order statistics that hold the median of independent values with at least
+    `confidence` (the binomial interval scipy.stats.quantile_test gives: the k-th smallest and
+    the k-th largest, k as large as the binomial tail allows); the smallest and largest value
+    where no k reaches it (fewer than six values at 95%). Here and not scipy.stats: a worker
+    would pay about 1.2 s to import it."""
+    ordered = sorted(values)
+    n = len(ordered)
+    if n == 0:
+        return math.nan, math.nan
+    tail, k, below = (1.0 - confidence) / 2.0, 0, 0.0
+    while k < n // 2 and below + math.comb(n, k) / 2.0 ** n <= tail:
+        below += math.comb(n, k) / 2.0 ** n  # P(fewer than k + 1 values below the median)
+        k += 1
+    k = max(k, 1)
+    return float(ordered[k - 1]), float(ordered[n - k])
 
 
 def turn_iterator(turn: int, iterators: int, repeats: int) -> int:

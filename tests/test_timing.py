@@ -149,3 +149,28 @@ def test_the_permutation_test_stops_early_with_the_answer_of_all_its_shuffles() 
         p = (1 + reached) / 2001
         for alpha in (0.01, 0.05, p, np.nextafter(p, 1.0)):
             assert _order_explains(mean_of_first_third, values, alpha, 2000, 0) == (p < alpha)
+
+
+def test_the_interval_of_a_median_is_scipys_order_statistics() -> None:
+    """The k-th smallest and largest values that hold the median with the confidence asked, as
+    scipy.stats.quantile_test computes them; with too few values, the extremes, and
+    `median_interval_holds` says they do not reach it."""
+    import warnings
+
+    from scipy import stats
+
+    from bench.timing import median_interval, median_interval_holds
+
+    rng = np.random.default_rng(2)
+    for n in range(6, 60):
+        values = rng.normal(size=n)
+        for confidence in (0.9, 0.95, 0.99):
+            if not median_interval_holds(n, confidence):
+                continue
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                expected = stats.quantile_test(values, q=float(np.median(values)),
+                                               p=0.5).confidence_interval(confidence)
+            assert median_interval(values, confidence) == (expected.low, expected.high)
+    assert [median_interval_holds(n) for n in (1, 5, 6)] == [False, False, True]
+    assert median_interval([3.0, 1.0, 2.0]) == (1.0, 3.0)

@@ -2,24 +2,24 @@
 the same rounds, so whatever separates their headline figures is the machine, not the code.
 
 A difference between two variants of the run that is within this floor is not a finding. The
-interval resamples the rounds (each round holds one window of each twin, run moments apart), so
-it reflects how much the machine moved between rounds. It resamples them in blocks of
-consecutive rounds: this machine's speed drifts over a few rounds (the twins' per-round log
-ratios correlate at lag 1 by 0.09-0.16 here), so single rounds are not independent; resampled as
-if they were, the intervals came out too narrow (in 20 runs here they missed zero, for twins
-running the same code, twice; in blocks, once).
+interval is Student's t over the rounds (each round holds one window of each twin, run moments
+apart), so it reflects how much the machine moved between rounds: over the means of batches of
+consecutive rounds (`bench.timing.block_length`), so that drift lasting a few rounds widens it
+instead of passing for independent rounds. A percentile bootstrap of a dozen rounds is too
+narrow for the confidence it states (measurements.md#noise-floor-interval).
 """
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import numpy as np
 
+from bench.compare.tdist import t_quantile
 from bench.record.model import VariantRecord
-from bench.timing import block_picks
+from bench.timing import block_length
 
-BOOTSTRAP_ROUNDS = 2000
 CONFIDENCE = 0.95
 
 
@@ -31,37 +31,43 @@ def control_pair(records: list[VariantRecord]) -> tuple[VariantRecord, VariantRe
     return None
 
 
-def noise_floor(records: list[VariantRecord], seed: int = 0) -> dict[str, Any] | None:
-    """How far the control twins' headline throughputs differ, in percent, with a bootstrap
-    interval over the rounds; None when the run has no measured control pair."""
+def noise_floor(records: list[VariantRecord]) -> dict[str, Any] | None:
+    """How far the control twins' headline throughputs differ, in percent, with its interval
+    over the rounds; None when the run has no measured control pair."""
     pair = control_pair(records)
     if pair is None:
         return None
     base, twin = pair
     return {"baseline": base.variant_id, "twin": twin.variant_id,
-            **paired_difference(base, twin, seed)}
+            **paired_difference(base, twin)}
 
 
-def paired_difference(base: VariantRecord, other: VariantRecord, seed: int = 0
-                      ) -> dict[str, Any]:
-    """How far `other`'s headline examples/s is from `base`'s, in percent, with a block-bootstrap
-    interval over the rounds both ran (window k of each in round k, when interleaved)."""
-    difference = 100.0 * (other.headline_ratio(base) - 1.0)
+def paired_difference(base: VariantRecord, other: VariantRecord) -> dict[str, Any]:
+    """How far `other`'s headline examples/s is from `base`'s, in percent, with an interval over
+    the rounds both ran (window k of each in round k, when interleaved): around the headlines'
+    log ratio, Student's t of the batch means of the rounds' log ratios (`batch_half_width`)."""
+    ratio = other.headline_ratio(base)
     base_rates = np.asarray(base.window_rates, dtype=float)
     other_rates = np.asarray(other.window_rates, dtype=float)
     rounds = min(len(base_rates), len(other_rates))
     interval = None
-    if rounds >= 2:
-        rng = np.random.default_rng(seed)
-        picks = block_picks(rng, rounds, BOOTSTRAP_ROUNDS)
-        # Equal examples per window: the headline is the harmonic mean of the window rates.
-        def rate(rates: np.ndarray) -> np.ndarray:
-            return 1.0 / np.mean(1.0 / rates[:rounds][picks], axis=1)
-        ratios = 100.0 * (rate(other_rates) / rate(base_rates) - 1.0)
-        tail = 100.0 * (1.0 - CONFIDENCE) / 2.0
-        interval = [float(np.percentile(ratios, tail)), float(np.percentile(ratios, 100.0 - tail))]
-    return {"difference_pct": difference, "interval_pct": interval, "rounds": rounds,
+    half = batch_half_width(np.log(other_rates[:rounds] / base_rates[:rounds]), CONFIDENCE)
+    if half is not None and ratio > 0:
+        interval = [100.0 * (math.exp(math.log(ratio) + sign * half) - 1.0) for sign in (-1, 1)]
+    return {"difference_pct": 100.0 * (ratio - 1.0), "interval_pct": interval, "rounds": rounds,
             "confidence": CONFIDENCE if interval else None}
+
+
+def batch_half_width(values: np.ndarray, confidence: float) -> float | None:
+    """Half the two-sided `confidence` interval of the mean of `values` (in order): Student's t
+    over the means of batches of `block_length` consecutive values, with one degree of freedom
+    fewer than batches; None with fewer than two batches."""
+    batches = len(values) // block_length(len(values)) if len(values) else 0
+    if batches < 2:
+        return None
+    means = np.array([chunk.mean() for chunk in np.array_split(values, batches)])
+    spread = float(means.std(ddof=1)) / math.sqrt(batches)
+    return t_quantile(batches - 1, 1.0 - (1.0 - confidence) / 2.0) * spread
 
 
 def describe(floor: dict[str, Any] | None) -> str:

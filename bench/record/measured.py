@@ -129,7 +129,7 @@ class Observer(Section):
     status: str | None = field("`ok` or `skipped`")
     reason: str | None = field("why it was skipped")
     ratio: Number | None = field("median observed ÷ unobserved time of the turns")
-    interval: list[Number] | None = field("its bootstrap interval over the turns")
+    interval: list[Number] | None = field("its 95% interval (of a median, over the turns)")
     confidence: Number | None = field("the interval's confidence")
     turns: int | None = field("turns that ran both windows")
     flagged: bool | None = field("the whole interval lies above the limit (1.02)")

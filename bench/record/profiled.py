@@ -36,7 +36,7 @@ class Trace(Section):
     steps: int | None = field("traced steps")
     step_time: StepTime | None = field("the traced steps' statistics")
     overhead_ratio: Number | None = field("traced ÷ untraced time per step, side by side")
-    overhead_interval: list[Number] | None = field("its bootstrap interval")
+    overhead_interval: list[Number] | None = field("its 95% interval (of a median, over the steps)")
     overhead_flagged: bool | None = field(
         "the whole interval lies above the limit; records from before the interval: judged by "
         "the ratio against 1.5")

@@ -3,7 +3,7 @@ and any other package that moved) and what it did to throughput, for the termina
 
 The reference is the run's first environment (the scenario's first point, or the variants without
 one beside an upgrade candidate); every other environment's variants are paired with their twins
-in it. The ± is the 95% interval of the pair's headline ratio, resampled over the rounds both ran
+in it. The ± is the 95% interval of the pair's headline ratio over the rounds both ran
 (`bench.compare.noise.paired_difference`, as the noise floor is): interleaved windows of the two
 ran moments apart, so drift of the machine cancels from the ratio.
 """

@@ -159,7 +159,7 @@ def load_run(run_dir: Path, records: list[VariantRecord] | None = None,
              page: bool = True, head: Head | None = None) -> RunView:
     """The run directory as a view; `records`, when given, are its records read already. With
     `page` false, without what only its page shows (scaling efficiency, baselines, the noise
-    floor's bootstrap): enough for its line in the index and its points on the trend. `head`:
+    floor): enough for its line in the index and its points on the trend. `head`:
     its small files (`read_head`), when read already."""
     environment, variants, name, description = head or read_head(run_dir)
     records = results.read_records(run_dir) if records is None else records

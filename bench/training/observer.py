@@ -4,13 +4,15 @@ against the same steps unobserved, side by side. Pure: the worker measures, this
 Observation: every turn runs an observed window (each step waits for its result on the host
 before the next starts: the per-step samples) and an unobserved window (one sync, at its end:
 the headline) of as many steps, one right after the other, in alternating order. The median of
-the turns' ratios, with a moving-block bootstrap interval over the turns, says what observing
-costs; a variant is flagged only when the whole interval lies above OBSERVER_FLAG_RATIO, so an
-unchanged run on a quiet machine is flagged about as often as the interval's confidence allows.
+the turns' ratios, with the distribution-free interval of a median (bench.timing.ratio_interval),
+says what observing costs; a variant is flagged only when the whole interval lies above
+OBSERVER_FLAG_RATIO, so an unchanged run on a quiet machine is flagged about as often as the
+interval's confidence allows, and never with too few turns for the interval to hold (fewer than
+six: a `--quick` run).
 
 The profiler: the traced turn runs an observed window without the profiler, then the traced
-window of as many steps; the median ratio of their steps, step k against step k, with a
-bootstrap interval over blocks of consecutive steps.
+window of as many steps; the median ratio of their steps, step k against step k, with the same
+interval over the steps.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ import statistics
 from typing import Any
 
 from bench.record.model import OBSERVER_FLAG_RATIO
-from bench.timing import ratio_interval
+from bench.timing import median_interval_holds, ratio_interval
 
 CONFIDENCE = 0.95
 
@@ -31,16 +33,18 @@ def summary(unobserved_s: list[float], observed_s: list[float]) -> dict[str, Any
         return {"status": "skipped", "reason": "no turn ran both windows"}
     ratio, low, high = ratio_interval(observed_s[:turns], unobserved_s[:turns], CONFIDENCE)
     return {"status": "ok", "ratio": ratio, "interval": [low, high], "confidence": CONFIDENCE,
-            "turns": turns, "flagged": low > OBSERVER_FLAG_RATIO}
+            "turns": turns,
+            "flagged": median_interval_holds(turns, CONFIDENCE) and low > OBSERVER_FLAG_RATIO}
 
 
 def profiler_cost(untraced: list[float], traced: list[float]) -> dict[str, Any] | None:
-    """Traced ÷ untraced time per step over two windows run side by side, with an interval that
-    resamples blocks of consecutive steps (None without both windows)."""
+    """Traced ÷ untraced time per step over two windows run side by side, with the interval of
+    the median ratio (None without both windows)."""
     steps = min(len(untraced), len(traced))
     if steps == 0:
         return None
     ratio, low, high = ratio_interval(traced[:steps], untraced[:steps], CONFIDENCE)
     return {"overhead_ratio": ratio, "overhead_interval": [low, high],
-            "overhead_flagged": low > OBSERVER_FLAG_RATIO,
+            "overhead_flagged": median_interval_holds(steps, CONFIDENCE)
+                                and low > OBSERVER_FLAG_RATIO,
             "untraced_median_s": statistics.median(untraced)}
