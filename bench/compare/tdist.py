@@ -2,8 +2,8 @@
 
 scipy.special's `stdtrit` (what scipy.stats' `t.ppf` computes with) is imported on first use, not
 with the module: `bench compare --help` and the other commands that import the detector start
-without it, and a run's noise floor pays about 0.45 s for it where scipy.stats would take about
-2 s more (2026-11-29, the 2-core AMD EPYC).
+without it. scipy.special, not scipy.stats: a run's noise floor needs a quantile, and
+scipy.stats takes several times as long to import.
 """
 
 from __future__ import annotations
