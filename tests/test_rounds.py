@@ -228,11 +228,13 @@ def test_settling_steps_and_the_gate_are_in_no_sample_and_no_window_clock() -> N
     clock.finish()
     result = clock.result([])
     assert len(result.clocks["unobserved"]) == len(result.clocks["observed"]) == 3
-    assert max(result.clocks["unobserved"] + result.clocks["observed"]) < 0.025
+    # Sleeps never end early, so each bound is what holding the gate's wait would take at least:
+    # a window clock 30 + 2 x 2 ms, a step sample 30 + 2 ms, the settling its three 50 ms steps
+    # and the three turns' waits (240 ms).
+    assert max(result.clocks["unobserved"] + result.clocks["observed"]) < 0.034
     assert [len(w) for w in result.samples["observed"]] == [2, 2, 2]
-    assert max(s for w in result.samples["observed"] for s in w) < 0.025
-    # three 50 ms settling steps, and none of the time at the gate before them
-    assert 0.15 <= result.settling_s < 0.15 + 0.025 * 3
+    assert max(s for w in result.samples["observed"] for s in w) < 0.032
+    assert 0.15 <= result.settling_s < 0.15 + 0.03 * 3
     assert result.order == [("unobserved", "observed"), ("observed", "unobserved"),
                             ("unobserved", "observed")]
 
@@ -256,8 +258,9 @@ def test_windows_are_sized_to_their_least_duration_in_whole_calls() -> None:
 
 def test_a_loop_of_short_steps_runs_windows_of_the_least_duration() -> None:
     """A loop through LoopClock of 2 ms steps whose windows are planned at 3 steps and must last
-    30 ms: from the first turn's settling steps it runs every turn's windows at about 15 steps,
-    both alike, and its result says so."""
+    30 ms: from the step time before its first window it runs every turn's windows longer (about
+    15 steps on a quiet machine; how many is timing, which a benchmark measures), both alike, and
+    its result says so."""
 
     schedule = Schedule(warmup_steps=3, window_steps=3, repeats=3, gate=Gate(None, 1.0),
                         settle_steps=4, min_window_s=0.03)
@@ -265,10 +268,10 @@ def test_a_loop_of_short_steps_runs_windows_of_the_least_duration() -> None:
     result = clock.result([])
     assert result.schedule is not None
     sized = result.schedule.window_steps
-    assert 8 <= sized <= 15 < 3 * 8, sized  # 30 ms at the settling steps' 2-3.5 ms
+    assert 3 < sized <= 15, sized  # lengthened; no step ran faster than its 2 ms sleep
     assert clock.total == step == 3 + 3 * (4 + 2 * sized)
     windows = result.clocks["unobserved"] + result.clocks["observed"]
-    assert len(windows) == 6 and min(windows) > 0.02  # the planned 3 steps took 6-7 ms
+    assert len(windows) == 6 and min(windows) >= 0.002 * sized
     assert [len(w) for w in result.samples["observed"]] == [sized] * 3
 
 
