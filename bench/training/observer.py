@@ -33,8 +33,7 @@ def summary(unobserved_s: list[float], observed_s: list[float]) -> dict[str, Any
         return {"status": "skipped", "reason": "no turn ran both windows"}
     ratio, low, high = ratio_interval(observed_s[:turns], unobserved_s[:turns], CONFIDENCE)
     return {"status": "ok", "ratio": ratio, "interval": [low, high], "confidence": CONFIDENCE,
-            "turns": turns,
-            "flagged": median_interval_holds(turns, CONFIDENCE) and low > OBSERVER_FLAG_RATIO}
+            "turns": turns, "flagged": _over_limit(turns, low)}
 
 
 def profiler_cost(untraced: list[float], traced: list[float]) -> dict[str, Any] | None:
@@ -45,6 +44,11 @@ def profiler_cost(untraced: list[float], traced: list[float]) -> dict[str, Any] 
         return None
     ratio, low, high = ratio_interval(traced[:steps], untraced[:steps], CONFIDENCE)
     return {"overhead_ratio": ratio, "overhead_interval": [low, high],
-            "overhead_flagged": median_interval_holds(steps, CONFIDENCE)
-                                and low > OBSERVER_FLAG_RATIO,
+            "overhead_flagged": _over_limit(steps, low),
             "untraced_median_s": statistics.median(untraced)}
+
+
+def _over_limit(pairs: int, low: float) -> bool:
+    """Whether the interval of the median ratio over `pairs` pairs lies wholly above the limit:
+    never where so few pairs cannot hold a median with CONFIDENCE."""
+    return median_interval_holds(pairs, CONFIDENCE) and low > OBSERVER_FLAG_RATIO
