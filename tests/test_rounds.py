@@ -22,7 +22,7 @@ import pytest
 
 from bench.compare.noise import describe, noise_floor, within_noise
 from bench.launch.rounds import batches, finishing_width, round_order
-from bench.record.model import VariantRecord, load_all
+from bench.record.model import load_all
 from bench.scenario.loading import parse_scenario
 from bench.scenario.matrix import expand
 from bench.timing import throughput
@@ -30,6 +30,7 @@ from bench.training.gate import Gate
 from bench.training.schedule import Schedule
 from tests.conftest import BenchRun, bench_run, write_scenario
 from tests.early import EarlyContext, early_fixture
+from tests.fixtures.report_runs import control_records
 from tests.test_scenario import BASE
 
 # --------------------------------------------------------------------------------------------
@@ -320,14 +321,6 @@ def test_headline_is_examples_over_the_window_clocks() -> None:
     assert thr.median == pytest.approx(64 / 0.015)
     with pytest.raises(ValueError):
         throughput(windows, 64, window_s=[0.1])
-
-
-def control_records(base_rates: list[float], twin_rates: list[float]) -> list[VariantRecord]:
-    def rec(role: str, rates: list[float]) -> dict[str, Any]:
-        headline = len(rates) / sum(1.0 / r for r in rates)
-        return {"variant_id": f"v-{role}", "status": "ok", "variant": {"control": role},
-                "throughput": {"headline": headline, "median": headline, "per_repeat": rates}}
-    return load_all([rec("baseline", base_rates), rec("twin", twin_rates)])
 
 
 def test_noise_floor_from_the_control_twins() -> None:

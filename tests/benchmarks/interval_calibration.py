@@ -18,12 +18,15 @@ Usage:
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 
-from bench import results
-from bench.compare.noise import control_pair, paired_difference
-from bench.record.model import VariantRecord, load_all
-from bench.timing import ratio_interval
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # run as a script: the tests package
+
+from bench import results  # noqa: E402
+from bench.compare.noise import control_pair, paired_difference  # noqa: E402
+from bench.timing import ratio_interval  # noqa: E402
+from tests.fixtures.report_runs import control_records  # noqa: E402
 
 
 def twin_rates(run_dir: Path) -> tuple[list[float], list[float]] | None:
@@ -34,16 +37,6 @@ def twin_rates(run_dir: Path) -> tuple[list[float], list[float]] | None:
     base, twin = (list(r.window_rates or []) for r in pair)
     rounds = min(len(base), len(twin))
     return base[:rounds], twin[:rounds]
-
-
-def as_records(base: list[float], twin: list[float]) -> tuple[VariantRecord, VariantRecord]:
-    """A stretch of the twins as records whose headline is over those rounds alone."""
-    def record(role: str, rates: list[float]) -> dict[str, object]:
-        headline = len(rates) / sum(1.0 / r for r in rates)
-        return {"variant_id": role, "status": "ok", "variant": {"control": role},
-                "throughput": {"headline": headline, "median": headline, "per_repeat": rates}}
-    first, second = load_all([record("baseline", base), record("twin", twin)])
-    return first, second
 
 
 def main() -> None:
@@ -64,7 +57,7 @@ def main() -> None:
             step = size or len(base)
             for start in range(0, len(base) - step + 1, step):
                 b, t = base[start:start + step], twin[start:start + step]
-                interval = paired_difference(*as_records(b, t))["interval_pct"]
+                interval = paired_difference(*control_records(b, t))["interval_pct"]
                 if interval is None:
                     continue
                 stretches += 1
