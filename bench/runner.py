@@ -46,7 +46,7 @@ from bench.timing import round_up
 from bench.trace.attach import attach_trace_analysis
 
 QUICK_MEASURE = {"warmup_steps": 3, "steps": 20, "repeats": 2, "settle_steps": 1, "trace_steps": 0,
-                 "epochs": 1, "epoch_steps": 20, "min_window_s": 0.0}
+                 "epochs": 1, "epoch_steps": 20, "min_window_s": 0.0, "settle_s": 0.0}
 
 
 @dataclass

@@ -52,7 +52,8 @@ from bench.training import (
     workload,
 )
 from bench.training.gate import Gate
-from bench.training.schedule import LoopResult, Schedule
+from bench.training.loop_clock import LoopResult
+from bench.training.schedule import Schedule
 from bench.training.tracing import NON_CHIEF_UNTRACED, TraceWindow
 from bench.utilization import mfu
 
@@ -253,12 +254,12 @@ def measure(variant: Variant, spawn_time: float, progress: ProgressFn) -> dict[s
     steps = round_up(m.steps, k)
     trace = _trace_window(variant, k)
     gate = Gate.from_env(ChildEnv.from_env().gate_timeout_s or m.timeout_s)
-    # turns played back to back (no gate) have no cold start to settle
-    settle = round_up(m.settle_steps, k) if gate.interleaved else 0
+    settle = round_up(m.settle_steps, k) if gate.interleaved else 0  # else no cold start
+    sized = not variant.is_cluster  # a cluster's tasks run the same steps: none sizes its own
     planned = Schedule(round_up(m.warmup_steps, k), steps, m.repeats, gate, settle,
                        trace.steps if trace else 0, 1 if coordinated else m.iterators,
-                       # a cluster's tasks run the same steps; each would size its own
-                       0.0 if variant.is_cluster else m.min_window_s, pair_sizing_file(variant))
+                       m.min_window_s if sized else 0.0, pair_sizing_file(variant),
+                       observed_steps=steps, settle_s=m.settle_s if sized and settle else 0.0)
     arrays = (data_mod.numpy_feed(loaded, planned.longest().total_steps * global_batch)
               if variant.data.feed == "numpy" else None)
     with phases("loop"):
@@ -321,8 +322,9 @@ def measure(variant: Variant, spawn_time: float, progress: ProgressFn) -> dict[s
         },
         "step_time": step_stats.to_dict(),
         "throughput": throughput(windows, global_batch, unobserved_s, k, steps).to_dict(),
-        "measurement": {"interleaved": gate.interleaved, "settle_steps": settle,
+        "measurement": {"interleaved": gate.interleaved, "settle_steps": schedule.settle_steps,
                         "settling_s": result.settling_s, "window_steps": steps,
+                        "observed_window_steps": schedule.observed_window_steps,
                         "gate_wait_s": gate.waited_s,
                         "gate_wait_by_segment": gate.waited_by_segment,
                         "window_s": unobserved_s,
@@ -334,7 +336,8 @@ def measure(variant: Variant, spawn_time: float, progress: ProgressFn) -> dict[s
                                                   global_batch * steps),
                         "window_started_at": result.window_started_at,
                         "epoch_ends": ends},
-        "observer": (observer.summary(unobserved_s, observed_s)
+        "observer": (observer.summary([w / steps for w in unobserved_s],
+                                      [w / schedule.observed_window_steps for w in observed_s])
                      if not coordinated else
                      {"status": "skipped", "reason": "the coordinator syncs once per block of "
                                                      "steps in both windows"}),
@@ -385,8 +388,7 @@ def main(argv: list[str] | None = None) -> int:
         print(exc, file=sys.stderr)
         return 2
     record = run_variant(variant, spawn_time)
-    # Spawn → record written, on the wall clock the parent also reads: the parent's wall time
-    # minus this is the process's teardown.
+    # Spawn → record written, on the wall clock the parent also reads (minus: the teardown).
     record.section("timing").worker_s = time.time() - spawn_time
     leaving.end_on_sigterm()
     record.write(Path(args.record))

@@ -32,6 +32,7 @@ api = "ctl"
 
 [measure]
 min_window_s = 0  # every variant runs the same steps: the first and last train the same model
+settle_s = 0
 
 [[strategies]]
 name = "default"

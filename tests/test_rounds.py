@@ -197,7 +197,7 @@ def test_a_turn_is_settling_then_both_windows_in_alternating_order() -> None:
 def test_only_observed_steps_and_window_ends_are_synced() -> None:
     """The custom loop and tf-keras bring a result to the host at an observed step and at each
     window's end; fit's training thread waits at a turn's gate and before an observed step."""
-    from bench.training.schedule import LoopClock
+    from bench.training.loop_clock import LoopClock
 
     schedule = Schedule(warmup_steps=1, window_steps=3, repeats=1, gate=Gate(None, 1.0),
                         settle_steps=1)  # steps: warmup 0, settle 1, unobserved 2-4, observed 5-7
@@ -209,7 +209,7 @@ def test_only_observed_steps_and_window_ends_are_synced() -> None:
 def test_settling_steps_and_the_gate_are_in_no_sample_and_no_window_clock() -> None:
     """A loop through LoopClock whose settling steps are slow, held 30 ms at each gate as other
     variants' turns would: neither the samples nor the window clocks may hold either."""
-    from bench.training.schedule import LoopClock
+    from bench.training.loop_clock import LoopClock
 
     class IdleGate(Gate):
         def wait(self, segment: str, index: int = 0) -> None:
@@ -241,18 +241,24 @@ def test_settling_steps_and_the_gate_are_in_no_sample_and_no_window_clock() -> N
 
 
 def test_windows_are_sized_to_their_least_duration_in_whole_calls() -> None:
-    from bench.training.schedule import MAX_WINDOW_GROWTH
+    from bench.training.schedule import MAX_SIZED_STEPS, MAX_WINDOW_GROWTH
 
     schedule = Schedule(warmup_steps=4, window_steps=8, repeats=2, gate=Gate(None, 1.0),
-                        settle_steps=2, min_window_s=0.1)
+                        settle_steps=2, min_window_s=0.1, observed_steps=8)
     assert schedule.sized_for(0.002).window_steps == 50  # 0.1 s of 2 ms steps
     assert schedule.sized_for(0.002, steps_per_call=3).window_steps == 51  # whole calls of 3
     assert schedule.sized_for(0.05).window_steps == 8  # never shorter than planned
-    assert schedule.sized_for(1e-6).window_steps == 8 * MAX_WINDOW_GROWTH == \
-        schedule.longest().window_steps
+    assert schedule.sized_for(1e-6).window_steps == MAX_SIZED_STEPS == \
+        schedule.longest().window_steps  # 8 steps may grow to 128
     assert schedule.sized_for(0.0) == schedule  # no estimate: as planned
     sized = schedule.sized_for(0.002)
-    assert [s.steps for s in sized.segments[:4]] == [4, 2, 50, 50]  # the warmup keeps its place
+    # the warmup and the settling keep their places; only the unobserved window grows
+    assert [s.steps for s in sized.segments[:4]] == [4, 2, 50, 8]
+    assert sized.sized_for(0.001).window_steps == 100  # sized again: from the planned steps
+    assert sized.with_window_steps(4).window_steps == 8
+    wide = Schedule(warmup_steps=0, window_steps=40, repeats=1, gate=Gate(None, 1.0),
+                    min_window_s=1.0)
+    assert wide.longest().window_steps == 40 * MAX_WINDOW_GROWTH  # more than MAX_SIZED_STEPS
     off = Schedule(warmup_steps=4, window_steps=8, repeats=2, gate=Gate(None, 1.0))
     assert off.sized_for(0.002) == off and off.longest() == off
 
@@ -279,7 +285,7 @@ def test_a_loop_of_short_steps_runs_windows_of_the_least_duration() -> None:
 def run_clock(schedule: Schedule, step_s: float) -> tuple[Any, int]:
     """A loop of `step_s` steps through LoopClock, as bench's loops drive it; the clock and the
     steps it ran."""
-    from bench.training.schedule import LoopClock
+    from bench.training.loop_clock import LoopClock
 
     clock = LoopClock(schedule, lambda done, total: None)
     step = 0
@@ -304,7 +310,7 @@ def test_the_twins_run_windows_of_the_steps_the_first_of_them_chose(tmp_path: Pa
                         settle_steps=4, min_window_s=0.03, sizing_file=str(shared))
     first, _ = run_clock(schedule, 0.002)
     chosen = first.schedule.window_steps
-    assert 8 <= chosen <= 15 and shared.read_text() == str(chosen)
+    assert 8 <= chosen <= 15 and shared.read_text() == f"4 {chosen}"
     twin, steps = run_clock(schedule, 0.006)
     assert twin.schedule.window_steps == chosen
     assert steps == 3 + 2 * (4 + 2 * chosen)
@@ -445,17 +451,22 @@ def windows_of(record: dict[str, Any]) -> list[tuple[float, float]]:
 class TestInterleavedRun:
     def test_settling_steps_run_but_are_not_timed(self, interleaved: BenchRun) -> None:
         for rec in interleaved.records:
-            assert rec["measurement"]["settle_steps"] == 2, rec["variant_id"]
+            # at least 2 settling steps a turn, as many as the first turn's 0.1 s held (settle_s)
+            settle = rec["measurement"]["settle_steps"]
+            assert settle >= 2, rec["variant_id"]
             windows = rec["samples"]["timed"]  # the observed windows' steps
             window = rec["measurement"]["window_steps"]  # 12, or more to last min_window_s
-            assert window >= 12
-            assert [len(w) for w in windows] == [window] * 4  # all timed steps, none settling
+            assert window >= 12 and rec["measurement"]["observed_window_steps"] == 12
+            assert [len(w) for w in windows] == [12] * 4  # all timed steps, none settling
             assert len(rec["measurement"]["window_s"]) == 4  # the unobserved windows
             assert len(rec["measurement"]["observed_window_s"]) == 4
-            # 2 settling steps per window, each at least a fast step's time, and no gate wait
-            # (the other variants' windows) among them
+            # the settling steps, each at least a fast step's time, the first turn's lasting
+            # 0.1 s, and no gate wait (the other variants' windows) among them
             settling_s = rec["measurement"]["settling_s"]
-            assert 8 * min(min(w) for w in windows) <= settling_s <= 8 * 3 * max(map(max, windows))
+            fastest, slowest = min(min(w) for w in windows), max(map(max, windows))
+            assert max(0.1, 4 * settle * fastest) <= settling_s <= 4 * settle * 3 * slowest
+            if settle > 2:  # the first turn settled 0.1 s, not a step more
+                assert settle * fastest < 0.1 + 3 * slowest, rec["variant_id"]
 
     def test_every_variant_and_the_control_twin_is_ok(self, interleaved: BenchRun) -> None:
         assert interleaved.proc.returncode == 0, interleaved.proc.stdout + interleaved.proc.stderr
@@ -467,9 +478,10 @@ class TestInterleavedRun:
         assert [roles[i] for i in ids[:3]] == ["baseline", "twin", "yardstick"]
         assert sum(role is not None for role in roles.values()) == 3
         # the A/A pair runs windows of one length, chosen by the first of them to size them
-        pair = [r["measurement"]["window_steps"] for r in interleaved.records[:2]]
+        pair = [(r["measurement"]["settle_steps"], r["measurement"]["window_steps"])
+                for r in interleaved.records[:2]]
         shared = interleaved.run_dir / "logs" / "control-window-steps"
-        assert pair == [int(shared.read_text())] * 2
+        assert pair == [tuple(int(n) for n in shared.read_text().split())] * 2
 
     def test_no_two_variants_windows_overlap(self, interleaved: BenchRun) -> None:
         spans = sorted((start, end, r["variant_id"]) for r in interleaved.records
@@ -543,9 +555,11 @@ class TestInterleavedRun:
             observer = rec["observer"]
             measurement = rec["measurement"]
             assert observer["status"] == "ok" and observer["turns"] == 4, observer
+            # per step: the observed windows' 12 steps against the unobserved windows' steps
+            steps = measurement["window_steps"], measurement["observed_window_steps"]
             assert observer["ratio"] == pytest.approx(statistics.median(
-                o / u for o, u in zip(measurement["observed_window_s"], measurement["window_s"],
-                                      strict=True)))
+                (o / steps[1]) / (u / steps[0]) for o, u in zip(
+                    measurement["observed_window_s"], measurement["window_s"], strict=True)))
             low, high = observer["interval"]
             assert low <= observer["ratio"] <= high and 0.3 < observer["ratio"] < 3.0
             assert observer["flagged"] is False  # four turns cannot hold a median with 95%
@@ -585,3 +599,48 @@ def test_cli_help_names_the_interleave_and_control_switches() -> None:
 
     out = bench("run", "--help").stdout
     assert "--no-interleave" in out and "--no-control" in out
+
+
+def test_the_first_turn_settles_for_settle_s_and_every_turn_as_many_steps(tmp_path: Path) -> None:
+    """Settling sized by time: a loop of 2 ms steps whose turns settle at least 2 steps and
+    0.03 s settles its first turn, each step synced, until 0.03 s have passed (at most 15 such
+    steps: sleeps never end early), then every turn settles as many; the observed window keeps
+    its planned steps while the unobserved one grows to its least duration. Its twin, whose
+    6 ms steps alone would settle 5, settles as many steps as it."""
+    from bench.training.schedule import SETTLE
+
+    shared = tmp_path / "control-window-steps"
+    schedule = Schedule(warmup_steps=3, window_steps=3, repeats=3, gate=Gate(None, 1.0),
+                        settle_steps=2, settle_s=0.03, min_window_s=0.02, observed_steps=3,
+                        sizing_file=str(shared))
+    clock, steps = run_clock(schedule, 0.002)
+    result = clock.result([])
+    sized = result.schedule
+    assert sized is not None and 2 < sized.settle_steps <= 15, sized.settle_steps
+    settles = [s.steps for s in sized.segments if s.kind == SETTLE]
+    assert settles == [sized.settle_steps] * 3
+    assert sized.observed_window_steps == 3 < sized.window_steps
+    assert steps == 3 + 3 * (sized.settle_steps + sized.window_steps + 3)
+    assert result.settling_s >= 0.03 + 2 * 0.002 * sized.settle_steps
+    assert [len(w) for w in result.samples["observed"]] == [3, 3, 3]
+    assert shared.read_text() == f"{sized.settle_steps} {sized.window_steps}"
+    twin, _ = run_clock(schedule, 0.006)
+    assert twin.schedule.settle_steps == sized.settle_steps
+    assert twin.schedule.window_steps == sized.window_steps
+    alone, _ = run_clock(replace(schedule, sizing_file=None), 0.006)
+    assert alone.schedule.settle_steps <= 5  # what the twin would have settled alone
+
+
+def test_the_first_turns_settling_steps_are_synced_while_it_sizes_itself() -> None:
+    """While the first turn's settling sizes itself, each of its steps completes before the
+    next (its clock must see completions, also where a call returns before its step is done);
+    later turns' settling is not synced but at its end."""
+    from bench.training.loop_clock import LoopClock
+
+    schedule = Schedule(warmup_steps=1, window_steps=2, repeats=2, gate=Gate(None, 1.0),
+                        settle_steps=1, settle_s=10.0, observed_steps=2)
+    clock = LoopClock(schedule, lambda done, total: None)
+    longest = clock.schedule.settle_steps
+    assert longest == 128  # planned at the most it may take until it has settled
+    first_settle = range(1, 1 + longest)
+    assert all(clock.sync_after(s) and clock.wait_before(s) for s in first_settle)

@@ -98,10 +98,13 @@ def test_strong_scaling_and_steps_per_execution(tmp_path: Path) -> None:
         assert rec["variant"]["per_replica_batch"] == 64 // replicas
         assert rec["variant"]["learning_rate"] == pytest.approx(0.02)  # 0.01 * 64/32
         assert rec["timing"]["steps_per_sample"] == 2
-        # 8 steps or more (bench lengthens windows to last min_window_s), in blocks of 2
+        # unobserved: 8 steps or more (bench lengthens them to last min_window_s), in blocks
+        # of 2; observed: 8 steps, a sample per block
         window = rec["measurement"]["window_steps"]
         assert window >= 8 and window % 2 == 0
-        assert len(rec["samples"]["timed"][0]) == window // 2
+        assert rec["measurement"]["observed_window_steps"] == 8
+        assert rec["measurement"]["settle_steps"] % 2 == 0
+        assert len(rec["samples"]["timed"][0]) == 8 // 2
         assert rec["strategy_info"]["cross_device_ops"] == "ReductionToOneDevice"
     assert "(strong)" in run.proc.stdout
 

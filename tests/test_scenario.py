@@ -425,7 +425,8 @@ def test_quick_shortens_the_run_and_its_short_epoch_to_a_window() -> None:
     default = load_scenario(REPO / "scenarios" / "mnist_mirrored.toml")
     quick = apply_overrides(default, RunOptions(quick=True)).measure
     assert (quick.warmup_steps, quick.steps, quick.repeats, quick.settle_steps, quick.trace_steps,
-            quick.epochs, quick.epoch_steps) == (3, 16, 2, 1, 0, 1, 16)
+            quick.epochs, quick.epoch_steps, quick.settle_s, quick.min_window_s) == \
+        (3, 16, 2, 1, 0, 1, 16, 0.0, 0.0)  # fixed counts: no sizing by duration
     fewer = apply_overrides(default, RunOptions(quick=True, steps=8)).measure
     assert (fewer.steps, fewer.epoch_steps) == (8, 8)
     resnet = apply_overrides(load_scenario(REPO / "scenarios" / "resnet50.toml"),

@@ -104,11 +104,15 @@ class Measurement(Section):
     """How the timed windows were run."""
 
     interleaved: bool | None = field("the windows were interleaved with other variants'")
-    settle_steps: int | None = field("untimed steps after each release at the gate")
+    settle_steps: int | None = field(
+        "untimed steps after each release at the gate, as run: [measure] settle_steps, or more "
+        "to last settle_s (the A/A pair: as the first of the two sized them)")
     settling_s: Number | None = field("their time")
     window_steps: int | None = field(
-        "steps per window as run: [measure] steps, or more to last min_window_s (the A/A pair: "
-        "as the first of the two sized them)")
+        "steps per unobserved window as run: [measure] steps, or more to last min_window_s "
+        "(the A/A pair: as the first of the two sized them)")
+    observed_window_steps: int | None = field(
+        "steps per observed window: [measure] steps (absent: as many as `window_steps`)")
     gate_wait_s: Number | None = field("time waiting at the gate")
     gate_wait_by_segment: dict[str, Number] | None = field("that time per segment")
     window_s: list[Number] | None = field("wall clock of each unobserved window: the headline's")
@@ -128,7 +132,7 @@ class Observer(Section):
 
     status: str | None = field("`ok` or `skipped`")
     reason: str | None = field("why it was skipped")
-    ratio: Number | None = field("median observed ÷ unobserved time of the turns")
+    ratio: Number | None = field("median observed ÷ unobserved time per step of the turns")
     interval: list[Number] | None = field("its 95% interval (of a median, over the turns)")
     confidence: Number | None = field("the interval's confidence")
     turns: int | None = field("turns that ran both windows")

@@ -91,27 +91,33 @@ class CheckpointConfig(Strict):
     keep: PositiveInt = Field(1, description="How many of the newest saves to keep.")
 
 
-# How many times `[measure] steps` min_window_s may make a window: it bounds the steps a loop
-# that fixes them up front (a `fit` epoch, in-memory arrays) must plan for.
+# What sizing by duration (`min_window_s`, `settle_s`) may make of a window's or a turn's
+# settling planned steps: at most this many times as many, or MAX_SIZED_STEPS where that is
+# more. It bounds the steps a loop that fixes them up front (a `fit` epoch, in-memory arrays)
+# must plan for.
 MAX_WINDOW_GROWTH = 8
+MAX_SIZED_STEPS = 128
 
 
 class MeasureConfig(Strict):
-    warmup_steps: NonNegativeInt = Field(10, description=(
-        "Steps run before the timed windows, measured but kept out of the statistics."))
-    steps: PositiveInt = Field(100, description=(
-        "Steps per window: each turn runs an unobserved window (the headline) and an observed one "
-        "(the per-step samples) of this many steps."))
-    repeats: PositiveInt = Field(3, description=(
-        "Turns per variant: the number of interleaved rounds."))
+    warmup_steps: NonNegativeInt = Field(50, description=(
+        "Steps run before the first turn (the first compiles; tf.data fills its caches), "
+        "measured but kept out of the statistics."))
+    steps: PositiveInt = Field(16, description=(
+        "Steps per window: each turn runs an unobserved window (the headline) of at least this "
+        "many steps, more to last `min_window_s`, and an observed one (the per-step samples) of "
+        "this many."))
+    repeats: PositiveInt = Field(12, description=(
+        "Turns per variant: the number of interleaved rounds. The noise floor is an interval "
+        "over them: 12 rounds gave about ±3-4% on a noisy 2-core VM, 3 rounds several times "
+        "that (docs/measuring/measurements.md#noise-floor-interval)."))
     min_window_s: Annotated[float, Field(ge=0)] = Field(0.1, description=(
-        "Least duration of a window: a variant whose `steps` would take less, at its step time "
-        "before its first window (its first turn's settling steps or its warmup's median step, "
-        "the shorter), runs longer windows from its first turn on (both "
-        f"windows of every turn alike, at most {MAX_WINDOW_GROWTH} times `steps`). Windows of "
-        "a few short steps read a few percent below a loop running on (measured on CPUs; on a "
-        "GPU a window also starts with nothing queued and ends waiting for the queue to "
-        "drain). 0 keeps `steps`; single-process variants only (a cluster's tasks must run the "
+        "Least duration of an unobserved window: a variant whose `steps` would take less, at "
+        "its step time before its first window (its first turn's settling steps or its warmup's "
+        "median step, the shorter), runs longer unobserved windows from its first turn on (at "
+        f"most {MAX_WINDOW_GROWTH} times `steps`, or {MAX_SIZED_STEPS} steps where that is "
+        "more). A window's one sync at its end costs about a step, a large share of a few short "
+        "steps. 0 keeps `steps`; single-process variants only (a cluster's tasks must run the "
         "same steps)."))
     trace_steps: NonNegativeInt = Field(10, description=(
         "Profiler window after the turns (beside an untraced window of as many steps); 0 turns "
@@ -122,11 +128,15 @@ class MeasureConfig(Strict):
         "Interleave the timed windows of all live variants in shuffled rounds (bench.launch.rounds); false "
         "runs the variants one after another, as `bench run --no-interleave` does."))
     settle_steps: NonNegativeInt = Field(1, description=(
-        "Untimed steps after each gate release before a turn's windows: a variant released from "
-        "its gate runs slow for its first 20-25 steps while it takes the machine back (its first "
-        "step 1.2-1.8x a warm step here, the tenth about 1.1x), so the settling steps should cover "
-        "them or short steps read low. One suits steps of tens of ms; the default scenario, whose "
-        "steps take 2-8 ms, settles 24."))
+        "The least untimed steps after each gate release before a turn's windows (0: none)."))
+    settle_s: Annotated[float, Field(ge=0)] = Field(0.1, description=(
+        "Least duration of that settling: a variant released from its gate runs cold, its "
+        "steps 10-20% slow for their first 50 ms and a few percent slow for 0.1-0.2 s more (a "
+        "2-core VM, steps of 2 ms, docs/measuring/measurements.md#settling). The first turn "
+        "settles, each step synced, until this long has passed since its release, and every "
+        "later turn settles as many steps (at least `settle_steps`, at most "
+        f"{MAX_WINDOW_GROWTH} times them or {MAX_SIZED_STEPS}, where that is more). 0 settles "
+        "`settle_steps`; single-process variants only."))
     iterators: PositiveInt = Field(1, description=(
         "Fresh input iterators the turns are spread over, each made after its turn's gate; the "
         "record gives each one's rate, and the terminal calls out two clearly apart speeds. "

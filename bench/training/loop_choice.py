@@ -9,7 +9,8 @@ from typing import Any
 from bench.protocol import ProgressFn
 from bench.scenario.schema import Variant
 from bench.training import loops, ps_loops
-from bench.training.schedule import LoopResult, Schedule
+from bench.training.loop_clock import LoopResult
+from bench.training.schedule import Schedule
 from bench.training.tracing import TraceWindow
 from bench.training.workload import Workload
 

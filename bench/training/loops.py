@@ -20,8 +20,9 @@ from bench.training import checkpointing
 from bench.training import precision as precision_policy
 from bench.training.flavour import chosen as chosen_flavour
 from bench.training.flavour import keras as keras_module
+from bench.training.loop_clock import LoopClock, LoopResult
 from bench.training.objectives import Objectives, average_loss
-from bench.training.schedule import LoopClock, LoopResult, Schedule
+from bench.training.schedule import Schedule
 from bench.training.tracing import TraceWindow
 
 

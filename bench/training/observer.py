@@ -3,8 +3,8 @@ against the same steps unobserved, side by side. Pure: the worker measures, this
 
 Observation: every turn runs an observed window (each step waits for its result on the host
 before the next starts: the per-step samples) and an unobserved window (one sync, at its end:
-the headline) of as many steps, one right after the other, in alternating order. The median of
-the turns' ratios, with the distribution-free interval of a median (bench.timing.ratio_interval),
+the headline), one right after the other, in alternating order. The median of the turns' ratios
+of their time per step, with the distribution-free interval of a median (bench.timing.ratio_interval),
 says what observing costs; a variant is flagged only when the whole interval lies above
 OBSERVER_FLAG_RATIO, so an unchanged run on a quiet machine is flagged about as often as the
 interval's confidence allows, and never with too few turns for the interval to hold (fewer than
@@ -27,7 +27,8 @@ CONFIDENCE = 0.95
 
 
 def summary(unobserved_s: list[float], observed_s: list[float]) -> dict[str, Any]:
-    """Observed ÷ unobserved time of the turns that ran both (> 1: observing slowed the steps)."""
+    """Observed ÷ unobserved time per step (each turn's window seconds ÷ its steps) of the
+    turns that ran both (> 1: observing slowed the steps)."""
     turns = min(len(unobserved_s), len(observed_s))
     if turns == 0:
         return {"status": "skipped", "reason": "no turn ran both windows"}

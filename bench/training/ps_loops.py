@@ -13,9 +13,10 @@ from bench.protocol import ProgressFn
 from bench.scenario.schema import Variant
 from bench.timing import round_up
 from bench.training.flavour import keras as keras_module
+from bench.training.loop_clock import LoopClock, LoopResult
 from bench.training.loops import fit_checkpointed, loop_checkpointed, replica_step_fn
 from bench.training.objectives import Objectives
-from bench.training.schedule import LoopClock, LoopResult, Schedule
+from bench.training.schedule import Schedule
 
 
 def ps_block(variant: Variant) -> int:

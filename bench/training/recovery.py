@@ -163,7 +163,7 @@ def train_coordinator(strategy: Any, workload: Workload, metrics: list[Any], dat
         tracker.step(done, (time.perf_counter() - began) / block, loss)
 
 
-# Iterators kept alive until the worker's exit (see bench.training.schedule.LoopResult.iterators).
+# Iterators kept alive until the worker's exit (see bench.training.loop_clock.LoopResult.iterators).
 _KEPT: list[Any] = []
 
 
