@@ -1,5 +1,6 @@
-"""The typed record (bench.record.model): records of schema 1 and 2 load, report and compare
-alike, a record reads back to the JSON it came from, and a record bench cannot read is one line.
+"""The typed record (bench.record.model): a field a section does not have fails where it is
+written; records of schema 1 and 2 load, report and compare alike; a record reads back to the
+JSON it came from, unknown fields too; a record bench cannot read is one line.
 Pure Python, no TensorFlow (the CLI in subprocesses), about 6 s."""
 
 from __future__ import annotations
@@ -12,9 +13,11 @@ from pydantic import ValidationError
 
 from bench import results
 from bench.errors import BenchError
+from bench.record.measured import Measurement, ParentTiming, Timing
 from bench.record.model import SCHEMA, VariantRecord, load_all
 from bench.scaling import add_scaling_efficiency
-from tests.conftest import bench
+from bench.scenario.loading import load_variants
+from tests.conftest import REPO, bench
 from tests.fixtures.report_runs import standard_records, write_run
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
@@ -78,6 +81,49 @@ def test_a_record_reads_back_to_the_json_it_came_from(tmp_path: Path) -> None:
     assert record.control_role == "baseline" and record.counts_as_variant
     scaled = add_scaling_efficiency([record])[0]
     assert "scaling_efficiency" not in scaled.to_json()  # derived for readers, never written
+
+
+def test_fields_a_newer_bench_wrote_are_kept_through_every_writer(tmp_path: Path) -> None:
+    """A record holding fields this bench does not know (a newer one wrote them) keeps them
+    as the launchers and the runner add theirs, and is written back with them."""
+    data = standard_records()[0]  # schema 1: bench wrote it before the record was typed
+    newer = {**data, "power": {"watts": 41.5},
+             "timing": {**data["timing"], "compile_s": 0.25},
+             "samples": {**data["samples"], "per_core": [[0.1, 0.2]]}}
+    record = VariantRecord.load(newer)
+    record.add(wall_s=5.0, launch={"start_method": "spawn"})
+    record.section("timing").parent = ParentTiming(analysis_s=0.5, total_s=6.0)
+    results.append_record(tmp_path, record)
+    [back] = results.read_records(tmp_path)
+    written = back.to_json()
+    assert written["power"] == {"watts": 41.5}
+    assert written["timing"]["compile_s"] == 0.25 and written["timing"]["parent"]["total_s"] == 6
+    assert written["samples"]["per_core"] == [[0.1, 0.2]]
+    assert written["wall_s"] == 5.0 and written["launch"] == {"start_method": "spawn"}
+    assert {k: v for k, v in written.items() if k not in ("wall_s", "launch", "timing")} == {
+        k: v for k, v in newer.items() if k != "timing"}
+
+
+def test_a_field_the_record_does_not_have_fails_where_it_is_written() -> None:
+    """The worker builds its sections typed; a misspelt field is an error there, not a key
+    kept silently that every reader sees as None."""
+    _, variants = load_variants(REPO / "scenarios" / "mnist_mirrored.toml")
+    record = VariantRecord.begin(variants[0])
+    with pytest.raises(ValidationError, match=r"wramup_s\n  Extra inputs are not permitted"):
+        record.add(timing=Timing(import_s=1.0, wramup_s=0.5))
+    with pytest.raises(ValidationError, match=r"timing\.wramup_s\n  Extra inputs"):
+        record.add(timing={"import_s": 1.0, "wramup_s": 0.5})
+    with pytest.raises(ValidationError, match=r"measurement\.speeds\.mode\n  Extra inputs"):
+        record.add(measurement={"window_s": [0.1], "speeds": {"mode": []}})
+    record.add(timing=Timing(import_s=1.0, warmup_s=0.5))
+    with pytest.raises(ValidationError, match="wramup_s\n  Object has no attribute"):
+        record.section("timing").wramup_s = 0.5
+    with pytest.raises(ValidationError, match="timnig\n  Object has no attribute"):
+        record.add(timnig=Timing())
+    with pytest.raises(ValidationError, match="unobserved_s"):
+        Measurement(unobserved_s=[0.1])
+    assert record.to_json()["timing"] == {"import_s": 1.0, "warmup_s": 0.5}  # nothing kept
+    assert record.measurement is None and "timnig" not in record.to_json()
 
 
 def test_a_records_variant_is_frozen_and_a_copy_keys_on_its_own_fields() -> None:

@@ -89,7 +89,9 @@ def record_page(root: Path) -> str:
            "schema 1 (from before the record was typed: the same fields, without `schema`, and "
            "before `throughput.headline` only `median`) are read the same. Its JSON Schema is "
            f"[`{RECORD_SCHEMA}`]({RECORD_SCHEMA}). A field a record does not have is absent, not "
-           "null; every section keeps fields this page does not list.", "",
+           "null. bench writes only the fields below (a writer that sets any other fails where "
+           "it sets it); a reader keeps every field a record holds, also those this page does "
+           "not list (a newer bench's), and writes them back as they were.", "",
            *_table({"properties": always}), "",
            "Only some variants write these:", "", *_table({"properties": {
                name: prop for name, prop in top.items() if prop.get("sometimes")}}), ""]

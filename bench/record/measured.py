@@ -111,7 +111,9 @@ class Measurement(Section):
         "as the first of the two sized them)")
     gate_wait_s: Number | None = field("time waiting at the gate")
     gate_wait_by_segment: dict[str, Number] | None = field("that time per segment")
-    window_s: list[Number] | None = field("wall clock of each unobserved window: the headline's")
+    window_s: list[Number] | None = field(
+        "wall clock of each window the headline counts: the unobserved windows (a `[fault]` "
+        "attempt: its one window of steps timed one by one)")
     observed_window_s: list[Number] | None = field(
         "wall clock of each observed window (the per-step samples' windows)")
     trace_base_s: Number | None = field("the untraced window beside the traced one")

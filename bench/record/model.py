@@ -6,10 +6,12 @@ skipped or failed; a launcher that got no record from its process makes `Variant
 Every reader loads records through `load` (a run's `records.jsonl`: `bench.results`) and asks the
 derived properties below instead of working the figures out again.
 
-Schema 2 is schema 1 typed: the same JSON with `schema` = 2. Records of schema 1 (nightly stores
-hold them; a record without `schema` is one) load as they are; the properties read both, and
-say where schema 1 differs. Reading a record and writing it again gives back the same JSON
-(bench.record.section).
+Writers build the sections as their typed models (`Timing(...)`, `Measurement(...)`): a field
+a section does not have is an error where it is written. Readers keep every field (a newer
+bench's too): reading a record and writing it again gives back the same JSON
+(bench.record.section). Schema 2 is schema 1 typed: the same JSON with `schema` = 2. Records of
+schema 1 (nightly stores hold them; a record without `schema` is one) load as they are; the
+properties read both, and say where schema 1 differs.
 """
 
 from __future__ import annotations
@@ -48,7 +50,7 @@ from bench.record.provenance import (
     WorkerVersions,
     Workload,
 )
-from bench.record.section import Number, Section, field
+from bench.record.section import READING, Number, Section, field
 from bench.record.variant import RecordedVariant
 
 if TYPE_CHECKING:  # a reader of records never needs the scenario's schema
@@ -151,7 +153,8 @@ class VariantRecord(Section):
             "variant": variant.model_dump(mode="json", by_alias=True), "finished_at": None})
 
     def add(self, **sections: Any) -> VariantRecord:
-        """Set sections (plain JSON or typed), each validated."""
+        """Set sections (typed, or plain JSON), each validated: a name or field the record does
+        not have is a ValidationError."""
         for name, value in sections.items():
             setattr(self, name, value)
         return self
@@ -192,8 +195,8 @@ class VariantRecord(Section):
     @classmethod
     def load(cls, data: dict[str, Any] | VariantRecord, where: str = "a record"
              ) -> VariantRecord:
-        """A record from its JSON (schema 1 or 2); a record it cannot read is one BenchError line
-        naming `where` and the field."""
+        """A record from its JSON (schema 1 or 2), every field it holds kept; a record it cannot
+        read is one BenchError line naming `where` and the field."""
         if isinstance(data, VariantRecord):
             return data
         schema = data.get("schema", 1) if isinstance(data, dict) else None
@@ -201,7 +204,7 @@ class VariantRecord(Section):
             raise BenchError(f"{where}: schema {schema!r} is not one this bench reads "
                              f"({', '.join(map(str, READABLE_SCHEMAS))}); a newer bench wrote it?")
         try:
-            return cls.model_validate(data)
+            return cls.model_validate(data, extra=READING)
         except ValidationError as exc:
             first = exc.errors()[0]
             loc = ".".join(str(p) for p in first["loc"])
