@@ -34,7 +34,7 @@ class Throughput(Section):
 
     headline: Number | None = field(
         "THE throughput: examples of the unobserved timed windows ÷ their wall clock "
-        "(`measurement.window_s`); records of schema 1 from before it have only `median`")
+        "(`measurement.window_s`); a record of schema 1 from before it reads its `median`")
     median: Number | None = field(
         "the typical-step rate: global batch ÷ the median observed step (robust to a stray slow "
         "step, higher than the headline whenever steps vary)")

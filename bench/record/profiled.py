@@ -6,6 +6,10 @@ from __future__ import annotations
 from bench.record.measured import StepTime
 from bench.record.section import Number, Section, field
 
+# Tracing that slowed the traced steps by more than this is named beside the breakdown (and,
+# for records from before the profiler's interval, flagged the profiler's cost).
+TRACE_INFLATION_LIMIT = 1.5
+
 
 class TopOp(Section):
     name: str | None = field("the op")
@@ -65,8 +69,8 @@ class Trace(Section):
     overhead_ratio: Number | None = field("traced ÷ untraced time per step, side by side")
     overhead_interval: list[Number] | None = field("its 95% interval (of a median, over the steps)")
     overhead_flagged: bool | None = field(
-        "the whole interval lies above the limit; records from before the interval: judged by "
-        "the ratio against 1.5")
+        "the whole interval lies above the limit (schema 1, from before the interval: the ratio "
+        "is over 1.5)")
     untraced_median_s: Number | None = field("the untraced steps' median")
     start_s: Number | None = field("starting the profiler")
     stop_s: Number | None = field("stopping it and writing the trace")
