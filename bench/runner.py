@@ -28,6 +28,7 @@ from bench.launch.slurm import SlurmOptions, slurm_problem
 from bench.perf import overhead
 from bench.placement import flavour_env, is_legacy_keras
 from bench.protocol import ProgressFn
+from bench.record.measured import ParentTiming
 from bench.record.model import VariantRecord
 from bench.report.terminal import render_outcome_line, render_summary
 from bench.scaling import add_scaling_efficiency
@@ -312,7 +313,7 @@ def _run_variants(variants: list[Variant], run_dir: Path, outcome: RunOutcome,
             # interleaved: its own running time (the batch's wall time is every variant's)
             total_s = ((record.wall_s or 0.0) + analysis_s if record.interleave
                        else time.perf_counter() - started)
-            record.section("timing").parent = {"analysis_s": analysis_s, "total_s": total_s}
+            record.section("timing").parent = ParentTiming(analysis_s=analysis_s, total_s=total_s)
             results.append_record(run_dir, record)
             outcome.records.append(record)
             if (task := tasks.pop(str(record.variant_id), None)) is not None:

@@ -23,6 +23,7 @@ from bench.errors import BenchError, DataUnavailable, VariantSkipped, WorkloadEr
 from bench.launch.cluster_plan import is_chief_config, read_tf_config
 from bench.perf import overhead
 from bench.protocol import FINISH, ProgressFn
+from bench.record import measured, profiled, provenance
 from bench.record.failure import error_from_exception
 from bench.record.model import VariantRecord
 from bench.scenario.schema import Variant
@@ -62,11 +63,11 @@ def _emit_progress(done: int, total: int) -> None:
     print(protocol.format_progress(done, total), flush=True)
 
 
-def _task_identity() -> dict[str, Any] | None:
+def _task_identity() -> provenance.Task | None:
     """This process's task in a TF_CONFIG cluster, if it is part of one."""
     config = read_tf_config()
     task = config.get("task")
-    return {"type": task.get("type"), "index": task.get("index")} if task else None
+    return provenance.Task(type=task.get("type"), index=task.get("index")) if task else None
 
 
 def pair_sizing_file(variant: Variant) -> str | None:
@@ -100,26 +101,26 @@ def _multi_worker_chief(variant: Variant) -> bool | None:
 
 
 def _trace_summary(trace: TraceWindow | None, result: LoopResult,
-                   variant: Variant) -> dict[str, Any] | None:
+                   variant: Variant) -> profiled.Trace | None:
     if variant.kind.coordinated and variant.measure.trace_steps:
-        return {"status": "off", "reason": "the coordinator only schedules steps; its trace "
-                                           "would not show the workers' compute"}
+        return profiled.Trace(status="off", reason="the coordinator only schedules steps; its "
+                                                   "trace would not show the workers' compute")
     if trace is None:
         return None
     if not trace.capture:
-        return {"status": "off", "reason": NON_CHIEF_UNTRACED}
+        return profiled.Trace(status="off", reason=NON_CHIEF_UNTRACED)
     traced = (result.samples.get("traced") or [[]])[0]
     untraced = (result.samples.get("trace_base") or [[]])[0]
-    return {
-        "status": "captured",
-        "dir": trace.logdir,
-        "steps": trace.steps,
-        "step_time": summarize(traced).to_dict() if traced else None,
+    return profiled.Trace(
+        status="captured",
+        dir=trace.logdir,
+        steps=trace.steps,
+        step_time=measured.StepTime(**summarize(traced).to_dict()) if traced else None,
         # the traced window against an untraced one of as many steps just before it
         **(observer.profiler_cost(untraced, traced) or {"overhead_ratio": None}),
-        "start_s": trace.start_s,
-        "stop_s": trace.stop_s,
-    }
+        start_s=trace.start_s,
+        stop_s=trace.stop_s,
+    )
 
 
 def _strategy_and_layout(variant: Variant) -> tuple[Any, devices.DeviceLayout]:
@@ -135,7 +136,7 @@ def _strategy_and_layout(variant: Variant) -> tuple[Any, devices.DeviceLayout]:
     return strategies.build(variant, layout), layout
 
 
-def _effective_batch(variant: Variant, replicas: int) -> tuple[dict[str, Any], list[str]]:
+def _effective_batch(variant: Variant, replicas: int) -> tuple[measured.Effective, list[str]]:
     """Batch actually used, from the replicas the strategy really has, and a note when they
     differ from the plan.
 
@@ -151,8 +152,8 @@ def _effective_batch(variant: Variant, replicas: int) -> tuple[dict[str, Any], l
     if replicas != variant.replicas:
         notes.append(f"planned {variant.replicas} replicas, the strategy has {replicas}: "
                      f"global batch {global_batch}, per-replica {per_replica}")
-    return {"replicas": replicas, "per_replica_batch": per_replica,
-            "global_batch": global_batch}, notes
+    return measured.Effective(replicas=replicas, per_replica_batch=per_replica,
+                              global_batch=global_batch), notes
 
 
 def use_scenario_dir(variant: Variant) -> None:
@@ -162,7 +163,7 @@ def use_scenario_dir(variant: Variant) -> None:
         sys.path.insert(0, variant.scenario_dir)
 
 
-def start_state() -> dict[str, Any]:
+def start_state() -> provenance.StartState:
     """What this process had already set before the variant touched anything.
 
     A variant must start pristine however it was started (fresh interpreter or fork server):
@@ -171,9 +172,10 @@ def start_state() -> dict[str, Any]:
     """
     from tensorflow.python.eager import context
 
-    return {"pid": os.getpid(), "tf_context_initialized": bool(context.context()._initialized),
-            "precision_policy": flavour.keras().mixed_precision.global_policy().name,
-            "keras_modules": sorted(m for m in ("keras", "tf_keras") if m in sys.modules)}
+    return provenance.StartState(
+        pid=os.getpid(), tf_context_initialized=bool(context.context()._initialized),
+        precision_policy=flavour.keras().mixed_precision.global_policy().name,
+        keras_modules=sorted(m for m in ("keras", "tf_keras") if m in sys.modules))
 
 
 # Objects whose destruction would only cost time: the process leaves with os._exit instead.
@@ -181,7 +183,8 @@ _KEPT_UNTIL_EXIT: list[Any] = []
 
 
 def measure(variant: Variant, spawn_time: float, progress: ProgressFn) -> dict[str, Any]:
-    """Build everything the variant names, run warmup + timed windows, return the measurements."""
+    """Build everything the variant names, run warmup + timed windows, return the measurements:
+    the record's sections by name, typed."""
     phases = Phases()
     phases.seconds["start"] = max(0.0, time.time() - spawn_time)  # spawn (or fork) → here
     with phases("import"):
@@ -201,7 +204,7 @@ def measure(variant: Variant, spawn_time: float, progress: ProgressFn) -> dict[s
         print(f"data source: {loaded.source}", file=sys.stderr, flush=True)
         keras.utils.set_random_seed(variant.data.seed)
         effective, batch_notes = _effective_batch(variant, int(strategy.num_replicas_in_sync))
-        global_batch = effective["global_batch"]
+        global_batch = effective.global_batch
         inputs = data_mod.model_inputs(loaded, variant.data)
 
         def dataset(input_context: Any = None) -> Any:
@@ -227,19 +230,19 @@ def measure(variant: Variant, spawn_time: float, progress: ProgressFn) -> dict[s
             "effective": effective,
             "data_source": loaded.source,
             "data_fallback_reason": loaded.fallback_reason,
-            "devices": {**layout.to_dict(), **devices.describe(),
-                        **devices.cluster_device_kind()},
+            "devices": provenance.Devices(**layout.to_dict(), **devices.describe(),
+                                          **devices.cluster_device_kind()),
             "gpu": gpu,
-            "environment": fingerprint.installed_environment(gpu),
-            "strategy_info": strategies.describe_strategy(strategy),
+            "environment": provenance.WorkerEnvironment(**fingerprint.installed_environment(gpu)),
+            "strategy_info": provenance.StrategyInfo(**strategies.describe_strategy(strategy)),
             "precision_policy": policy,
             "start_state": started,
-            "keras": flavour.describe(),
-            "model_params": models.parameter_counts(model),
-            "workload": built.describe(),
-            "variables": variables.describe(model),
-            "env": {"tensorflow": tf.__version__, "keras": keras.__version__,
-                    "keras_flavour": flavour.chosen(), "pid": os.getpid()},
+            "keras": provenance.KerasInfo(**flavour.describe()),
+            "model_params": provenance.ModelParams(**models.parameter_counts(model)),
+            "workload": provenance.Workload(**built.describe()),
+            "variables": provenance.Variables(**variables.describe(model)),
+            "env": provenance.WorkerVersions(tensorflow=tf.__version__, keras=keras.__version__,
+                                             keras_flavour=flavour.chosen(), pid=os.getpid()),
         }
 
     if variant.fault is not None:
@@ -306,51 +309,48 @@ def measure(variant: Variant, spawn_time: float, progress: ProgressFn) -> dict[s
     observed_s = result.clocks.get("observed") or []
     return {
         **describe_setup(),
-        "timing": {
-            "import_s": phases.seconds["import"],
-            "build_s": phases.seconds["build"],
-            "startup_s": result.first_step_end - spawn_time,
-            "first_step_s": warmup[0] if warmup else None,
-            "warmup_s": k * sum(warmup),
-            "warmup_steps": schedule.warmup_steps,
-            "timed_steps": schedule.timed_steps,
-            "steps_per_sample": k,
-            "repeats": m.repeats,
-            "phases": phases.seconds,
+        "timing": measured.Timing(
+            import_s=phases.seconds["import"], build_s=phases.seconds["build"],
+            startup_s=result.first_step_end - spawn_time,
+            first_step_s=warmup[0] if warmup else None, warmup_s=k * sum(warmup),
+            warmup_steps=schedule.warmup_steps, timed_steps=schedule.timed_steps,
+            steps_per_sample=k, repeats=m.repeats, phases=phases.seconds,
             **overhead.harness_overhead(result.harness_s, schedule.untraced_steps,
-                                        step_stats.median),
-        },
-        "step_time": step_stats.to_dict(),
-        "throughput": throughput(windows, global_batch, unobserved_s, k, steps).to_dict(),
-        "measurement": {"interleaved": gate.interleaved, "settle_steps": schedule.settle_steps,
-                        "settling_s": result.settling_s, "window_steps": steps,
-                        "observed_window_steps": schedule.observed_window_steps,
-                        "gate_wait_s": gate.waited_s,
-                        "gate_wait_by_segment": gate.waited_by_segment,
-                        "window_s": unobserved_s,
-                        "observed_window_s": observed_s,
-                        "trace_base_s": sum(result.clocks.get("trace_base") or []),
-                        "order": result.order,
-                        "speeds": iterator_speeds(unobserved_s, [schedule.iterator_of(t) for t
-                                                  in range(len(unobserved_s))],
-                                                  global_batch * steps),
-                        "window_started_at": result.window_started_at,
-                        "epoch_ends": ends},
-        "observer": (observer.summary([w / steps for w in unobserved_s],
-                                      [w / schedule.observed_window_steps for w in observed_s])
+                                        step_stats.median)),
+        "step_time": measured.StepTime(**step_stats.to_dict()),
+        "throughput": measured.Throughput(
+            **throughput(windows, global_batch, unobserved_s, k, steps).to_dict()),
+        "measurement": measured.Measurement(
+            interleaved=gate.interleaved, settle_steps=schedule.settle_steps,
+            settling_s=result.settling_s, window_steps=steps,
+            observed_window_steps=schedule.observed_window_steps,
+            gate_wait_s=gate.waited_s,
+            gate_wait_by_segment=gate.waited_by_segment,
+            window_s=unobserved_s,
+            observed_window_s=observed_s,
+            trace_base_s=sum(result.clocks.get("trace_base") or []),
+            order=result.order,
+            speeds=measured.Speeds(**iterator_speeds(
+                unobserved_s, [schedule.iterator_of(t) for t in range(len(unobserved_s))],
+                global_batch * steps)),
+            window_started_at=result.window_started_at,
+            epoch_ends=ends),
+        "observer": (measured.Observer(**observer.summary(
+            [w / steps for w in unobserved_s],
+            [w / schedule.observed_window_steps for w in observed_s]))
                      if not coordinated else
-                     {"status": "skipped", "reason": "the coordinator syncs once per block of "
-                                                     "steps in both windows"}),
-        "checkpoint": checkpoint,
+                     measured.Observer(status="skipped", reason="the coordinator syncs once per "
+                                                                "block of steps in both windows")),
+        "checkpoint": profiled.Checkpoint(**checkpoint) if checkpoint is not None else None,
         "steady_state_start": steady_state_start(windows),
-        "samples": {"warmup": warmup, "timed": windows,
-                    "traced": (result.samples.get("traced") or [[]])[0],
-                    "trace_base": (result.samples.get("trace_base") or [[]])[0]},
+        "samples": measured.Samples(warmup=warmup, timed=windows,
+                                    traced=(result.samples.get("traced") or [[]])[0],
+                                    trace_base=(result.samples.get("trace_base") or [[]])[0]),
         "trace": _trace_summary(trace, result, variant),
-        "loss": {"initial": initial_loss, "final": final_loss},
+        "loss": measured.Loss(initial=initial_loss, final=final_loss),
         "metric_results": metric_results,
-        "utilization": utilised,
-        "checks": checked,
+        "utilization": profiled.Utilization(**utilised),
+        "checks": profiled.Checks(**checked),
         "notes": notes,
     }
 

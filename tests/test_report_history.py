@@ -227,7 +227,7 @@ def test_one_more_run_rewrites_only_its_page_its_scenario_and_the_index(tmp_path
     # A changed input re-renders the pages built from it: a record rewritten in an old run.
     path = dirs[1] / results.RECORDS_FILE
     records = [json.loads(line) for line in path.read_text().splitlines()]  # as on disk
-    records[1]["throughput"]["median"] = 12345.0
+    records[1]["throughput"].update(headline=12345.0, median=12789.0)
     (dirs[1] / results.RECORDS_FILE).write_text("".join(json.dumps(r) + "\n" for r in records))
     render_site([root], site)
     again = _pages(site)

@@ -7,12 +7,14 @@ the page cannot drift from what bench writes and reads; the `variant` section is
 
 from __future__ import annotations
 
+import inspect
 import json
 from pathlib import Path
 from typing import Any
 
 from bench.cli import docs_scenario
 from bench.cli.docs_scenario import GENERATED_NOTE, cell
+from bench.record import migration
 from bench.record.model import SCHEMA, VariantRecord
 from bench.scenario.schema import Variant
 
@@ -85,11 +87,12 @@ def record_page(root: Path) -> str:
            "One JSON object per variant, one line each in a run's `records.jsonl`, appended as each "
            "variant finishes (see [the run directory](run-directory.md)). Every launcher writes "
            "it the same way (`bench.record.model.VariantRecord`), and a worker that dies is "
-           f"recorded by its parent with the same fields. This is schema {SCHEMA}; records of "
-           "schema 1 (from before the record was typed: the same fields, without `schema`, and "
-           "before `throughput.headline` only `median`) are read the same. Its JSON Schema is "
+           f"recorded by its parent with the same fields. This is schema {SCHEMA} (older records "
+           "are read too: [schema versions](#schema-versions)). Its JSON Schema is "
            f"[`{RECORD_SCHEMA}`]({RECORD_SCHEMA}). A field a record does not have is absent, not "
-           "null; every section keeps fields this page does not list.", "",
+           "null. bench writes only the fields below (a writer that sets any other fails where "
+           "it sets it); a reader keeps every field a record holds, also those this page does "
+           "not list (a newer bench's), and writes them back as they were.", "",
            *_table({"properties": always}), "",
            "Only some variants write these:", "", *_table({"properties": {
                name: prop for name, prop in top.items() if prop.get("sometimes")}}), ""]
@@ -101,11 +104,29 @@ def record_page(root: Path) -> str:
             out += [" ".join(section["description"].split()), ""]
         out += [*_table(section), ""]
     out += _variant_section()
+    out += ["", *_schema_versions()]
     out += ["", "## Example { #example }", "",
             "A real record: a single-process `fit` variant of `bench run "
             "scenarios/mnist_mirrored.toml --quick` (`docs/reference/record-example.json`).", "",
             "```json", json.dumps(example, indent=1), "```"]
     return "\n".join(out) + "\n"
+
+
+def _schema_versions() -> list[str]:
+    """How records of older schemas are read: the migration's own description."""
+    steps = inspect.getdoc(migration.to_schema_2) or ""
+    changes = steps.split("\n\n", 1)[1] if "\n\n" in steps else ""  # its list of fields
+    return ["## Schema versions { #schema-versions }", "",
+            "The record's `schema` says which format it is in; this bench writes schema "
+            f"{SCHEMA} and reads schema {', '.join(map(str, migration.UPGRADES))} too, migrating "
+            "each as it loads (`bench.record.migration`), so that every reader reads schema "
+            f"{SCHEMA} alone. Reading a record of schema {SCHEMA} and writing it again gives "
+            "back the same JSON; a migrated record keeps every field it held, with the same "
+            "value, and gains the fields its schema lacked.", "",
+            "Schema 1 is what bench wrote before the record was typed (no `schema` field); its "
+            "earlier records lack fields that schema 2 always has. Migrated, a record gains "
+            "those it lacks:", "",
+            changes]
 
 
 def _variant_section() -> list[str]:

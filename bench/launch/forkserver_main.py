@@ -83,10 +83,10 @@ def pristine_problem() -> str | None:
     from bench.worker import start_state
 
     state = start_state()
-    if state["tf_context_initialized"]:  # device layout, thread pools: fixed at initialisation
+    if state.tf_context_initialized:  # device layout, thread pools: fixed at initialisation
         return "the TensorFlow context is already initialised"
-    if state["precision_policy"] != "float32":
-        return f"the global precision policy is {state['precision_policy']}"
+    if state.precision_policy != "float32":
+        return f"the global precision policy is {state.precision_policy}"
     if threading.active_count() != 1:
         return f"{threading.active_count()} Python threads are running"
     return None

@@ -17,6 +17,7 @@ from bench.launch.handback import no_record, take_record, timed_out
 from bench.launch.process import Outcome, WorkerProcess, last_error_line
 from bench.placement import detected_inventory, host_gpus, plan_variant
 from bench.protocol import ProgressFn
+from bench.record.cluster import Launch
 from bench.record.model import VariantRecord
 from bench.results import LOGS_DIR, VARIANTS_FILE
 from bench.scenario.environment import interpreter
@@ -80,8 +81,8 @@ def launched_record(variant: Variant, proc: WorkerProcess, record_path: Path, ou
     """What a finished process leaves: its record (or a failed one), with how it started;
     `where` it was last let go from its gate, for a timeout's reason."""
     record = collect_record(variant, record_path, proc.log_path, outcome, budget_s, where)
-    return record.add(launch={"start_method": proc.start_method,
-                              "fork_problem": proc.fork_problem})
+    return record.add(launch=Launch(start_method=proc.start_method,
+                                    fork_problem=proc.fork_problem))
 
 
 def collect_record(variant: Variant, record_path: Path, log_path: Path, outcome: Outcome,

@@ -43,6 +43,7 @@ from bench.launch.local import (
 )
 from bench.launch.process import Outcome, WorkerProcess
 from bench.protocol import FINISH, GO, ProgressFn, last_release
+from bench.record.cluster import Interleave
 from bench.record.model import VariantRecord
 from bench.results import LOGS_DIR
 from bench.scenario.schema import Variant
@@ -238,8 +239,8 @@ def play(variants: list[Variant], run_dir: Path, forkservers: ForkServers | None
             let_finish(live, width)
             record = one.finish(while_waiting=lambda: let_finish(live, width))
             let_finish(live, width)  # the next finishes while this record is read
-            yield record.add(interleave={"batch": [v.id for v in runnable], "rounds": rounds,
-                                         "positions": one.positions})
+            yield record.add(interleave=Interleave(batch=[v.id for v in runnable], rounds=rounds,
+                                                   positions=one.positions))
         yield from skipped.values()
     finally:
         for one in live:

@@ -27,6 +27,7 @@ from bench.launch.local import record_path_of, run_paths_env, worker_command
 from bench.launch.process import last_error_line
 from bench.placement import flavour_env, gpus_per_process
 from bench.protocol import ProgressFn
+from bench.record.cluster import Launch
 from bench.record.model import VariantRecord
 from bench.results import LOGS_DIR, VARIANTS_FILE
 from bench.scenario.environment import interpreter
@@ -204,9 +205,9 @@ class SlurmLauncher:
         finally:
             if job.state() is not None:  # also on Ctrl-C: never leave a job behind
                 job.cancel()
-        launch = {"launcher": "slurm", "job_id": job.job_id, "partition": self.options.partition,
-                  "script": str(script), "output": str(output), "queued_s": queued_s,
-                  "job_s": time.monotonic() - started}
+        launch = Launch(launcher="slurm", job_id=job.job_id, partition=self.options.partition,
+                        script=str(script), output=str(output), queued_s=queued_s,
+                        job_s=time.monotonic() - started)
         if (record := take_record(record_path)) is not None:
             record.wall_s = running_s
         else:

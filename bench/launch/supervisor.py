@@ -33,6 +33,7 @@ from bench.launch.netns import enter_private_namespace
 from bench.placement import flavour_env
 from bench.protocol import read_events
 from bench.record.cluster import Cluster as ClusterSection
+from bench.record.cluster import Recovery
 from bench.record.model import VariantRecord
 from bench.scenario.schema import Variant
 from bench.training import strategies
@@ -181,8 +182,8 @@ def supervise_fault(variant: Variant, variants_path: Path, logs: Path,
     if status == "ok" and (incomplete := recovery_timeline.complete(recovered, variant.strategy)):
         status, reason = "failed", incomplete
     record = _variant_record(variant, clusters[-1], status, reason, network, len(clusters))
-    record.recovery = recovered
-    record.notes = [*(record.notes or []), *recovered["notes"]]
+    record.recovery = Recovery(**recovered)
+    record.notes = [*(record.notes or []), *(record.recovery.notes or [])]
     for backup in logs.glob(f"{variant.id}.backup*"):  # the chief's and the workers' temporary
         shutil.rmtree(backup, ignore_errors=True)
     return record

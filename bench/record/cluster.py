@@ -84,12 +84,25 @@ class InjectedFault(Section):
 
 
 class Continuity(Section):
-    """Does training go on from the backup, not from scratch?"""
+    """Does training go on from the backup, not from scratch? (ParameterServer restores
+    nothing: its training loss after the fault against the run's first and last blocks.)"""
 
     continues: bool | None = field("the loss after the restore is nearer the backup's than the "
                                    "start's")
     restored_exactly: bool | None = field("the restore gave back the backup's probe loss")
     reason: str | None = field("why there was nothing to restore")
+    probe_loss_step0: Number | None = field("the fixed probe batch's loss before any step")
+    probe_loss_at_backup: Number | None = field("its loss at the backup restored")
+    probe_loss_after_restore: Number | None = field("its loss right after the restore")
+    train_loss_step1: Number | None = field("the training loss of step 1")
+    train_loss_at_backup: Number | None = field("the training loss at the backup's step")
+    train_loss_first_after_restore: Number | None = field(
+        "the training loss of the first step after the restore")
+    train_loss_first_block: Number | None = field("ParameterServer: the first block's loss")
+    train_loss_before_fault: Number | None = field(
+        "ParameterServer: the last block's loss before the fault")
+    train_loss_first_after_fault: Number | None = field(
+        "ParameterServer: the first block's loss after it")
 
 
 class Recovery(Section):

@@ -34,7 +34,7 @@ class Throughput(Section):
 
     headline: Number | None = field(
         "THE throughput: examples of the unobserved timed windows ÷ their wall clock "
-        "(`measurement.window_s`); records of schema 1 from before it have only `median`")
+        "(`measurement.window_s`); a record of schema 1 from before it reads its `median`")
     median: Number | None = field(
         "the typical-step rate: global batch ÷ the median observed step (robust to a stray slow "
         "step, higher than the headline whenever steps vary)")
@@ -115,7 +115,9 @@ class Measurement(Section):
         "steps per observed window: [measure] steps (absent: as many as `window_steps`)")
     gate_wait_s: Number | None = field("time waiting at the gate")
     gate_wait_by_segment: dict[str, Number] | None = field("that time per segment")
-    window_s: list[Number] | None = field("wall clock of each unobserved window: the headline's")
+    window_s: list[Number] | None = field(
+        "wall clock of each window the headline counts: the unobserved windows (a `[fault]` "
+        "attempt: its one window of steps timed one by one)")
     observed_window_s: list[Number] | None = field(
         "wall clock of each observed window (the per-step samples' windows)")
     trace_base_s: Number | None = field("the untraced window beside the traced one")

@@ -6,10 +6,12 @@ skipped or failed; a launcher that got no record from its process makes `Variant
 Every reader loads records through `load` (a run's `records.jsonl`: `bench.results`) and asks the
 derived properties below instead of working the figures out again.
 
-Schema 2 is schema 1 typed: the same JSON with `schema` = 2. Records of schema 1 (nightly stores
-hold them; a record without `schema` is one) load as they are; the properties read both, and
-say where schema 1 differs. Reading a record and writing it again gives back the same JSON
-(bench.record.section).
+Writers build the sections as their typed models (`Timing(...)`, `Measurement(...)`): a field
+a section does not have is an error where it is written. Readers keep every field (a newer
+bench's too): reading a record of schema 2 and writing it again gives back the same JSON
+(bench.record.section). A record of schema 1 (nightly stores hold them; a record without
+`schema` is one) is migrated as it loads (bench.record.migration): the properties below read
+schema 2 alone.
 """
 
 from __future__ import annotations
@@ -34,7 +36,15 @@ from bench.record.measured import (
     Throughput,
     Timing,
 )
-from bench.record.profiled import Checkpoint, Checks, Trace, TraceAnalysis, Utilization
+from bench.record.migration import upgrade
+from bench.record.profiled import TRACE_INFLATION_LIMIT as TRACE_INFLATION_LIMIT  # re-exported
+from bench.record.profiled import (
+    Checkpoint,
+    Checks,
+    Trace,
+    TraceAnalysis,
+    Utilization,
+)
 from bench.record.provenance import (
     Devices,
     KerasInfo,
@@ -48,7 +58,7 @@ from bench.record.provenance import (
     WorkerVersions,
     Workload,
 )
-from bench.record.section import Number, Section, field
+from bench.record.section import READING, Number, Section, field
 from bench.record.variant import RecordedVariant
 
 if TYPE_CHECKING:  # a reader of records never needs the scenario's schema
@@ -63,9 +73,6 @@ Status = Literal["ok", "skipped", "failed"]
 # its ratio (observed ÷ unobserved, traced ÷ untraced, side by side) lies wholly above this: by
 # the worker in the record, and by the report's measurement-cost chart.
 OBSERVER_FLAG_RATIO = 1.02
-# Tracing that slowed the traced steps by more than this is named beside the breakdown (and,
-# for records from before the profiler's interval, flags the profiler's cost).
-TRACE_INFLATION_LIMIT = 1.5
 # Roles of the run's controls that measure the machine, not the code: never compared, scaled,
 # charted or gated as variants.
 MACHINE_CONTROLS = ("twin", "yardstick")
@@ -75,7 +82,8 @@ class VariantRecord(Section):
     """One variant's record: what it was, what ran, what it measured, and how it ended."""
 
     schema_version: int = Field(1, alias="schema", description=(
-        "the record format's version: 2 (schema 1, from before the typed record, reads the same)"))
+        "the record format's version: 2 (a record of schema 1, from before the typed record, "
+        "has no `schema` and is migrated as it loads)"))
     variant_id: str | None = field("the variant's id (`variant.id`)")
     index: int | None = field("its place in the run's matrix")
     status: Status = field("`ok`, `skipped` or `failed`", "failed")
@@ -151,7 +159,8 @@ class VariantRecord(Section):
             "variant": variant.model_dump(mode="json", by_alias=True), "finished_at": None})
 
     def add(self, **sections: Any) -> VariantRecord:
-        """Set sections (plain JSON or typed), each validated."""
+        """Set sections (typed, or plain JSON), each validated: a name or field the record does
+        not have is a ValidationError."""
         for name, value in sections.items():
             setattr(self, name, value)
         return self
@@ -192,8 +201,8 @@ class VariantRecord(Section):
     @classmethod
     def load(cls, data: dict[str, Any] | VariantRecord, where: str = "a record"
              ) -> VariantRecord:
-        """A record from its JSON (schema 1 or 2); a record it cannot read is one BenchError line
-        naming `where` and the field."""
+        """A record from its JSON (schema 1, migrated, or 2), every field it holds kept; a record
+        it cannot read is one BenchError line naming `where` and the field."""
         if isinstance(data, VariantRecord):
             return data
         schema = data.get("schema", 1) if isinstance(data, dict) else None
@@ -201,7 +210,7 @@ class VariantRecord(Section):
             raise BenchError(f"{where}: schema {schema!r} is not one this bench reads "
                              f"({', '.join(map(str, READABLE_SCHEMAS))}); a newer bench wrote it?")
         try:
-            return cls.model_validate(data)
+            return cls.model_validate(upgrade(data, schema), extra=READING)
         except ValidationError as exc:
             first = exc.errors()[0]
             loc = ".".join(str(p) for p in first["loc"])
@@ -245,12 +254,9 @@ class VariantRecord(Section):
 
     @property
     def headline(self) -> float | None:
-        """THE throughput: examples/s over the unobserved timed windows' wall clock. Schema-1
-        records from before the headline have only the typical-step rate, which stands in."""
+        """THE throughput: examples/s over the unobserved timed windows' wall clock."""
         t = self.throughput
-        if t is None or (t.headline is None and t.median is None):
-            return None
-        return float(t.headline or t.median)
+        return None if t is None or t.headline is None else float(t.headline)
 
     def headline_ratio(self, base: VariantRecord) -> float:
         """This headline ÷ `base`'s; NaN where `base` has none (0 where this one has none)."""
@@ -329,14 +335,8 @@ class VariantRecord(Section):
 
     @property
     def profiler_flagged(self) -> bool:
-        """Tracing cost the steps: its interval lies above the limit (records from before the
-        interval: the ratio is over TRACE_INFLATION_LIMIT)."""
-        if self.trace is None:
-            return False
-        if self.trace.overhead_flagged is not None:
-            return self.trace.overhead_flagged
-        ratio = self.trace.overhead_ratio
-        return bool(ratio and ratio > TRACE_INFLATION_LIMIT)
+        """Tracing cost the steps: the interval of its ratio lies above the limit."""
+        return bool(self.trace and self.trace.overhead_flagged)
 
     @property
     def observer_ratio(self) -> float | None:
@@ -354,13 +354,9 @@ class VariantRecord(Section):
 
     @property
     def unobserved_window_s(self) -> float:
-        """Seconds in the timed windows the headline counts: the unobserved windows' clocks;
-        schema-1 records from before the observed windows timed only the per-step windows."""
+        """Seconds in the timed windows the headline counts: the unobserved windows' clocks."""
         m = self.measurement
-        if m is not None and m.observed_window_s is not None:
-            return sum(m.window_s or [])
-        k = (self.timing.steps_per_sample if self.timing else None) or 1
-        return sum(sum(w) * k for w in self.timed_windows)
+        return sum(m.window_s or []) if m is not None else 0.0
 
     @property
     def observed_window_s(self) -> float:

@@ -6,6 +6,10 @@ from __future__ import annotations
 from bench.record.measured import StepTime
 from bench.record.section import Number, Section, field
 
+# Tracing that slowed the traced steps by more than this is named beside the breakdown (and,
+# for records from before the profiler's interval, flagged the profiler's cost).
+TRACE_INFLATION_LIMIT = 1.5
+
 
 class TopOp(Section):
     name: str | None = field("the op")
@@ -13,6 +17,16 @@ class TopOp(Section):
     occurrences: int | None = field("how often it ran in the traced steps")
     self_time_ms_total: Number | None = field("its self time over the traced steps, in ms")
     pct: Number | None = field("its share of the ops' self time, in %")
+
+
+class CrossCheck(Section):
+    """The trace's step time against bench's own median step."""
+
+    trace_mean_step_ms: Number | None = field("the traced steps' mean, in ms")
+    trace_median_step_ms: Number | None = field("their median, in ms")
+    bench_median_step_ms: Number | None = field("bench's median observed step, in ms")
+    ratio: Number | None = field("the trace's mean ÷ bench's median")
+    agrees: bool | None = field("the ratio is within the agreement bounds")
 
 
 class TraceAnalysis(Section):
@@ -24,6 +38,23 @@ class TraceAnalysis(Section):
         "the traced step split into input, compute, collective and other, in ms")
     input_bound_pct: Number | None = field("xprof's share of the step spent waiting for input")
     top_ops: list[TopOp] | None = field("the ops with the most self time")
+    warnings: list[str] | None = field("parts of the analysis that failed, one line each")
+    logdir: str | None = field("the logdir analysed")
+    run: str | None = field("the profiler run analysed (its folder under plugins/profile)")
+    files: list[str] | None = field("its XSpace files")
+    steps_analyzed: int | None = field("steps in xprof's overview (it drops the first and last)")
+    traced_steps: int | None = field("steps in the whole trace")
+    step_time_ms: dict[str, Number | None] | None = field(
+        "the analysed steps' mean, median, stdev, min and max, in ms")
+    input_conclusion: str | None = field("xprof's conclusion on the input")
+    input_recommendation: str | None = field("xprof's next step for the input")
+    top_ops_side: str | None = field("`host` or `device`: the side `top_ops` lists")
+    tf_data_self_time_ms_total: Number | None = field("tf.data ops' self time over the trace")
+    peak_memory_mb: Number | None = field("the largest allocator's peak memory in use, MiB")
+    peak_memory_mb_by_allocator: dict[str, Number] | None = field("each allocator's peak")
+    peak_memory_unavailable: str | None = field("why no peak memory was found")
+    cross_check: CrossCheck | None = field("the trace's step time against bench's")
+    method: str | None = field("how each figure was computed")
 
 
 class Trace(Section):
@@ -38,8 +69,8 @@ class Trace(Section):
     overhead_ratio: Number | None = field("traced ÷ untraced time per step, side by side")
     overhead_interval: list[Number] | None = field("its 95% interval (of a median, over the steps)")
     overhead_flagged: bool | None = field(
-        "the whole interval lies above the limit; records from before the interval: judged by "
-        "the ratio against 1.5")
+        "the whole interval lies above the limit (schema 1, from before the interval: the ratio "
+        "is over 1.5)")
     untraced_median_s: Number | None = field("the untraced steps' median")
     start_s: Number | None = field("starting the profiler")
     stop_s: Number | None = field("stopping it and writing the trace")
@@ -95,6 +126,14 @@ class Restore(Section):
     max_abs_diff: Number | None = field("the largest weight difference")
 
 
+class Save(Section):
+    """One save of the checkpoint cost's blocks."""
+
+    step: int | None = field("the block's step it saved at")
+    ms: Number | None = field("its blocking time")
+    bytes: int | None = field("what it wrote (the chief's; null on the other workers)")
+
+
 class Checkpoint(Section):
     """The checkpoint cost (`measure.checkpoint`), from alternating blocks saving and not."""
 
@@ -103,12 +142,25 @@ class Checkpoint(Section):
     error: str | None = field("why it failed")
     api: str | None = field("what saved: CheckpointManager, ModelCheckpoint, ...")
     every: int | None = field("steps between saves")
+    keep: int | None = field("the newest saves kept")
+    dir: str | None = field("where it saved")
+    chief: bool | None = field("this task wrote the saves (the others write temporary ones)")
+    block_steps: int | None = field("steps per block")
+    pattern: list[str] | None = field("each block, `on` (saving) or `off`, in order")
+    on_s: list[Number] | None = field("the saving blocks' times")
+    off_s: list[Number] | None = field("the other blocks' times")
+    throughput_on: Number | None = field("examples/s of the median saving block")
+    throughput_off: Number | None = field("examples/s of the median block not saving")
     throughput_ratio: Number | None = field("examples/s saving ÷ not saving")
     blocked_share: Number | None = field("the saving blocks' time spent waiting for saves")
+    saves: list[Save] | None = field("every save")
     save_count: int | None = field("saves")
+    expected_saves: int | None = field("the saves the blocks should have made")
     save_ms: SaveTimes | None = field("each save's blocking time")
     size_bytes: Number | None = field("a save's median size on disk")
+    kept: list[str] | None = field("the saves left in `dir`, oldest first")
     restore: Restore | None = field("one restore into a fresh model")
+    notes: list[str] | None = field("what else to know about the figures")
 
 
 class CheckVerdict(Section):

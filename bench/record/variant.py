@@ -2,8 +2,9 @@
 
 A record holds `Variant.model_dump()` of the bench that wrote it. The scenario's own `Variant`
 is strict (unknown keys are errors, every field required), which is right for a scenario and
-wrong for a record written months ago: here every field is optional and unknown ones are kept.
-An axis the record predates reads as the value it meant then (`bench.axes.VARIANT_AXES`).
+wrong for a record written months ago: here every field is optional and unknown ones are kept,
+also as a writer sets them (the strict `Variant` is what this section is written from). An axis
+the record predates reads as the value it meant then (`bench.axes.VARIANT_AXES`).
 """
 
 from __future__ import annotations
@@ -17,9 +18,14 @@ from bench.axes import axis_value, variant_axes, variant_key
 from bench.record.section import Number, Section, field
 from bench.scenario.strategy_kinds import KINDS, StrategyKind, strategy_kind
 
+# Written from the scenario's strict `Variant`: every field of the bench that wrote it is kept.
+_VARIANTS_FIELDS = ConfigDict(extra="allow")
+
 
 class ModelTable(Section):
     """The `[model]` table with the point's values."""
+
+    model_config = _VARIANTS_FIELDS
 
     name: str | None = field("the model")
     extra_matmul: int | None = field("the extra matmul's size (0: none)")
@@ -28,6 +34,8 @@ class ModelTable(Section):
 
 class EnvironmentTable(Section):
     """Its `[environment]` point: what was asked for and what it resolved to."""
+
+    model_config = _VARIANTS_FIELDS
 
     label: str | None = field("what ids and comparisons call it, e.g. `tf2.20`")
     tensorflow: str | None = field("the TensorFlow asked for (a pip specifier, or `current`)")
@@ -41,7 +49,7 @@ class RecordedVariant(Section):
 
     # Frozen, as what ran: its JSON form and keys are computed once (a report of a year of
     # nightly runs asks for them hundreds of thousands of times).
-    model_config = ConfigDict(frozen=True)
+    model_config = ConfigDict(**_VARIANTS_FIELDS, frozen=True)
 
     id: str | None = field("its id")
     index: int | None = field("its place in the run's matrix")

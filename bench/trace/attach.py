@@ -7,15 +7,17 @@ With the run's fork server the child is forked (xprof already imported) instead 
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from pydantic import ValidationError
 
 from bench import entrypoints
 from bench.launch.local import worker_env
 from bench.launch.process import WorkerProcess, last_error_line
 from bench.record.measured import StepTime
 from bench.record.model import VariantRecord
+from bench.record.profiled import TraceAnalysis
 
 if TYPE_CHECKING:
     from bench.launch.forkserver import ForkServer
@@ -26,10 +28,11 @@ ANALYSIS_TIMEOUT_S = 180.0
 def analyze_in_subprocess(logdir: Path, bench_median_step_s: float | None, logs_dir: Path,
                           name: str, timeout_s: float = ANALYSIS_TIMEOUT_S,
                           forkserver: ForkServer | None = None,
-                          python: str | None = None) -> dict[str, Any]:
-    """The analysis JSON of `logdir`, or an error dict; its output and log go to `logs_dir`
-    as `<name>.analysis.json` / `.log`. `python`: the variant's environment's interpreter (the
-    xprof that reads the trace is the one installed beside the TensorFlow that wrote it)."""
+                          python: str | None = None) -> TraceAnalysis:
+    """The analysis of `logdir`, or an error saying why there is none; its output and log go to
+    `logs_dir` as `<name>.analysis.json` / `.log`. `python`: the variant's environment's
+    interpreter (the xprof that reads the trace is the one installed beside the TensorFlow that
+    wrote it). An analysis with a field the record does not have is such an error too."""
     out, log = logs_dir / f"{name}.analysis.json", logs_dir / f"{name}.analysis.log"
     out.unlink(missing_ok=True)
     cmd = entrypoints.command(entrypoints.TRACE_ANALYSIS, "analyze", str(logdir), "--out", str(out),
@@ -40,18 +43,22 @@ def analyze_in_subprocess(logdir: Path, bench_median_step_s: float | None, logs_
                        forkserver=forkserver) as proc:
         outcome = proc.wait(timeout_s)
     if outcome.timed_out:
-        return {"status": "error", "error": f"trace analysis of {logdir} timed out after "
-                                            f"{timeout_s:g} s"}
+        return TraceAnalysis(status="error", error=f"trace analysis of {logdir} timed out after "
+                                                   f"{timeout_s:g} s")
     if not out.exists():
         tail = last_error_line(log) or "no output"
-        return {"status": "error", "error": f"trace analysis of {logdir} exited with code "
-                                            f"{outcome.returncode}: {tail}"}
+        return TraceAnalysis(status="error", error=f"trace analysis of {logdir} exited with code "
+                                                   f"{outcome.returncode}: {tail}")
     try:
-        result: dict[str, Any] = json.loads(out.read_text())
-    except ValueError:
-        return {"status": "error", "error": f"trace analysis of {logdir} wrote no JSON"}
+        result = TraceAnalysis.model_validate_json(out.read_text())
+    except ValidationError as exc:  # not JSON, or a field the record does not have
+        first = exc.errors()[0]
+        loc = ".".join(map(str, first["loc"]))
+        why = f"{loc}: {first['msg']}" if loc else first["msg"]
+        return TraceAnalysis(status="error",
+                             error=f"trace analysis of {logdir} wrote no analysis ({why})")
     out.unlink()
-    if result.get("status") == "ok":  # the record holds the result; xprof's chatter is noise
+    if result.status == "ok":  # the record holds the result; xprof's chatter is noise
         log.unlink(missing_ok=True)
     return result
 

@@ -27,6 +27,7 @@ from bench.child_env import ChildEnv
 from bench.launch.cluster_plan import is_chief
 from bench.protocol import EventLog, ProgressFn
 from bench.record.failure import informative_line
+from bench.record.measured import Loss, Measurement, Samples, StepTime, Throughput, Timing
 from bench.scenario.schema import Variant
 from bench.timing import Phases, summarize, throughput
 from bench.training.flavour import keras as keras_module
@@ -200,8 +201,9 @@ def measure(variant: Variant, strategy: Any, workload: Workload, metrics: list[A
             phases: Phases, probe_batch: Any, initial_loss: float, spawn_time: float, *,
             global_batch: int, batch_notes: list[str]) -> dict[str, Any]:
     """A `[fault]` variant's attempt: train from the newest backup to the end of its steps.
-    Its figures are this attempt's steps after its own warmup; the supervisor adds the recovery
-    timeline across attempts. `described`: the record's sections of what ran (bench.worker)."""
+    Its figures are this attempt's steps after its own warmup, the record's sections by name,
+    typed; the supervisor adds the recovery timeline across attempts. `described`: the
+    record's sections of what ran (bench.worker)."""
     events = EventLog()
     events.write("ready")
     m = variant.measure
@@ -220,15 +222,18 @@ def measure(variant: Variant, strategy: Any, workload: Workload, metrics: list[A
              "fault"]
     return {
         **described,
-        "timing": {"import_s": phases.seconds["import"], "build_s": phases.seconds["build"],
-                   "first_step_s": samples[0] if samples else None,
-                   "warmup_s": sum(warmup), "warmup_steps": warmup_n,
-                   "timed_steps": len(timed), "steps_per_sample": 1, "repeats": 1,
-                   "phases": phases.seconds, "start_s": phases.seconds["start"],
-                   "spawn_time": spawn_time},
-        "step_time": step_stats.to_dict(),
-        "throughput": throughput([timed], global_batch).to_dict(),
-        "samples": {"warmup": warmup, "timed": [timed], "traced": []},
-        "loss": {"initial": initial_loss, "final": final_loss},
+        "timing": Timing(import_s=phases.seconds["import"], build_s=phases.seconds["build"],
+                         first_step_s=samples[0] if samples else None,
+                         warmup_s=sum(warmup), warmup_steps=warmup_n,
+                         timed_steps=len(timed), steps_per_sample=1, repeats=1,
+                         phases=phases.seconds, start_s=phases.seconds["start"],
+                         spawn_time=spawn_time),
+        "step_time": StepTime(**step_stats.to_dict()),
+        "throughput": Throughput(**throughput([timed], global_batch).to_dict()),
+        # one window, timed step by step: the headline's clock is its steps' times
+        "measurement": Measurement(interleaved=False, window_steps=len(timed),
+                                   window_s=[sum(timed)], observed_window_s=[]),
+        "samples": Samples(warmup=warmup, timed=[timed], traced=[]),
+        "loss": Loss(initial=initial_loss, final=final_loss),
         "notes": notes + batch_notes,
     }
