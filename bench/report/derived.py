@@ -36,6 +36,16 @@ def iqr_whiskers(rec: VariantRecord) -> tuple[float, float]:
     return typical - gb / percentile(steps, 75), gb / percentile(steps, 25) - typical
 
 
+def window_whiskers(rec: VariantRecord) -> tuple[float, float]:
+    """Below/above the headline: the interquartile range of the examples/s of its own windows
+    (the unobserved ones), each side 0 where the headline lies beyond that quartile (the
+    headline, examples ÷ the windows' summed wall clock, leans to the slow windows)."""
+    headline, rates = rec.headline or 0.0, sorted(rec.window_rates)
+    if not rates:
+        return 0.0, 0.0
+    return max(0.0, headline - percentile(rates, 25)), max(0.0, percentile(rates, 75) - headline)
+
+
 Pair = tuple[VariantRecord, VariantRecord]
 
 
