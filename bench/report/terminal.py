@@ -259,6 +259,8 @@ def render_comparison(console: Console, result: Comparison, baseline: str, candi
                       f"{v.ci_low:.3f}–{v.ci_high:.3f}" if v.ci_low is not None else "-",
                       f"{v.p_value:.2g}" if v.p_value is not None else "-", escape(v.note))
     console.print(table)
+    if result.measured_differently:
+        console.print(f"[bold yellow]warning: {escape(result.measured_differently)}[/]")
     if result.caveat:
         console.print(f"[yellow]caveat: {escape(result.caveat)}[/]")
     if result.relative:
