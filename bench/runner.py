@@ -30,7 +30,7 @@ from bench.placement import flavour_env, is_legacy_keras
 from bench.protocol import ProgressFn
 from bench.record.measured import ParentTiming
 from bench.record.model import VariantRecord
-from bench.report.terminal import render_outcome_line, render_summary
+from bench.report.terminal import OutcomeLines, render_summary
 from bench.scaling import add_scaling_efficiency
 from bench.scenario.environment import candidate_point, interpreter
 from bench.scenario.loading import load_scenario
@@ -301,6 +301,7 @@ def _run_variants(variants: list[Variant], run_dir: Path, outcome: RunOutcome,
             return on_progress
 
         tasks: dict[str, Any] = {}
+        outcome_line = OutcomeLines()
 
         def take(record: VariantRecord, started: float) -> None:
             analysis_started = time.perf_counter()
@@ -319,7 +320,7 @@ def _run_variants(variants: list[Variant], run_dir: Path, outcome: RunOutcome,
             if (task := tasks.pop(str(record.variant_id), None)) is not None:
                 progress.remove_task(task)
             progress.advance(overall)
-            console.print(render_outcome_line(record))
+            console.print(outcome_line(record))
 
         for record in unbuilt or []:
             take(record, time.perf_counter())
@@ -335,6 +336,10 @@ def _run_variants(variants: list[Variant], run_dir: Path, outcome: RunOutcome,
             progress.update(overall, description=f"variant {len(outcome.records) + 1}/"
                                                  f"{len(variants)}")
             started = time.perf_counter()
+            if variant.control == "twin" and not any(r.ok and r.control_role == "baseline"
+                                                     for r in outcome.records):
+                take(VariantRecord.skipped(variant, rounds.NOTHING_TO_CALIBRATE["twin"]), started)
+                continue
             record = launcher_for(variant, forkservers, slurm).run(variant, run_dir,
                                                                    progress_for(variant))
             take(record, started)

@@ -279,7 +279,8 @@ def measure(variant: Variant, spawn_time: float, progress: ProgressFn) -> dict[s
     steps = schedule.window_steps
     # Before FINISH: under MultiWorkerMirrored reading a metric is a collective, and a cluster's
     # tasks pass FINISH together, so no task leaves while a peer still reads from it.
-    metric_results = objectives.results(metrics)
+    metric_results, metric_notes = objectives.kept_results(metrics, strategy,
+                                                           one_process=not variant.is_cluster)
     with phases("peak"):  # before FINISH: no other variant runs beside it
         peak_measured_here = mfu.settle_peak(variant, layout)
     gate.wait(FINISH)
@@ -295,7 +296,7 @@ def measure(variant: Variant, spawn_time: float, progress: ProgressFn) -> dict[s
     warmup = (result.samples.get("warmup") or [[]])[0]
     windows = result.samples.get("observed") or []
     timed = [s for w in windows for s in w]
-    notes = list(result.notes) + batch_notes
+    notes = list(result.notes) + batch_notes + metric_notes
     if trace is not None and variant.workers > 1 and _multi_worker_chief(variant):
         notes.append(f"only the chief was traced: {NON_CHIEF_UNTRACED}")
     step_stats = summarize(timed)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import html
 import json
 import re
 import subprocess
@@ -58,6 +59,30 @@ def test_improvement_and_min_effect() -> None:
     slower = synthetic_run(rng, 1.10)
     assert compare_samples(base, slower, min_effect=0.05).status == "regression"
     assert compare_samples(base, slower, min_effect=0.20).status == "unchanged"
+
+
+def test_an_unchanged_verdict_says_why_a_significant_ratio_is_no_change() -> None:
+    """A ratio of 0.92 at a tiny p is "unchanged" when it misses the minimum effect or its
+    interval reaches 1; its line says which, and says nothing where nothing needs saying."""
+    rng = np.random.default_rng(7)
+    base = synthetic_run(rng, windows=6)
+    small = compare_samples(base, synthetic_run(rng, 0.92, windows=6), min_effect=0.10)
+    assert small.status == "unchanged" and small.p_value < 1e-4
+    assert re.fullmatch(r"significant \(p = \S+\) but [78]\.\d% faster is within the minimum "
+                        r"effect of 10%", small.note), small.note
+    # half the candidate's windows as fast as the baseline's, half 16% faster: the pooled
+    # median moves 8%, the windows disagree, the interval over windows reaches 1
+    split = [w * (0.84 if i % 2 else 1.0) for i, w in enumerate(synthetic_run(rng, windows=6))]
+    torn = compare_samples(base, split)
+    assert torn.status == "unchanged" and torn.p_value < 0.01 and torn.ratio < 0.95
+    assert torn.ci_high is not None and torn.ci_high >= 1.0
+    assert torn.note == (f"significant (p = {torn.p_value:.2g}) but the 99% interval "
+                         f"{torn.ci_low:.3f}-{torn.ci_high:.3f} includes 1 (the windows disagree)")
+    lean = compare_samples(base, synthetic_run(rng, 0.85, windows=1, steps=8), always_ci=False)
+    assert lean.status == "unchanged" and lean.note.startswith("not significant (p = ")
+    assert "not below 0.01" in lean.note
+    same = compare_samples(base, synthetic_run(rng, windows=6))
+    assert same.status == "unchanged" and same.p_value > 0.01 and same.note == ""
 
 
 def record(variant, scale: float, rng: np.random.Generator, *, kind: str = "cpu",
@@ -151,6 +176,33 @@ def test_cli_exit_codes_and_reports(tmp_path: Path, variants) -> None:
     unusable = bench("compare", str(base), str(tmp_path / "nowhere"))
     assert unusable.returncode == 2 and "not a bench run directory" in unusable.stderr
     assert "Traceback" not in unusable.stderr
+
+
+def test_runs_measured_differently_are_named_in_every_output(tmp_path: Path) -> None:
+    """A `--quick` candidate against a full baseline: other rounds, windows and settling, and
+    every output says so before its verdicts."""
+    def measured(**measure: object) -> list:
+        return expand(parse_scenario({**DOC, "measure": measure}))
+
+    full = measured(warmup_steps=10, steps=100, repeats=12, settle_steps=24, min_window_s=0.1)
+    quick = measured(warmup_steps=3, steps=20, repeats=2, settle_steps=1, min_window_s=0.0,
+                     trace_steps=0)
+    base = write_run(tmp_path / "store", full, 1.0, 30)
+    cand = write_run(tmp_path / "cand", quick, 1.0, 31)
+    md, js = tmp_path / "q.md", tmp_path / "q.json"
+    done = bench("compare", str(base), str(cand), "--markdown", str(md), "--json", str(js))
+    assert done.returncode == 0, done.stdout + done.stderr
+    differ = ("the two runs were measured differently (min_window_s 0.1 -> 0.0, repeats 12 -> 2, "
+              "settle_steps 24 -> 1, steps 100 -> 20, warmup_steps 10 -> 3; ")
+    assert json.loads(js.read_text())["measured_differently"].startswith(differ)
+    assert f"> **Warning:** {differ}" in md.read_text()
+    page = html.unescape((tmp_path / "q.html").read_text())
+    assert f"<strong>Warning:</strong> {differ}" in page
+    assert f"warning: {differ}" in " ".join(done.stdout.split())
+    alike = bench("compare", str(base), str(write_run(tmp_path / "cand", full, 1.0, 32)),
+                  "--json", str(js))
+    assert alike.returncode == 0 and json.loads(js.read_text())["measured_differently"] is None
+    assert "measured differently" not in alike.stdout
 
 
 def test_stored_runs_of_another_machine_are_no_baseline(tmp_path: Path, variants) -> None:

@@ -55,6 +55,12 @@ def test_the_site_builds_without_warnings(site: Path) -> None:
     for page in ("index.html", "guides/own-model.html", "reference/scenario.html",
                  "measuring/design.html", "search/search_index.json"):
         assert (site / page).is_file(), page
+    # what a page shows outside the site, the site shows too: the example under its file's
+    # name, and CONTRIBUTING.md itself where docs/development.md links to it
+    own_model = (site / "guides/own-model.html").read_text(encoding="utf-8")
+    assert 'class="filename">examples/own_model/scenario.toml<' in own_model
+    guide = (site / "development.html").read_text(encoding="utf-8")
+    assert "Adding a strategy" in guide and "CONTRIBUTING.md</a> at the" not in guide
 
 
 # Material's bundle loads two scripts from unpkg, each only on a condition these pages never meet:

@@ -28,8 +28,10 @@ from bench.cli import app
 from bench.scenario.schema import Scenario
 
 REPO = Path(__file__).resolve().parent.parent
-INCLUDE = re.compile(r'^\s*--8<--\s+"([^"]+)"\s*$')
-FENCE = re.compile(r"^([ \t]*)```(\w*)[^\n]*\n(.*?)^\1```", re.M | re.S)
+# A snippets include: the site would insert the file, every other reader sees this line.
+INCLUDE = re.compile(r"^\s*-+8<-+", re.M)
+FENCE = re.compile(r"^([ \t]*)```(\w*)([^\n]*)\n(.*?)^\1```", re.M | re.S)
+TITLE = re.compile(r'\btitle="([^"]+)"')
 SHELL = ("bash", "sh", "shell", "console")
 # A minimal scenario a fragment is merged into: the tables a scenario cannot do without.
 BASE = {"scenario": {"name": "snippet"}, "batch": {"per_replica": 32},
@@ -40,28 +42,22 @@ class Block(NamedTuple):
     where: str  # "docs/guides/x.md:12"
     lang: str
     text: str
-    included: Path | None  # the file a block is made of, when it is one --8<-- include
+    shows: Path | None  # the repository's file a block shows (its title names it)
 
 
 def pages() -> list[Path]:
     return [REPO / "README.md", REPO / "CONTRIBUTING.md", *sorted((REPO / "docs").rglob("*.md"))]
 
 
-def expand(text: str) -> str:
-    """The page as the site renders it: pymdownx.snippets includes replaced by the files."""
-    return "\n".join((REPO / m.group(1)).read_text(encoding="utf-8").rstrip("\n")
-                     if (m := INCLUDE.match(line)) else line for line in text.split("\n"))
-
-
 def blocks(page: Path) -> list[Block]:
     raw = page.read_text(encoding="utf-8")
     out = []
     for match in FENCE.finditer(raw):
-        body = match.group(3)
-        only = INCLUDE.match(body.strip()) if body.strip().count("\n") == 0 else None
+        title = TITLE.search(match.group(3))
+        shown = REPO / title.group(1) if title and (REPO / title.group(1)).is_file() else None
         line = raw[:match.start()].count("\n") + 1
-        out.append(Block(f"{page.relative_to(REPO)}:{line}", match.group(2), expand(body),
-                         REPO / only.group(1) if only else None))
+        out.append(Block(f"{page.relative_to(REPO)}:{line}", match.group(2), match.group(4),
+                         shown))
     return out
 
 
@@ -79,6 +75,31 @@ def merged(fragment: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+def test_no_page_includes_a_file() -> None:
+    """An include (`--8<--`) reads right only in the built site: on GitHub or in an editor the
+    page shows the raw line instead of the example. A page shows a file's text itself, in a
+    block titled with the file's path (checked below)."""
+    found = [f"{page.relative_to(REPO)}:{raw[:m.start()].count(chr(10)) + 1}"
+             for page in pages() for raw in [page.read_text(encoding="utf-8")]
+             for m in INCLUDE.finditer(raw)]
+    assert found == []
+
+
+@pytest.mark.parametrize("block", [b for b in all_blocks() if b.shows is not None],
+                         ids=lambda b: b.where)
+def test_a_block_titled_with_a_file_shows_that_file_as_it_is(block: Block) -> None:
+    assert block.shows is not None
+    if block.text.rstrip("\n") != block.shows.read_text(encoding="utf-8").rstrip("\n"):
+        pytest.fail(f"{block.where}: the block differs from {block.shows.relative_to(REPO)}: copy "
+                    "the file's text into it", pytrace=False)
+
+
+def test_the_docs_show_the_files_they_name() -> None:
+    """The example a guide walks through is the file itself (the check above has it to check)."""
+    shown = {b.shows.relative_to(REPO).as_posix() for b in all_blocks() if b.shows is not None}
+    assert "examples/own_model/scenario.toml" in shown
+
+
 def test_the_docs_have_snippets_to_check() -> None:
     kinds = [b.lang for b in all_blocks()]
     assert kinds.count("toml") >= 15 and sum(k in SHELL for k in kinds) >= 15, kinds
@@ -88,10 +109,10 @@ def test_every_complete_scenario_passes_bench_validate(tmp_path: Path) -> None:
     """`bench validate`, the command a reader would run, over every snippet with a [scenario]."""
     files = []
     for i, block in enumerate(b for b in all_blocks() if b.lang == "toml"):
-        if "scenario" not in tomllib.loads(block.text) and block.included is None:
+        if "scenario" not in tomllib.loads(block.text) and block.shows is None:
             continue
-        if block.included is not None:  # validated where it lives: its modules are beside it
-            files.append(block.included)
+        if block.shows is not None:  # validated where it lives: its modules are beside it
+            files.append(block.shows)
             continue
         path = tmp_path / f"snippet{i}.toml"
         path.write_text(block.text, encoding="utf-8")
@@ -128,7 +149,7 @@ def command_lines() -> list[tuple[str, str, bool]]:
     (its command and options only: prose names a command or an option, it is no line to paste)."""
     found = []
     for page in pages():
-        text = expand(page.read_text(encoding="utf-8"))
+        text = page.read_text(encoding="utf-8")
         for block in blocks(page):
             if block.lang not in SHELL:
                 continue

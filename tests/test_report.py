@@ -58,7 +58,8 @@ def test_run_page_has_every_chart_with_the_run_data(site: Path) -> None:
     assert bars["y"] == ["default-r1-fit-float32-gb64", "default-r1-fit-mixed_bfloat16-gb64",
                          "mirrored-r1-fit-float32-gb64", "mirrored-r2-fit-float32-gb128"]
     assert bars["x"][0] == pytest.approx(64 / 0.004, rel=0.1)
-    assert all(lo > 0 for lo in bars["error_x"]["arrayminus"])  # spread over steps is drawn
+    typical = figs["throughput"]["data"][2]  # the typical step beside each bar
+    assert all(lo > 0 for lo in typical["error_x"]["arrayminus"])  # spread over steps is drawn
     assert len(figs["throughput"]["data"][1]["x"]) == 4 * 3  # one dot per repeat
     assert bars["marker"]["line"]["width"][:2] == [2.5, 2.5]  # baselines outlined
     # headlines (examples over the unobserved windows' clocks), never the typical-step rates
@@ -325,3 +326,30 @@ def test_checkpoint_cost_table_summary_and_terminal(tmp_path: Path) -> None:
     render_summary(console, load_all(records))
     out = console.export_text()
     assert "Checkpoint cost" in out and "×0.80" in out and "2.8 MB" in out and "12.5%" in out
+
+
+def test_one_line_per_failure_however_many_variants_gave_it(tmp_path: Path) -> None:
+    """Variants that failed alike are one failure: the terminal prints its reason once as the
+    variants end and once at the end, naming them all; the report's summary likewise."""
+    from rich.console import Console
+
+    from bench.report.terminal import OutcomeLines, render_summary
+
+    same = "InvalidArgumentError: the model's step failed"
+    ids = [f"default-r1-fit-float32-gb{16 * (i + 1)}" for i in range(3)]
+    records = [problem_record(variant(vid), "failed", same) for vid in ids]
+    records.append(problem_record(variant("tpu-r1-fit-float32-gb64", "tpu"), "skipped", "no TPU"))
+    loaded = load_all(records)
+    lines = OutcomeLines()
+    live = [lines(rec) for rec in loaded]
+    assert sum(same in line for line in live) == 1 and same in live[0]
+    assert live[1].endswith(f"{ids[1]}  [dim](as {ids[0]})[/]")
+    assert "no TPU" in live[3]
+    console = Console(width=250, record=True)
+    render_summary(console, loaded)
+    out = console.export_text()
+    assert out.count(same) == 1 and f"failed {', '.join(ids)}: {same}" in out
+    assert "skipped tpu-r1-fit-float32-gb64: no TPU" in out
+    summary = "\n".join(summarize_run(load_run(write_run(tmp_path, "f", records))))
+    assert summary.count(same) == 1
+    assert f"3 failed: {', '.join(ids)} — {same}" in summary

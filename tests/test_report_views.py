@@ -56,6 +56,76 @@ def test_top_ops_are_shares_of_the_traced_step_applied_to_the_untraced_step(run:
     assert heat["y"][0] == "model/dense/MatMul" and heat["z"][0][column] == pytest.approx(40.0)
 
 
+# A user's CNN traced: op names that end alike for longer than a label (the layers differ
+# near the front), as TensorFlow's nested scopes name them.
+LONG_OP = ("StatefulPartitionedCall/my_cnn/conv_block_{}/conv2d/Conv2D/ReadVariableOp/"
+           "gradient_tape/Conv2DBackpropFilter")
+
+
+def colliding_ops_run(tmp_path: Path) -> RunView:
+    """Four variants, each with its own five ops whose names collide when cut to a label."""
+    records = standard_records()[:4]
+    for k, rec in enumerate(records):
+        traced = sum(rec["samples"]["traced"]) * 1e3
+        rec["trace"]["analysis"]["top_ops"] = [
+            {"name": LONG_OP.format(5 * k + i), "type": "Conv2DBackpropFilter",
+             "occurrences": 10, "self_time_ms_total": (0.30 - 0.01 * (5 * k + i)) * traced}
+            for i in range(5)]
+    return load_run(write_run(tmp_path / "results", "ops-20261122T051803Z", records))
+
+
+def test_top_ops_whose_cut_names_collide_keep_a_row_and_a_label_each(tmp_path: Path) -> None:
+    """Plotly draws one row per distinct label: 20 ops cut to 14 alike labels were merged into
+    fewer rows, with cells under another op's label. Each op keeps its own row, its label
+    names the part where it differs, and the hover gives its full name."""
+    run = colliding_ops_run(tmp_path)
+    heat = top_ops_chart(run).figure["data"][0]
+    names = [LONG_OP.format(n) for n in range(20)]  # in order of share, largest first
+    assert len(heat["y"]) == len(set(heat["y"])) == 20
+    assert all(len(label) <= 50 for label in heat["y"])
+    for n, label in enumerate(heat["y"]):
+        assert f"conv_block_{n}…" in label and label.endswith("Conv2DBackpropFilter")
+        row = heat["z"][n]
+        column = n // 5  # the variant whose op it is
+        assert row[column] == pytest.approx(100 * (0.30 - 0.01 * n))
+        assert [v is None for v in row] == [c != column for c in range(4)]
+        assert heat["customdata"][n] == [names[n]] * 4
+    assert "%{customdata}" in heat["hovertemplate"]
+
+
+def test_op_labels_stay_distinct_where_a_cut_name_cannot_tell_them_apart() -> None:
+    from bench.report.detail_charts import op_labels
+
+    tail = "t" * 60
+    names = ["a" * 30 + "x" + tail, "a" * 30 + "y" + tail, "short/op"]
+    labels = op_labels(names)
+    assert labels[0] == "…" + "a" * 11 + "x" + "t" * 12 + "…" + "t" * 24
+    assert labels[1].startswith("…" + "a" * 11 + "y") and labels[2] == "short/op"
+    # names that are each other's ends: where no label tells two apart, both are shown whole
+    assert op_labels(["/" + tail, "///" + tail, "x///" + tail]) == [
+        "/" + tail, "///" + tail, "x/…" + "t" * 24]
+
+
+def test_the_top_ops_heatmap_draws_a_row_per_op_in_the_browser(tmp_path: Path) -> None:
+    """What a reader sees: the heatmap's axis holds 20 labels, each op's cell in its row."""
+    from tests.browser import need_chromium, open_page
+
+    need_chromium()
+    run = colliding_ops_run(tmp_path)
+    render_site([run.path], tmp_path / "site")
+
+    def rows(driver: Any) -> Any:
+        return driver.execute_script(
+            "const gd = document.getElementById('top-ops');"
+            "return {categories: gd._fullLayout.yaxis._categories,"
+            " ticks: Array.from(gd.querySelectorAll('.ytick text')).map(t => t.textContent)};")
+
+    report = open_page(tmp_path / "site" / f"run-{run.name}.html", interact=rows)
+    assert report.js_errors == [] and report.charts["top-ops"]
+    seen = report.interaction
+    assert len(seen["categories"]) == 20 and len(set(seen["ticks"])) == 20, seen
+
+
 def test_a_straggler_shows_in_the_worker_chart_the_tables_and_the_summary(run: RunView,
                                                                           tmp_path: Path) -> None:
     rec = next(r for r in run.ok if r.strategy == "multi_worker_mirrored")

@@ -13,7 +13,14 @@ from pathlib import Path
 import pytest
 
 from bench.record.model import VariantRecord
-from tests.conftest import REPO, BenchRun, leftover_processes, run_in_fresh_dir, write_scenario
+from tests.conftest import (
+    REPO,
+    BenchRun,
+    bench_run,
+    leftover_processes,
+    run_in_fresh_dir,
+    write_scenario,
+)
 from tests.early import EarlyContext, early_fixture
 
 pytestmark = pytest.mark.slow
@@ -105,6 +112,76 @@ def test_no_worker_outlives_the_run(fault_run: BenchRun) -> None:
     # the fork server's command line, which names it).
     assert fault_run.run_dir is not None
     assert leftover_processes(str(fault_run.run_dir)) == []
+
+
+ALL_FAIL = """
+[train]
+api = "fit"
+
+[measure]
+warmup_steps = 1
+steps = 4
+repeats = 2
+
+[[strategies]]
+name = "default"
+
+[[strategies]]
+name = "one_device"
+"""
+
+
+def start_all_fail(context: EarlyContext) -> tuple[BenchRun, BenchRun]:
+    """Every variant fails in its first step, alike: interleaved (baseline, twin, yardstick and
+    the OneDevice variant in one batch) and one after another (no yardstick)."""
+    tmp = context.tmp_path_factory.mktemp("all_fail")
+    scenario = write_scenario(tmp, ALL_FAIL, name="all_fail",
+                              model="tests.fixtures.faulty:fails_in_its_first_step")
+    return (bench_run(scenario, tmp / "interleaved"),
+            bench_run(scenario, tmp / "sequential", "--no-interleave"))
+
+
+all_fail = early_fixture("all_fail", start_all_fail)
+
+
+def test_a_run_whose_variants_all_fail_measures_no_machine_for_them(
+        all_fail: tuple[BenchRun, BenchRun]) -> None:
+    """The yardstick measures the machine for the variants beside it, the twin states its
+    baseline's noise floor: once those have failed, neither runs its windows."""
+    from bench.launch.rounds import NOTHING_TO_CALIBRATE
+
+    interleaved, sequential = all_fail
+    by_role = {r["variant"]["control"]: r for r in interleaved.records}
+    assert interleaved.proc.returncode == 1, interleaved.proc.stderr
+    assert by_role["yardstick"]["status"] == "skipped", by_role["yardstick"]
+    assert by_role["yardstick"]["reason"] == NOTHING_TO_CALIBRATE["yardstick"]
+    assert "samples" not in by_role["yardstick"]  # it ran no window
+    assert {by_role[r]["status"] for r in ("baseline", "twin", None)} == {"failed"}
+    roles = {r["variant"]["control"]: r for r in sequential.records}
+    assert sequential.proc.returncode == 1 and "yardstick" not in roles
+    assert roles["baseline"]["status"] == roles[None]["status"] == "failed"
+    assert roles["twin"]["status"] == "skipped"  # after its baseline failed: never started
+    assert roles["twin"]["reason"] == NOTHING_TO_CALIBRATE["twin"]
+
+
+def test_a_failure_shared_by_every_variant_is_printed_once_a_place(
+        all_fail: tuple[BenchRun, BenchRun]) -> None:
+    """One failure, one line: the first variant's line as it ends gives the reason, later ones
+    name that variant, the end of the run lists every variant of the reason on one line, and
+    so does the report's summary."""
+    from tests.fixtures.faulty import STEP_ERROR
+
+    run = all_fail[1]
+    failed = [r for r in run.records if r["status"] == "failed"]
+    assert len(failed) == 2 and len({r["reason"] for r in failed}) == 1, failed
+    assert STEP_ERROR in failed[0]["reason"]
+    out = " ".join(run.proc.stdout.split())  # lines wrap at 160 columns
+    assert out.count(STEP_ERROR) == 2, run.proc.stdout  # as the first failed, in the summary
+    first, later = (r["variant_id"] for r in failed)
+    assert f"failed {later} (as {first})" in out
+    assert f"failed {first}, {later}: {' '.join(failed[0]['reason'].split())}" in out
+    page = next((run.run_dir.parent.parent / "reports" / run.run_dir.name).glob("run-*.html"))
+    assert page.read_text().count(f"2 failed: {first}, {later} — ") == 1
 
 
 HANGING = short_ctl(300) + """

@@ -250,8 +250,9 @@ WORKER_SIDE = {  # model -> the start of its variant's one-line reason
 def start_user_run(context: EarlyContext) -> BenchRun:
     """One `bench run` of a user's project, started from another folder: the compiled logistic
     model through fit and the custom loop under the default strategy and Mirrored x2 (with loss
-    parity; fit fed the dataset's examples as NumPy arrays too), a builder without parameters,
-    and builders that go wrong each their own way."""
+    parity; fit fed the dataset's examples as NumPy arrays too), fit under CentralStorage x2 (whose
+    metrics Keras miscounts), a builder without parameters, and builders that go wrong each their
+    own way."""
     tmp = context.tmp_path_factory.mktemp("user_run")
     entries = "".join(f'[[strategies]]\nname = "default"\napi = "fit"\nmodel = {{ name = '
                       f'"user_workloads:{model}" }}\n' for model in [*WORKER_SIDE, "no_parameters"])
@@ -262,7 +263,8 @@ def start_user_run(context: EarlyContext) -> BenchRun:
                    'true }\n[check]\nloss_parity = { steps = 5, batch = 16 }\n[[strategies]]\n'
                    'name = "default"\n[[strategies]]\nname = "mirrored"\nreplicas = 2\n'
                    'api = "ctl"\n[[strategies]]\nname = "mirrored"\nreplicas = 2\napi = "fit"\n'
-                   'feed = "numpy"\n' + entries)
+                   'feed = "numpy"\n[[strategies]]\nname = "central_storage"\nreplicas = 2\n'
+                   'api = "fit"\n' + entries)
     return bench_run(path, tmp / "results", "--no-control", cwd=tmp)
 
 
@@ -292,6 +294,21 @@ def test_a_users_compiled_model_trains_with_its_own_optimizer_and_metrics(
         assert rec["loss"]["final"] < rec["loss"]["initial"]
     assert records["mirrored-r2-ctl-float32-gb16"]["checks"]["loss_parity"]["status"] == "ok"
     assert records["default-r1-no_parameters-fit-float32-gb8"]["status"] == "ok"
+
+
+@pytest.mark.slow
+def test_metrics_a_strategy_miscounts_are_not_kept_and_the_record_says_why(
+        user_run: BenchRun) -> None:
+    """Under CentralStorage with two replicas Keras 3's metrics double their counts at every
+    step (read as a wrong accuracy, then nan): the record keeps no value, and says why."""
+    rec = user_run.by_id()["central_storage-r2-fit-float32-gb16"]
+    assert rec["status"] == "ok", rec.get("reason")
+    assert rec["metric_results"] == {"accuracy": None}
+    (note,) = [n for n in rec["notes"] if n.startswith("metrics not kept")]
+    assert "under CentralStorageStrategy with 2 replicas" in note and "nan" in note
+    mirrored = user_run.by_id()["mirrored-r2-ctl-float32-gb16"]  # counted right: kept
+    assert mirrored["metric_results"]["accuracy"] > 0.6
+    assert not any(n.startswith("metrics not kept") for n in mirrored.get("notes") or [])
 
 
 @pytest.mark.slow

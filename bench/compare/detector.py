@@ -17,6 +17,7 @@ from typing import Any
 
 import numpy as np
 
+from bench.compare.caveats import measured_differently, why_unchanged
 from bench.compare.figures import RunFigures, identity, run_figures
 from bench.compare.tdist import t_quantile
 from bench.compare.yardstick import round_medians
@@ -131,7 +132,7 @@ def compare_samples(base: list[np.ndarray], cand: list[np.ndarray], *, key: str 
     significant = p_value < alpha
     if not always_ci and not (significant and abs(ratio - 1.0) > min_effect):
         return Verdict(key, "unchanged", base_median, cand_median, ratio, None, None, p_value,
-                       min_effect)
+                       min_effect, why_unchanged(p_value, alpha, ratio, None, None, min_effect))
     ratios = _bootstrap_medians(cand, rounds, rng) / _bootstrap_medians(base, rounds, rng)
     low, high = (float(x) for x in np.quantile(ratios, [alpha / 2, 1 - alpha / 2]))
     if significant and low > 1.0 and ratio - 1.0 > min_effect:
@@ -140,7 +141,9 @@ def compare_samples(base: list[np.ndarray], cand: list[np.ndarray], *, key: str 
         status = "improvement"
     else:
         status = "unchanged"
-    return Verdict(key, status, base_median, cand_median, ratio, low, high, p_value, min_effect)
+    note = why_unchanged(p_value, alpha, ratio, low, high, min_effect) if status == "unchanged" else ""
+    return Verdict(key, status, base_median, cand_median, ratio, low, high, p_value, min_effect,
+                   note)
 
 
 def t99(df: int) -> float:
@@ -185,6 +188,7 @@ class Comparison:
     confirmations: int = 0  # re-runs of suspect variants behind `confirm`
     relative: bool = False  # step times judged relative to each run's yardstick
     machine_moved: str | None = None  # the candidate's machine ran at a speed no stored run did
+    measured_differently: str | None = None  # how the two runs' protocols differ, if they do
 
     @property
     def regressed(self) -> bool:
@@ -203,7 +207,7 @@ class Comparison:
         return {"regressed": self.regressed, "refused": self.refused,
                 "baseline_runs": self.baseline_runs, "confirmations": self.confirmations,
                 "relative_to_yardstick": self.relative,
-                "caveat": self.caveat,
+                "caveat": self.caveat, "measured_differently": self.measured_differently,
                 "verdicts": [v.to_dict() for v in self.verdicts]}
 
 
@@ -309,6 +313,7 @@ def compare_records(base: list[VariantRecord], cand: list[VariantRecord], *,
     base_by_key = {identity(r): (r, rounds) for r, rounds in typical}
     cand_by_key = {identity(r): r for r in cand}
     comparison = Comparison(baseline_runs=max(1, len(history)), relative=relative)
+    judged: list[tuple[VariantRecord, VariantRecord]] = []  # the pairs whose steps are compared
     for key in list(base_by_key) + [k for k in cand_by_key if k not in base_by_key]:
         b, rounds = base_by_key.get(key, (None, None))
         c = cand_by_key.get(key)
@@ -334,6 +339,7 @@ def compare_records(base: list[VariantRecord], cand: list[VariantRecord], *,
             if name in decided_elsewhere:
                 comparison.verdicts.append(Verdict(name, "unchanged", min_effect=effect))
                 continue
+            judged.append((b, c))
             bw, cw = timed_windows(b, rounds), timed_windows(c, cand_rounds)
             verdict = compare_samples(bw, cw, key=name, min_effect=effect, alpha=alpha, seed=seed,
                                       always_ci=always_ci)
@@ -342,6 +348,7 @@ def compare_records(base: list[VariantRecord], cand: list[VariantRecord], *,
     if mismatch:
         for verdict in comparison.verdicts:
             verdict.note = _joined(verdict.note, f"forced: {mismatch}")
+    comparison.measured_differently = measured_differently(judged)
     return comparison
 
 
@@ -375,23 +382,3 @@ def confirm(first: Comparison, reruns: list[Comparison]) -> Comparison:
 
 def _joined(note: str, more: str) -> str:
     return f"{note}; {more}" if note else more
-
-
-def to_markdown(comparison: Comparison, baseline: str, candidate: str) -> str:
-    lines = ["# bench compare", "", f"- baseline: `{baseline}`", f"- candidate: `{candidate}`",
-             f"- verdict: **{'REGRESSION' if comparison.regressed else 'no regression'}**", ""]
-    if comparison.refused:
-        return "\n".join(lines + [f"Refused: {comparison.refused}", ""])
-    if comparison.caveat:
-        lines += [f"> Caveat: {comparison.caveat}", ""]
-    if comparison.relative:
-        lines += [f"> {RELATIVE_NOTE}", ""]
-    lines += ["| variant | status | step-time ratio (cand/base) | CI | p | min effect | note |",
-              "| --- | --- | --- | --- | --- | --- | --- |"]
-    for v in comparison.verdicts:
-        ratio = f"{v.ratio:.3f}" if v.ratio is not None else "-"
-        ci = f"[{v.ci_low:.3f}, {v.ci_high:.3f}]" if v.ci_low is not None else "-"
-        p = f"{v.p_value:.2g}" if v.p_value is not None else "-"
-        note = v.note.replace("|", "\\|")
-        lines.append(f"| {v.key} | {v.status} | {ratio} | {ci} | {p} | {v.min_effect:.0%} | {note} |")
-    return "\n".join(lines) + "\n"

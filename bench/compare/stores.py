@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from bench import fingerprint, results
-from bench.compare.detector import Comparison, to_markdown
+from bench.compare.detector import RELATIVE_NOTE, Comparison
 from bench.errors import BenchError
 from bench.record.model import VariantRecord
 
@@ -126,6 +126,29 @@ def write_reports(result: Comparison, store: Store, run_dir: Path, markdown: Pat
     if json_path:
         json_path.write_text(json.dumps({"baseline": str(store.newest), "candidate": str(run_dir),
                                          **result.to_dict()}, indent=2))
+
+
+def to_markdown(comparison: Comparison, baseline: str, candidate: str) -> str:
+    """The comparison as the Markdown `--markdown` writes (a CI job's summary, a ticket)."""
+    lines = ["# bench compare", "", f"- baseline: `{baseline}`", f"- candidate: `{candidate}`",
+             f"- verdict: **{'REGRESSION' if comparison.regressed else 'no regression'}**", ""]
+    if comparison.refused:
+        return "\n".join(lines + [f"Refused: {comparison.refused}", ""])
+    if comparison.measured_differently:
+        lines += [f"> **Warning:** {comparison.measured_differently}", ""]
+    if comparison.caveat:
+        lines += [f"> Caveat: {comparison.caveat}", ""]
+    if comparison.relative:
+        lines += [f"> {RELATIVE_NOTE}", ""]
+    lines += ["| variant | status | step-time ratio (cand/base) | CI | p | min effect | note |",
+              "| --- | --- | --- | --- | --- | --- | --- |"]
+    for v in comparison.verdicts:
+        ratio = f"{v.ratio:.3f}" if v.ratio is not None else "-"
+        ci = f"[{v.ci_low:.3f}, {v.ci_high:.3f}]" if v.ci_low is not None else "-"
+        p = f"{v.p_value:.2g}" if v.p_value is not None else "-"
+        note = v.note.replace("|", "\\|")
+        lines.append(f"| {v.key} | {v.status} | {ratio} | {ci} | {p} | {v.min_effect:.0%} | {note} |")
+    return "\n".join(lines) + "\n"
 
 
 TRACES = "traces"

@@ -44,7 +44,7 @@ from bench.launch.local import (
 from bench.launch.process import Outcome, WorkerProcess
 from bench.protocol import FINISH, GO, ProgressFn, last_release
 from bench.record.cluster import Interleave
-from bench.record.model import VariantRecord
+from bench.record.model import MACHINE_CONTROLS, VariantRecord
 from bench.results import LOGS_DIR
 from bench.scenario.schema import Variant
 
@@ -58,6 +58,12 @@ GPU_BYTES_PER_LIVE = 2 << 30
 MEMORY_SHARE = 0.6  # of what is free now: leave room for the rest of the machine
 BUILD_PARALLELISM = 4  # variants that build and warm up at once (never more than the cores)
 EXIT_GRACE_S = 30.0  # after its record is written, a worker has this long to leave
+# Why a machine control was let go without its windows: it measures the machine for variants
+# that are no longer there (measures_nothing).
+NOTHING_TO_CALIBRATE = {
+    "twin": "its baseline did not finish: without it there is no noise floor to state",
+    "yardstick": "every variant it ran beside failed or was skipped: there is nothing to "
+                 "measure the machine for"}
 
 
 @dataclass
@@ -75,7 +81,13 @@ class LiveVariant:
     timed_out: bool = False
     positions: list[int] = field(default_factory=list)  # its place in each round, from 0
     finish_released_at: float | None = None  # when it was let go to finish (time.monotonic)
+    let_go: bool = False  # a machine control stopped at its gate (NOTHING_TO_CALIBRATE)
     _writer: int = -1
+
+    def let_go_unmeasured(self) -> None:
+        """End the worker where it waits: what it would measure is there for no variant."""
+        self.let_go, self.at = True, None
+        self.proc.kill()
 
     @property
     def budget_s(self) -> float:
@@ -130,6 +142,9 @@ class LiveVariant:
     def finish(self, while_waiting: Callable[[], None] = lambda: None) -> VariantRecord:
         """Release the worker from its last gate (if it is at one) and take its record;
         `while_waiting` runs every POLL_S until the worker has ended."""
+        if self.let_go:
+            self.close()
+            return VariantRecord.skipped(self.variant, NOTHING_TO_CALIBRATE[str(self.variant.control)])
         self.release_to_finish()
         remaining = max(0.0, self.budget_s - self.active_s)
         started = self.finish_released_at or time.monotonic()
@@ -228,6 +243,12 @@ def play(variants: list[Variant], run_dir: Path, forkservers: ForkServers | None
                 one.run_to_gate(since)
         rounds, first_of_pair = 0, None  # the order the next round reverses, if any
         while waiting := [v for v in live if v.at is not None and v.at[0] != FINISH]:
+            alive = [v.variant.control for v in live if v.at is not None]
+            for one in [v for v in waiting if measures_nothing(v.variant.control, alive)]:
+                one.let_go_unmeasured()
+                waiting.remove(one)
+            if not waiting:
+                break
             waiting, first_of_pair = round_order(waiting, first_of_pair, rng)
             for position, one in enumerate(waiting):
                 one.positions.append(position)
@@ -245,6 +266,17 @@ def play(variants: list[Variant], run_dir: Path, forkservers: ForkServers | None
     finally:
         for one in live:
             one.close()
+
+
+def measures_nothing(control: str | None, alive: list[str | None]) -> bool:
+    """Whether a machine control (`control`) has nothing left to measure, beside participants
+    still alive with these roles (None: a variant): the twin once its baseline has ended, the
+    yardstick once every variant has."""
+    if control == "twin":
+        return "baseline" not in alive
+    if control == "yardstick":
+        return all(role in MACHINE_CONTROLS for role in alive)
+    return False
 
 
 def let_finish(live: list[LiveVariant], width: int) -> None:

@@ -131,7 +131,9 @@ class VariantRecord(Section):
     samples: Samples | None = field("every step time, in seconds")
     trace: Trace | None = field("the profiler trace, its cost and xprof's analysis")
     loss: Loss | None = field("the loss of a fixed batch before and after training")
-    metric_results: dict[str, MetricValue] | None = field("each metric's value after training")
+    metric_results: dict[str, MetricValue] | None = field(
+        "each metric's value after training (null where it could not be read right: `notes` "
+        "says why)")
     utilization: Utilization | None = field("FLOPs per step, achieved and peak FLOP/s, MFU")
     checks: Checks | None = field("the verdicts of `[check]`")
     notes: list[str] | None = field("anything else worth knowing about the measurement")

@@ -36,6 +36,29 @@ def iqr_whiskers(rec: VariantRecord) -> tuple[float, float]:
     return typical - gb / percentile(steps, 75), gb / percentile(steps, 25) - typical
 
 
+def window_whiskers(rec: VariantRecord) -> tuple[float, float]:
+    """Below/above the headline: the interquartile range of the examples/s of its own windows
+    (the unobserved ones), each side 0 where the headline lies beyond that quartile (the
+    headline, examples ÷ the windows' summed wall clock, leans to the slow windows)."""
+    headline, rates = rec.headline or 0.0, sorted(rec.window_rates)
+    if not rates:
+        return 0.0, 0.0
+    return max(0.0, headline - percentile(rates, 25)), max(0.0, percentile(rates, 75) - headline)
+
+
+def problems_by_reason(records: Sequence[VariantRecord]
+                       ) -> list[tuple[str, str, list[str]]]:
+    """(status, reason, the variants' ids) of the failed and skipped records, one entry per
+    reason, failures first: twelve variants that failed alike are one failure."""
+    grouped: dict[tuple[str, str], list[str]] = {}
+    for status in ("failed", "skipped"):
+        for rec in records:
+            if rec.status == status:
+                grouped.setdefault((status, rec.reason or "no reason recorded"), []).append(
+                    str(rec.variant_id))
+    return [(status, reason, ids) for (status, reason), ids in grouped.items()]
+
+
 Pair = tuple[VariantRecord, VariantRecord]
 
 

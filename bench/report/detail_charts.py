@@ -7,6 +7,9 @@ of the traced steps applied to the untraced median step, never the profiler's in
 
 from __future__ import annotations
 
+import os
+from collections import Counter
+
 from bench.record.model import OBSERVER_FLAG_RATIO
 from bench.report.chart import Chart, categories_axis, colour, layout, line_shape
 from bench.report.derived import (
@@ -22,8 +25,40 @@ TOP_OPS_PER_VARIANT = 5
 SLOW = "#d62728"
 
 
-def _short(name: str, limit: int = 48) -> str:
+LABEL_CHARS = 48  # an op's label on the heatmap's axis; its full name is in the hover
+
+
+def _short(name: str, limit: int = LABEL_CHARS) -> str:
     return name if len(name) <= limit else "…" + name[-(limit - 1):]
+
+
+def _shared_tail(a: str, b: str) -> int:
+    """How many characters `a` and `b` end alike in."""
+    return len(os.path.commonprefix([a[::-1], b[::-1]]))
+
+
+def op_labels(names: list[str], limit: int = LABEL_CHARS) -> list[str]:
+    """One label per op name, no two alike: a heatmap's rows are its distinct labels, so ops
+    whose cut names collided would be drawn as one row, their cells under the wrong label.
+
+    A long name is cut to its end ("…" and the last characters: where the op's kind is). Names
+    that end alike beyond the cut show, before that end, the part where they part: the segment
+    (up to the next "/") holding the first character from the end that differs. Labels still
+    alike (the names part in more places than a label shows) are the full names."""
+    cut = [_short(n, limit) for n in names]
+    labels = list(cut)
+    for i, name in enumerate(names):
+        rivals = [other for other, label in zip(names, cut, strict=True)
+                  if label == cut[i] and other != name]
+        if not rivals:
+            continue
+        parts = len(name) - max(_shared_tail(name, other) for other in rivals)
+        slash = name.find("/", parts)
+        end = min(parts + limit // 4, len(name) if slash < 0 else max(slash, parts + 1))
+        start = max(0, end - limit // 2)
+        labels[i] = ("…" if start else "") + name[start:end] + "…" + name[-(limit // 2):]
+    alike = Counter(labels)
+    return [name if alike[label] > 1 else label for name, label in zip(names, labels, strict=True)]
 
 
 def top_ops_chart(run: RunView) -> Chart:
@@ -49,11 +84,12 @@ def top_ops_chart(run: RunView) -> Chart:
     by_op = {vid: {op["name"]: op for op in shares[vid]} for vid in ids}
     z = [[100 * by_op[vid][n]["share"] if n in by_op[vid] else None for vid in ids] for n in names]
     chart.figure = {"data": [{
-        "type": "heatmap", "x": ids, "y": [_short(n) for n in names], "z": z,
+        "type": "heatmap", "x": ids, "y": op_labels(names), "z": z,
+        "customdata": [[n] * len(ids) for n in names],
         "colorscale": [[0, "#eef4fb"], [1, "#08306b"]], "zmin": 0, "hoverongaps": False, "xgap": 2, "ygap": 2,
         "text": [[f"{v:.0f}%" if v is not None else "" for v in row] for row in z],
         "texttemplate": "%{text}", "colorbar": {"title": {"text": "% of step"}},
-        "hovertemplate": "%{x}<br>%{y}<br>%{z:.1f}% of the step<extra></extra>"}],
+        "hovertemplate": "%{x}<br>%{customdata}<br>%{z:.1f}% of the step<extra></extra>"}],
         "layout": layout(max(320, 140 + 26 * len(names)), xaxis={"type": "category",
                                                                  "tickangle": -30},
                          yaxis=categories_axis(), margin={"l": 10, "r": 10, "t": 20, "b": 160})}

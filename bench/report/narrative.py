@@ -22,6 +22,7 @@ from bench.report.derived import (
     keras_pairs,
     measurement_costs,
     precision_pairs,
+    problems_by_reason,
     run_warming_up,
     straggler_note,
     two_speeds,
@@ -179,11 +180,12 @@ def accuracy(run: RunView) -> str | None:
 
 def failures(run: RunView) -> list[str]:
     lines = []
+    problems = problems_by_reason(run.records)
     for status in ("failed", "skipped"):
-        recs = [r for r in run.records if r.status == status]
-        if recs:
-            lines.append(f"{len(recs)} {status}: " + "; ".join(
-                f"{r.variant_id} — {r.reason or 'no reason recorded'}" for r in recs))
+        groups = [(reason, ids) for s, reason, ids in problems if s == status]
+        if groups:
+            lines.append(f"{sum(len(ids) for _, ids in groups)} {status}: " + "; ".join(
+                f"{', '.join(ids)} — {reason}" for reason, ids in groups))
     if run.not_run:
         lines.append(f"{len(run.not_run)} not run (the run was interrupted or is unfinished): "
                      + ", ".join(run.not_run))

@@ -30,9 +30,10 @@ def trend_chart(runs: Sequence[RunSummary | RunView], steps: Sequence[Step] = ()
     no more at that width. The runs' labels are written once for every trace (`Chart.shared`).
     """
     chart = Chart("trend", "Throughput over runs",
-                  "Typical-step examples/s (global batch ÷ median step) of each variant in each "
-                  "run of this scenario, oldest on the left; whiskers (or, over many runs, the "
-                  "shaded band): interquartile range over steps. The axis shows start time and "
+                  "The headline examples/s (examples of the unobserved timed windows ÷ their "
+                  "wall clock) of each variant in each run of this scenario, oldest on the left; "
+                  "whiskers (or, over many runs, the shaded band): the interquartile range of its "
+                  "windows' examples/s. The axis shows start time and "
                   "commit. ▲ marks a run whose steps got slower than the runs before it and ▼ "
                   "one that got faster, judged as the nightly gate judges a night: against the "
                   "runs of its own machine. A dashed line marks where the machine changed (CPU "
@@ -44,8 +45,8 @@ def trend_chart(runs: Sequence[RunSummary | RunView], steps: Sequence[Step] = ()
     xs = {r.name: f"{r.started_at[:16].replace('T', ' ')}<br>{r.commit}" for r in summaries}
     series: dict[str, list[tuple[str, float, tuple[float, float]]]] = {}
     for run in summaries:
-        for vid, (median, below, above) in run.points.items():
-            series.setdefault(vid, []).append((xs[run.name], median, (below, above)))
+        for vid, (headline, below, above) in run.points.items():
+            series.setdefault(vid, []).append((xs[run.name], headline, (below, above)))
     long = len(summaries) >= LONG
     data: list[dict[str, Any]] = []
     for n, (vid, points) in enumerate(series.items()):
@@ -53,7 +54,7 @@ def trend_chart(runs: Sequence[RunSummary | RunView], steps: Sequence[Step] = ()
         colour = COLOURS[n % len(COLOURS)]
         line = {"type": "scatter", "name": vid, "legendgroup": vid, "x": x, "y": y,
                 "line": {"color": colour, "width": 1.5 if long else 2},
-                "hovertemplate": "typical step: %{y:,.0f} examples/s"
+                "hovertemplate": "headline: %{y:,.0f} examples/s"
                                  "<extra>%{fullData.name}</extra>"}
         if not long:
             data.append({**line, "mode": "lines+markers", "error_y": {
@@ -82,7 +83,7 @@ def trend_chart(runs: Sequence[RunSummary | RunView], steps: Sequence[Step] = ()
     labels = list(xs.values())
     shapes, notes = machine_changes(summaries)
     chart.figure = {"data": data, "layout": layout(
-        440, yaxis={"title": {"text": "examples/s (the typical step)"}, "rangemode": "tozero"},
+        440, yaxis={"title": {"text": "examples/s (the headline)"}, "rangemode": "tozero"},
         xaxis={"type": "category", "categoryorder": "array", "categoryarray": labels,
                **({"nticks": 12} if long else {})},
         legend={"font": {"size": 10}}, shapes=shapes, annotations=notes)}

@@ -14,7 +14,7 @@ from typing import Any
 
 from bench import fingerprint
 from bench.compare.figures import RunFigures, run_figures
-from bench.report.derived import iqr_whiskers, ok_with_throughput
+from bench.report.derived import ok_with_throughput, window_whiskers
 from bench.report.history import Step
 from bench.report.runs import RunView
 
@@ -31,7 +31,8 @@ class RunSummary:
     counts: dict[str, int]
     not_run: list[str]
     figures: RunFigures
-    # variant id -> [typical-step examples/s, IQR below, IQR above]
+    # variant id -> [headline examples/s, and below/above it the interquartile range of
+    # its windows' examples/s]
     points: dict[str, list[float]]
     steps: list[Step] = field(default_factory=list)
     steps_key: str = ""  # the history the steps were judged against (bench.report.manifest)
@@ -60,7 +61,7 @@ class RunSummary:
 def summarize(run: RunView) -> RunSummary:
     """The run's line, trend points and figures (its steps are judged later, in order)."""
     counts = {status: run.count(status) for status in ("ok", "skipped", "failed")}
-    points = {str(rec.variant_id): [rec.typical_step_rate or 0.0, *iqr_whiskers(rec)]
+    points = {str(rec.variant_id): [rec.headline or 0.0, *window_whiskers(rec)]
               for rec in ok_with_throughput(run)}
     return RunSummary(run.name, str(run.path), run.scenario_name, run.description,
                       run.started_at, run.commit, run.machine, counts, run.not_run,

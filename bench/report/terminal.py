@@ -22,6 +22,7 @@ from bench.report.derived import (
     describe_warming_up,
     keras_pairs,
     model_label,
+    problems_by_reason,
     step_breakdown,
     two_speeds,
     warming_up,
@@ -112,6 +113,25 @@ def render_outcome_line(record: VariantRecord) -> str:
             line += f"\n          [dim]{breakdown}[/]"
         return line
     return f"{head}  {escape(str(record.reason or ''))}"
+
+
+class OutcomeLines:
+    """The line of each variant as it finishes, a reason once: a variant that failed (or was
+    skipped) for the reason an earlier one gave names that one instead of repeating it, so a
+    run whose variants all fail alike prints the error once, not once a variant."""
+
+    def __init__(self) -> None:
+        self.first: dict[tuple[str, str], str] = {}  # (status, reason) -> its first variant
+
+    def __call__(self, record: VariantRecord) -> str:
+        if record.ok or not record.reason:
+            return render_outcome_line(record)
+        key = (record.status, record.reason)
+        if (earlier := self.first.setdefault(key, str(record.variant_id))) == record.variant_id:
+            return render_outcome_line(record)
+        style = _STATUS_STYLE.get(record.status, "white")
+        return (f"[{style}]{record.status:>7}[/] {escape(str(record.variant_id))}  [dim](as "
+                f"{escape(earlier)})[/]")
 
 
 def _replicas_cell(record: VariantRecord) -> str:
@@ -231,10 +251,9 @@ def render_summary(console: Console, records: list[VariantRecord]) -> None:
     if floor is not None:
         console.print("  [dim]vs baseline: headline ratio to the same API and precision on one "
                       "device; ~ marks a ratio within the noise floor[/]")
-    for rec in records:
-        if not rec.ok:
-            console.print(f"  [{_STATUS_STYLE[rec.status]}]{rec.status}[/] "
-                          f"{escape(str(rec.variant_id))}: {escape(str(rec.reason))}")
+    for status, reason, ids in problems_by_reason(records):
+        console.print(f"  [{_STATUS_STYLE[status]}]{status}[/] {escape(', '.join(ids))}: "
+                      f"{escape(reason)}")
     for source in scenario_data_sources(records):
         console.print(f"data: {escape(source)}")
     for reason in sorted({rec.data_fallback_reason for rec in records
@@ -259,6 +278,8 @@ def render_comparison(console: Console, result: Comparison, baseline: str, candi
                       f"{v.ci_low:.3f}–{v.ci_high:.3f}" if v.ci_low is not None else "-",
                       f"{v.p_value:.2g}" if v.p_value is not None else "-", escape(v.note))
     console.print(table)
+    if result.measured_differently:
+        console.print(f"[bold yellow]warning: {escape(result.measured_differently)}[/]")
     if result.caveat:
         console.print(f"[yellow]caveat: {escape(result.caveat)}[/]")
     if result.relative:

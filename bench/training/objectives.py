@@ -239,6 +239,49 @@ def results(metrics: list[Any]) -> dict[str, Any]:
     return {metric.name: plain(metric.result()) for metric in metrics}
 
 
+def metrics_count_once(strategy: Any) -> bool:
+    """Whether a metric made under `strategy` counts each replica's update once: a Sum updated
+    by every replica twice must read 2 × the replicas. Under CentralStorageStrategy with two or
+    more replicas Keras 3's metrics do not: `KerasVariable.assign_add` is `assign(self +
+    value)`, which the strategy's SUM aggregation sums over the replicas (2·v + Σx), so every
+    step doubles the counts, the result is wrong, and nan once the counts overflow. The probe
+    runs in this process only (a cluster's read of a metric is a collective of its tasks)."""
+    replicas = int(strategy.num_replicas_in_sync)
+    if replicas < 2:
+        return True
+    keras = keras_module()
+    with strategy.scope():
+        probe = keras.metrics.Sum(name="bench_probe")
+    for _ in range(2):  # eagerly: a tf.function's tracing would cost more than the steps
+        strategy.run(lambda: probe.update_state(1.0))
+    return abs(float(probe.result()) - 2 * replicas) < 0.5
+
+
+def kept_results(metrics: list[Any], strategy: Any, one_process: bool = True
+                 ) -> tuple[dict[str, Any], list[str]]:
+    """The metrics' values for the record, and notes: none where this strategy's metrics
+    miscount (`metrics_count_once`, asked of a strategy of `one_process`), and a value that is
+    not a finite number kept as null, each with a note saying why: no record holds a bare nan."""
+    import math
+
+    if not metrics:
+        return {}, []
+    if one_process and not metrics_count_once(strategy):
+        keras = keras_module()
+        return dict.fromkeys(m.name for m in metrics), [
+            f"metrics not kept: under {type(strategy).__name__} with "
+            f"{strategy.num_replicas_in_sync} replicas, Keras {keras.__version__}'s metrics add "
+            "what they had counted again at every update, once per replica (their assign_add "
+            "assigns the sum, and the strategy adds up the replicas' assignments), so their "
+            "values would be wrong, and nan once the counts overflow"]
+    found, notes = results(metrics), []
+    for name, value in found.items():
+        if isinstance(value, float) and not math.isfinite(value):
+            found[name] = None
+            notes.append(f"metric {name} read {value} after training: kept as null")
+    return found, notes
+
+
 def average_loss(per_example: Any, global_batch: int) -> Any:
     """The per-example losses of one replica's share, summed over the global batch the way fit's
     mean is: each example's loss is the mean over its own elements first."""
