@@ -20,7 +20,7 @@ from bench.checks import suite as checks_suite
 from bench.child_env import ChildEnv
 from bench.data import sources as data_mod
 from bench.errors import BenchError, DataUnavailable, VariantSkipped, WorkloadError
-from bench.launch.cluster_plan import is_chief_config, read_tf_config
+from bench.launch.cluster_plan import read_tf_config
 from bench.perf import overhead
 from bench.protocol import FINISH, ProgressFn
 from bench.record import measured, profiled, provenance
@@ -49,13 +49,13 @@ from bench.training import (
     ps_loops,
     recovery,
     strategies,
+    traced_turn,
     variables,
     workload,
 )
 from bench.training.gate import Gate
-from bench.training.loop_clock import LoopResult
 from bench.training.schedule import Schedule
-from bench.training.tracing import NON_CHIEF_UNTRACED, TraceWindow
+from bench.training.tracing import NON_CHIEF_UNTRACED
 from bench.utilization import mfu
 
 
@@ -79,48 +79,6 @@ def pair_sizing_file(variant: Variant) -> str | None:
     if not run_dir or variant.control not in ("baseline", "twin"):
         return None
     return str(Path(run_dir) / results.LOGS_DIR / "control-window-steps")
-
-
-def _trace_window(variant: Variant, k: int) -> TraceWindow | None:
-    """A profiler window after the timed steps, where the launcher asked for traces (not on a
-    coordinator, which runs no step itself; unprofiled on a MultiWorkerMirrored worker other
-    than the chief: tracing.NON_CHIEF_UNTRACED)."""
-    logdir = ChildEnv.from_env().trace_dir
-    if not logdir or variant.measure.trace_steps == 0 or variant.kind.coordinated:
-        return None
-    return TraceWindow(logdir, round_up(variant.measure.trace_steps, k),
-                       capture=_multi_worker_chief(variant) is not False)
-
-
-def _multi_worker_chief(variant: Variant) -> bool | None:
-    """Whether this task of a MultiWorkerMirrored cluster is its chief; None outside one."""
-    config = read_tf_config()
-    if variant.strategy != "multi_worker_mirrored" or not config.get("task"):
-        return None
-    return is_chief_config(config)
-
-
-def _trace_summary(trace: TraceWindow | None, result: LoopResult,
-                   variant: Variant) -> profiled.Trace | None:
-    if variant.kind.coordinated and variant.measure.trace_steps:
-        return profiled.Trace(status="off", reason="the coordinator only schedules steps; its "
-                                                   "trace would not show the workers' compute")
-    if trace is None:
-        return None
-    if not trace.capture:
-        return profiled.Trace(status="off", reason=NON_CHIEF_UNTRACED)
-    traced = (result.samples.get("traced") or [[]])[0]
-    untraced = (result.samples.get("trace_base") or [[]])[0]
-    return profiled.Trace(
-        status="captured",
-        dir=trace.logdir,
-        steps=trace.steps,
-        step_time=measured.StepTime(**summarize(traced).to_dict()) if traced else None,
-        # the traced window against an untraced one of as many steps just before it
-        **(observer.profiler_cost(untraced, traced) or {"overhead_ratio": None}),
-        start_s=trace.start_s,
-        stop_s=trace.stop_s,
-    )
 
 
 def _strategy_and_layout(variant: Variant) -> tuple[Any, devices.DeviceLayout]:
@@ -255,7 +213,7 @@ def measure(variant: Variant, spawn_time: float, progress: ProgressFn) -> dict[s
     if coordinated:
         k = ps_loops.ps_block(variant)
     steps = round_up(m.steps, k)
-    trace = _trace_window(variant, k)
+    trace = traced_turn.window(variant, k)
     gate = Gate.from_env(ChildEnv.from_env().gate_timeout_s or m.timeout_s)
     settle = round_up(m.settle_steps, k) if gate.interleaved else 0  # else no cold start
     sized = not variant.is_cluster  # a cluster's tasks run the same steps: none sizes its own
@@ -297,7 +255,7 @@ def measure(variant: Variant, spawn_time: float, progress: ProgressFn) -> dict[s
     windows = result.samples.get("observed") or []
     timed = [s for w in windows for s in w]
     notes = list(result.notes) + batch_notes + metric_notes
-    if trace is not None and variant.workers > 1 and _multi_worker_chief(variant):
+    if trace is not None and variant.workers > 1 and traced_turn.multi_worker_chief(variant):
         notes.append(f"only the chief was traced: {NON_CHIEF_UNTRACED}")
     step_stats = summarize(timed)
     with phases("utilization"):
@@ -347,7 +305,7 @@ def measure(variant: Variant, spawn_time: float, progress: ProgressFn) -> dict[s
         "samples": measured.Samples(warmup=warmup, timed=windows,
                                     traced=(result.samples.get("traced") or [[]])[0],
                                     trace_base=(result.samples.get("trace_base") or [[]])[0]),
-        "trace": _trace_summary(trace, result, variant),
+        "trace": traced_turn.summary(trace, result, variant),
         "loss": measured.Loss(initial=initial_loss, final=final_loss),
         "metric_results": metric_results,
         "utilization": profiled.Utilization(**utilised),
