@@ -80,8 +80,8 @@ def gate(run_dir: Path, store: Path, out_dir: Path, console: Console,
     a run dir) and every re-run adds a candidate run to the test. With a smaller store, a
     suspect must regress in every re-run (`bench.compare.detector.confirm`).
     """
-    records, scenario = candidate(run_dir)
-    records = pinned(records)
+    stored, scenario = candidate(run_dir)
+    records = pinned(stored)
     baseline = load_store(store, scenario, exclude=run_dir, select=pinned,
                           machine=stores.run_machine(run_dir))
     if baseline is None:
@@ -120,10 +120,11 @@ def gate(run_dir: Path, store: Path, out_dir: Path, console: Console,
                       f"{confirm_runs} time(s) to confirm[/]")
         reruns = [pinned(results.read_records(rerun(suspects))) for _ in range(confirm_runs)]
     result = runlevel.decide_night(result, figures, records, reruns, judge)
-    out_dir.mkdir(parents=True, exist_ok=True)
+    results.make_dirs(out_dir)
     write_reports(result, baseline, run_dir, out_dir / f"compare-{run_dir.name}.md",
                   out_dir / f"compare-{run_dir.name}.json")
     render_comparison(console, result, baseline.label, run_dir.name, DEFAULT_ALPHA)
+    stores.refuse_damaged(run_dir, stored)
     return result.regressed
 
 
@@ -168,7 +169,8 @@ def nightly(scenarios: list[Path], store: Path, reports_dir: Path, opts: RunOpti
     run_opts = RunOptions(**{**vars(opts), "results_dir": store, "report": False})
     for path in scenarios:  # every file valid before anything runs
         prepare(path, run_opts)
-    prepare_out_dir(reports_dir)  # ours to write (or refused) before an hour of running
+    results.check_writable(store)  # both ours to write (or refused) before an hour of running
+    prepare_out_dir(reports_dir)
     for path in scenarios:
         ran = run_scenario(path, run_opts, console)
         if ran.interrupted:

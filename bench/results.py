@@ -1,4 +1,5 @@
-"""Run directories: layout, atomic writes, JSON-lines records, and loading into pandas.
+"""Run directories: layout, the readers and writers of their files and of outputs (a fault is one
+BenchError line; a damaged line or run is left out with a DamagedRun warning), and pandas.
 
 A run directory is the unit every later tool (report, compare) reads:
 
@@ -14,18 +15,25 @@ A run directory is the unit every later tool (report, compare) reads:
 
 from __future__ import annotations
 
+import contextlib
+import errno
+import hashlib
 import json
 import os
 import re
 import shutil
-from collections.abc import Iterable, Sequence
+import tempfile
+import warnings
+from collections.abc import Callable, Iterable, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
-from bench.errors import BenchError
+from bench.errors import BenchError, DamagedRun, file_error, file_errors, shown_path
 from bench.record.model import VariantRecord
 from bench.scaling import add_scaling_efficiency
+
+T = TypeVar("T")
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -41,47 +49,123 @@ LOGS_DIR = "logs"  # every process's log, gate FIFO and record hand-over of a ru
 # A nightly run's confirmation re-runs, inside its run directory: kept with the night they judge,
 # and no runs of a store, which lists its top-level run directories only.
 CONFIRMATIONS_DIR = "confirmations"
+MAX_NAME_BYTES = 200  # of a name that becomes a file name (255 bytes, less bench's suffixes)
 
 
 def slug(name: str) -> str:
-    return re.sub(r"[^A-Za-z0-9_.-]+", "_", name).strip("._") or "scenario"
+    """`name` as a file name: its path parts stripped, and a long one cut (with a digest of the
+    whole, so two long names stay two)."""
+    text = re.sub(r"[^A-Za-z0-9_.-]+", "_", name).strip("._") or "scenario"
+    if len(text) <= MAX_NAME_BYTES:
+        return text
+    return f"{text[:MAX_NAME_BYTES - 17]}-{hashlib.sha256(name.encode()).hexdigest()[:16]}"
+
+
+def file_name_problem(name: object) -> str | None:
+    """What keeps `name` (a variant id, read from a run) from being one file name in a folder,
+    or None: bench makes logs/<id>.log and traces/<id>/ of it."""
+    if not isinstance(name, str) or not name:
+        return "empty" if name == "" else "not text"
+    if "/" in name or "\0" in name or name in (".", ".."):
+        return "not a file name (a path separator, NUL or a dot folder)"
+    if (size := len(name.encode("utf-8", "surrogatepass"))) > MAX_NAME_BYTES:
+        return f"{size:,} bytes, longer than a file name may be ({MAX_NAME_BYTES})"
+    return None
+
+
+def check_writable(folder: Path) -> None:
+    """That `folder` could be made and written into (a scratch folder made and removed in it, or
+    in the nearest part of its path that exists): a command refuses an output it cannot write
+    before any work whose results would go there, and leaves nothing behind."""
+    with file_errors(folder, "write into it"):
+        existing = Path(folder)
+        while not existing.exists() and existing != existing.parent:
+            existing = existing.parent
+        if not existing.is_dir():
+            raise NotADirectoryError(errno.ENOTDIR, os.strerror(errno.ENOTDIR), str(existing))
+        tempfile.TemporaryDirectory(dir=existing, prefix=".bench-probe-").cleanup()
+
+
+def make_dirs(folder: Path) -> None:
+    """`folder` and its parents; one BenchError line naming it if they cannot be made."""
+    with file_errors(folder, "write into it"):
+        folder.mkdir(parents=True, exist_ok=True)
 
 
 def create_run_dir(root: Path, scenario_name: str, now: datetime | None = None) -> Path:
     """Make a fresh directory; never reuse or overwrite an existing one."""
     now = now or datetime.now(UTC)
-    root.mkdir(parents=True, exist_ok=True)
     base = f"{slug(scenario_name)}-{now.strftime('%Y%m%dT%H%M%SZ')}"
-    for attempt in range(1000):
-        path = root / (base if attempt == 0 else f"{base}-{attempt}")
-        try:
-            path.mkdir()
-        except FileExistsError:
-            continue
-        (path / LOGS_DIR).mkdir()
-        return path
-    raise RuntimeError(f"cannot create a new run directory under {root}")
+    with file_errors(root, "create a run directory in it"):
+        root.mkdir(parents=True, exist_ok=True)
+        for attempt in range(1000):
+            path = root / (base if attempt == 0 else f"{base}-{attempt}")
+            try:
+                path.mkdir()
+            except FileExistsError:
+                continue
+            (path / LOGS_DIR).mkdir()
+            return path
+    raise BenchError(f"{root}: cannot create a new run directory (1,000 of {base} exist)")
 
 
 def write_text_atomic(path: Path, text: str) -> None:
-    """Write via a temporary file and rename, so a reader never sees half a file."""
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(text, encoding="utf-8")
-    os.replace(tmp, path)
+    """Write via a temporary file and rename, so a reader never sees half a file and a failed
+    write leaves the old one whole. A device or pipe (/dev/null, /dev/stdout) is written into,
+    never replaced. Any failure is one BenchError line naming `path`."""
+    path = Path(path)
+    with file_errors(path, "write"):
+        if path.exists() and not path.is_file() and not path.is_dir():
+            with open(path, "w", encoding="utf-8") as fh:
+                fh.write(text)
+            return
+        tmp = path.with_name(path.name + ".tmp")
+        try:
+            tmp.write_text(text, encoding="utf-8")
+            os.replace(tmp, path)
+        except BaseException:
+            with contextlib.suppress(OSError):
+                tmp.unlink(missing_ok=True)
+            raise
 
 
 def write_json(path: Path, obj: Any) -> None:
     write_text_atomic(path, json.dumps(obj, indent=2, sort_keys=False, default=str))
 
 
-def read_json(path: Path) -> Any:
-    return json.loads(path.read_text(encoding="utf-8"))
+def read_json(path: Path, expect: type | None = None) -> Any:
+    """The JSON of `path`; unreadable, not UTF-8 or JSON, nested too deep, or (with `expect`) of
+    another type is one BenchError line naming it."""
+    with file_errors(path):
+        data = json.loads(Path(path).read_text(encoding="utf-8"))
+    if expect is not None and not isinstance(data, expect):
+        raise BenchError(f"{shown_path(path)}: holds {_json_kind(data)}, not {_json_kind(expect())}")
+    return data
+
+
+def _json_kind(value: Any) -> str:
+    name = {dict: "object", list: "list", str: "string", bool: "boolean", type(None): "null",
+            int: "number", float: "number"}.get(type(value), type(value).__name__)
+    return f"{'an' if name[0] in 'aeiou' else 'a'} {name}"
 
 
 def read_environment(run_dir: Path) -> dict[str, Any]:
     """The run's environment.json ({} for a run written without one)."""
     path = run_dir / ENVIRONMENT_FILE
-    return read_json(path) if path.exists() else {}
+    return read_json(path, dict) if path.exists() else {}
+
+
+def read_variants(run_dir: Path) -> list[dict[str, Any]]:
+    """The run's variants.json: a list of variants, each an object whose id can be a file
+    name; anything else is one BenchError line naming the file and the entry."""
+    path = run_dir / VARIANTS_FILE
+    variants = read_json(path, list)
+    for i, variant in enumerate(variants):
+        if not isinstance(variant, dict):
+            raise BenchError(f"{path}: entry {i}: holds {_json_kind(variant)}, not an object")
+        if "id" in variant and (problem := file_name_problem(variant["id"])):
+            raise BenchError(f"{path}: entry {i}: id: {problem}")
+    return variants
 
 
 def variant_by_id(variants: Sequence[Variant] | Sequence[dict[str, Any]], variant_id: str,
@@ -100,7 +184,8 @@ def variant_by_id(variants: Sequence[Variant] | Sequence[dict[str, Any]], varian
 
 def init_run(run_dir: Path, scenario_path: Path, variants: list[dict[str, Any]],
              environment: dict[str, Any]) -> None:
-    shutil.copyfile(scenario_path, run_dir / SCENARIO_FILE)
+    with file_errors(run_dir / SCENARIO_FILE, "write"):
+        shutil.copyfile(scenario_path, run_dir / SCENARIO_FILE)
     write_json(run_dir / VARIANTS_FILE, variants)
     write_json(run_dir / ENVIRONMENT_FILE, environment)
 
@@ -108,46 +193,125 @@ def init_run(run_dir: Path, scenario_path: Path, variants: list[dict[str, Any]],
 def append_record(run_dir: Path, record: VariantRecord) -> None:
     """Append one line and flush it to disk: an interrupted run keeps every finished variant."""
     line = json.dumps(record.to_json(), default=str)
-    with open(run_dir / RECORDS_FILE, "a", encoding="utf-8") as fh:
+    with file_errors(run_dir / RECORDS_FILE, "append a record"), \
+            open(run_dir / RECORDS_FILE, "a", encoding="utf-8") as fh:
         fh.write(line + "\n")
         fh.flush()
         os.fsync(fh.fileno())
 
 
-def read_records(run_dir: Path) -> list[VariantRecord]:
-    """The run's records, of either schema (bench.record.model); a line that is no record is one
-    BenchError naming the file and the line."""
+class RunRecords(list[VariantRecord]):
+    """A run's records as read, and `damage`: one line for each line of its records.jsonl that
+    held no record and was left out."""
+
+    def __init__(self, records: Iterable[VariantRecord] = (), damage: Iterable[str] = ()) -> None:
+        super().__init__(records)
+        self.damage = list(damage)
+
+
+def read_records(run_dir: Path) -> RunRecords:
+    """The run's records, of either schema (bench.record.model). A line that holds no record (cut
+    short by a crash, not UTF-8 or JSON, nested too deep, failing the record's model, a variant
+    id that cannot be a file name) is left out and named in a DamagedRun warning, and the other
+    lines are read; a records.jsonl that cannot be opened is one BenchError line."""
     path = Path(run_dir) / RECORDS_FILE
-    if not path.exists():
-        return []
-    records = []
-    with open(path, encoding="utf-8") as fh:
-        for number, line in enumerate(fh, 1):
-            line = line.strip()
-            if not line:
-                continue
+    records = RunRecords()
+    try:
+        fh = open(path, "rb")
+    except FileNotFoundError:
+        return records
+    except OSError as exc:
+        raise file_error(path, exc) from None
+    with file_errors(path), fh:
+        for number, raw in enumerate(fh, 1):
             try:
-                data = json.loads(line)
-            except ValueError as exc:
-                raise BenchError(f"{path}: line {number}: not JSON ({exc})") from None
-            records.append(VariantRecord.load(data, f"{path}: line {number}"))
+                record = _record_of(raw, f"{path}: line {number}")
+            except BenchError as exc:
+                records.damage.append(f"{exc}; left out")
+                continue
+            if record is not None:
+                records.append(record)
+    for damage in records.damage:
+        warnings.warn(f"{damage} ({len(records)} record(s) read)", DamagedRun, stacklevel=2)
     return records
 
 
+def _record_of(raw: bytes, where: str) -> VariantRecord | None:
+    """One line of records.jsonl as a record (None for a blank line), or a BenchError naming
+    `where` and what is wrong."""
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise file_error(where, exc) from None
+    if not text.strip():
+        return None
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        if not raw.endswith(b"\n"):
+            raise BenchError(f"{where}: cut short (the run stopped while writing it)") from None
+        raise file_error(where, exc) from None
+    except RecursionError as exc:
+        raise file_error(where, exc) from None
+    record = VariantRecord.load_stored(data, where)
+    if problem := file_name_problem(record.variant_id):
+        raise BenchError(f"{where}: variant_id: {problem}")
+    return record
+
+
+def check_records(run_dir: Path) -> None:
+    """That the run's records.jsonl, if it has one, can be opened: a cheap look before its
+    records are read."""
+    path = run_dir / RECORDS_FILE
+    try:
+        open(path, "rb").close()
+    except FileNotFoundError:
+        pass
+    except OSError as exc:
+        raise file_error(path, exc) from None
+
+
+def read_metadata(run_dir: Path) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """The run's environment and variants, once its records.jsonl is known to open: what a
+    store reads of each run before it reads any records (one BenchError line if it cannot)."""
+    check_records(run_dir)
+    return read_environment(run_dir), read_variants(run_dir)
+
+
+def readable_runs(dirs: Sequence[Path], read: Callable[[Path], T]) -> list[tuple[Path, T]]:
+    """Each run of `dirs` with what `read` makes of it. A run that `read` cannot read (one
+    BenchError line) is named in a DamagedRun warning and left out, so one damaged run does not
+    hide the others; when none is left, the first one's error is the error."""
+    found, damaged = [], []
+    for run_dir in dirs:
+        try:
+            found.append((run_dir, read(run_dir)))
+        except BenchError as exc:
+            damaged.append(str(exc))
+    if damaged and not found:
+        more = f" (and {len(damaged) - 1} other damaged run(s))" if len(damaged) > 1 else ""
+        raise BenchError(damaged[0] + more)
+    for damage in damaged:
+        warnings.warn(f"{damage}; this run is left out", DamagedRun, stacklevel=2)
+    return found
+
+
 def is_run_dir(path: Path) -> bool:
-    return (path / VARIANTS_FILE).exists()
+    with file_errors(path):
+        return (path / VARIANTS_FILE).exists()
 
 
 def find_run_dirs(paths: Iterable[str | Path]) -> list[Path]:
     """Accept run directories or folders holding them (e.g. `results/`)."""
     found: list[Path] = []
     for p in map(Path, paths):
-        if is_run_dir(p):
-            found.append(p)
-        elif p.is_dir():
-            found.extend(sorted(c for c in p.iterdir() if c.is_dir() and is_run_dir(c)))
-        else:
-            raise FileNotFoundError(f"{p}: not a bench run directory")
+        with file_errors(p):
+            if is_run_dir(p):
+                found.append(p)
+            elif p.is_dir():
+                found.extend(sorted(c for c in p.iterdir() if c.is_dir() and is_run_dir(c)))
+            else:
+                raise BenchError(f"{shown_path(p)}: not a bench run directory")
     return found
 
 
@@ -155,15 +319,6 @@ def confirmation_dirs(run_dir: Path) -> list[Path]:
     """The run's confirmation re-runs (`bench nightly`), oldest first; most runs have none."""
     folder = run_dir / CONFIRMATIONS_DIR
     return find_run_dirs([folder]) if folder.is_dir() else []
-
-
-def runs_of_scenario(store: Path, scenario: str, exclude: Path | None = None) -> list[Path]:
-    """Run directories of `scenario` in a store (one run dir, or a folder of them), oldest first."""
-    runs = [r for r in find_run_dirs([store])
-            if exclude is None or r.resolve() != exclude.resolve()]
-    return sorted((r for r in runs if any(v.get("scenario_name") == scenario
-                                          for v in read_json(r / VARIANTS_FILE))),
-                  key=lambda r: r.name)
 
 
 def _flatten(run_dir: Path, env: dict[str, Any], rec: VariantRecord) -> dict[str, Any]:

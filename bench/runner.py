@@ -202,6 +202,10 @@ def run(path: Path, opts: RunOptions, console: Console) -> RunOutcome:
     if opts.slurm is not None and scenario.fault is not None:
         raise BenchError(f"{path}: [fault] is injected by bench's local cluster supervisor; "
                          "run it without --launcher slurm")
+    # where its results go is writable before anything is built or run
+    results.check_writable(opts.results_dir)
+    if opts.report:
+        results.check_writable(opts.reports_dir)
     envs = env_prepare.prepare(variants, str(path), console, opts.env_cache)
     started = time.perf_counter()  # the run's own time: building environments is not in it
     variants = envs.variants

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from bench import results
-from bench.errors import BenchError
+from bench.errors import BenchError, DamagedRun
 from bench.record.measured import StepTime, Throughput
 from bench.record.model import VariantRecord
 from bench.scaling import add_scaling_efficiency
@@ -108,8 +108,76 @@ def test_load_records_frame_reads_many_run_dirs(tmp_path: Path, variants) -> Non
 
 
 def test_load_records_frame_rejects_something_else(tmp_path: Path) -> None:
-    with pytest.raises(FileNotFoundError, match="not a bench run directory"):
+    with pytest.raises(BenchError, match="missing: not a bench run directory"):
         results.load_records_frame(tmp_path / "missing")
+
+
+def test_a_line_cut_short_is_left_out_and_named_and_the_rest_is_read(tmp_path: Path,
+                                                                      variants) -> None:
+    """What a crash mid-write leaves: every whole record read, the cut line in a warning and in
+    the records' `damage`, for the report's page."""
+    run_dir = results.create_run_dir(tmp_path, "r")
+    for variant in variants[:3]:
+        results.append_record(run_dir, ok_record(variant, 100.0))
+    path = run_dir / results.RECORDS_FILE
+    path.write_bytes(path.read_bytes()[:-40])
+    with pytest.warns(DamagedRun, match=r"records.jsonl: line 3: cut short .*2 record\(s\) read"):
+        back = results.read_records(run_dir)
+    assert [r.variant_id for r in back] == [v.id for v in variants[:2]]
+    assert back.damage == [f"{path}: line 3: cut short (the run stopped while writing it); "
+                           "left out"]
+
+
+def test_a_stored_record_needs_the_fields_every_writer_sets(tmp_path: Path, variants) -> None:
+    run_dir = results.create_run_dir(tmp_path, "r")
+    results.append_record(run_dir, ok_record(variants[0], 100.0))
+    line = json.loads((run_dir / results.RECORDS_FILE).read_text())
+    for missing in ("variant_id", "status", "variant"):
+        (run_dir / results.RECORDS_FILE).write_text(json.dumps(
+            {k: v for k, v in line.items() if k != missing}) + "\n")
+        with pytest.warns(DamagedRun, match=rf"line 1: {missing}: missing"):
+            assert results.read_records(run_dir) == []
+
+
+@pytest.mark.parametrize("name, problem", [
+    ("v" * 201, "201 bytes, longer than a file name may be (200)"),
+    ("../up", "not a file name"), ("..", "not a file name"), ("", "empty"), (7, "not text")])
+def test_a_variant_id_that_cannot_be_a_file_name_is_named(name: object, problem: str) -> None:
+    assert results.file_name_problem(name).startswith(problem)
+    assert results.file_name_problem("mirrored-r2-fit-float32-gb128") is None
+
+
+def test_a_long_name_becomes_a_bounded_file_name() -> None:
+    long = results.slug("s" * 20_000_000)
+    assert len(long) == results.MAX_NAME_BYTES and long != results.slug("s" * 19_999_999)
+    assert results.slug("my scenario/../x") == "my_scenario_.._x"
+
+
+def test_a_file_that_cannot_be_written_is_one_line_naming_it(tmp_path: Path) -> None:
+    (tmp_path / "a-file").write_text("kept\n")
+    with pytest.raises(BenchError) as info:
+        results.write_json(tmp_path / "a-file" / "out.json", {})
+    assert str(info.value) == (f"{tmp_path}/a-file/out.json: cannot write: a part of its path "
+                               "is a file, not a folder")
+    (tmp_path / "out.json").mkdir()
+    with pytest.raises(BenchError, match="out.json: cannot write: is a folder, not a file"):
+        results.write_text_atomic(tmp_path / "out.json", "{}")
+    assert sorted(tmp_path.iterdir()) == [tmp_path / "a-file", tmp_path / "out.json"]  # no .tmp
+    assert (tmp_path / "a-file").read_text() == "kept\n"
+
+
+@pytest.mark.parametrize("content, expect, problem", [
+    (b"[]", dict, "holds a list, not an object"),
+    (b"{", None, "not JSON (Expecting property name enclosed in double quotes"),
+    (b"\xff", None, "not UTF-8 text (byte 0xff at offset 0)"),
+    (b"[" * 100_000 + b"]" * 100_000, None, "nested too deeply to read")])
+def test_json_that_cannot_be_read_is_one_line_naming_the_file(
+        tmp_path: Path, content: bytes, expect: type | None, problem: str) -> None:
+    path = tmp_path / "environment.json"
+    path.write_bytes(content)
+    with pytest.raises(BenchError) as info:
+        results.read_json(path, expect)
+    assert str(info.value).startswith(f"{path}: {problem}")
 
 
 def _scenario_file(tmp_path: Path) -> Path:

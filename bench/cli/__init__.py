@@ -3,8 +3,9 @@
 The commands live in submodules by what they do (running, inspecting, results, clusters, traces,
 data); this module assembles them into the typer app, in the order `bench --help` lists them, and
 is the one place where a BenchError, from any command, becomes the user's one red line on stderr
-and exit code 2. The commands only raise it. Every other exit code (1 for failures and
-regressions, 130 when interrupted) is each command's own `typer.Exit`.
+and exit code 2 (and a DamagedRun warning, a yellow line). The commands only raise it. Every
+other exit code (1 for failures and regressions, 130 when interrupted) is each command's own
+`typer.Exit`.
 
 Start-up stays cheap: the submodules import typer and rich only; each command imports what it
 needs (and never TensorFlow in this process) when it runs.
@@ -13,6 +14,7 @@ needs (and never TensorFlow in this process) when it runs.
 from __future__ import annotations
 
 import functools
+import warnings
 from collections.abc import Callable
 from typing import Any
 
@@ -21,7 +23,7 @@ from rich.markup import escape
 
 from bench.cli import clusters, data, environments, inspecting, planning, results, running, traces
 from bench.cli.common import err_console
-from bench.errors import BenchError
+from bench.errors import BenchError, DamagedRun, file_error, one_line
 
 app = typer.Typer(
     help="Benchmark and profile TensorFlow distribution strategies from declarative scenarios.",
@@ -30,18 +32,40 @@ app = typer.Typer(
 
 
 def one_line_errors(command: Callable[..., Any]) -> Callable[..., Any]:
-    """`command`, with a BenchError printed as `error: <message>` on stderr and exit code 2."""
+    """`command`, with a BenchError printed as `error: <message>` on stderr and exit code 2 (an
+    OS error about a file that no reader or writer caught is one too, naming its file), and a
+    DamagedRun warning as one `warning: <message>` line."""
 
     @functools.wraps(command)  # typer reads the options from the wrapped signature
     def wrapper(*args: Any, **kwargs: Any) -> Any:
-        try:
-            return command(*args, **kwargs)
-        except BenchError as exc:
-            err_console.print(f"[red]error:[/] {escape(str(exc))}", soft_wrap=True,
-                              highlight=False)
-            raise typer.Exit(code=2) from None
+        with warnings.catch_warnings():
+            warnings.simplefilter("default", DamagedRun)
+            warnings.showwarning = functools.partial(_show_warning, warnings.showwarning)
+            try:
+                return command(*args, **kwargs)
+            except BenchError as exc:
+                _print_error(str(exc))
+            except OSError as exc:
+                if exc.filename is None:
+                    raise
+                _print_error(str(file_error(exc.filename, exc)))
+        raise typer.Exit(code=2)
 
     return wrapper
+
+
+def _print_error(message: str) -> None:
+    err_console.print(f"[red]error:[/] {escape(message)}", soft_wrap=True, highlight=False)
+
+
+def _show_warning(others: Callable[..., None], message: Warning | str, category: type[Warning],
+                  *args: Any, **kwargs: Any) -> None:
+    """A DamagedRun as one yellow line; any other warning as Python shows it."""
+    if not issubclass(category, DamagedRun):
+        others(message, category, *args, **kwargs)
+        return
+    err_console.print(f"[yellow]warning:[/] {escape(one_line(message))}", soft_wrap=True,
+                      highlight=False)
 
 
 def _add(group: typer.Typer, command: Callable[..., Any], name: str | None = None) -> None:

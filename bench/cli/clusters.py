@@ -81,6 +81,7 @@ def manifest(
     import yaml
 
     from bench.launch.tfjob import is_claim_name, tfjob
+    from bench.results import write_text_atomic
 
     if format != "tfjob":
         raise BenchError(f"--format: only 'tfjob' is supported, got {format!r}")
@@ -109,7 +110,7 @@ def manifest(
     if out is None:
         sys.stdout.write(text)
         return
-    out.write_text(text)
+    write_text_atomic(out, text)
     console.print(f"wrote {len(docs)} TFJob manifest(s) to {out}")
 
 
@@ -135,6 +136,7 @@ def sbatch(
     """
     from bench.launch import env_prepare
     from bench.launch.slurm import SlurmOptions, batch_script, cluster_worker_args
+    from bench.results import make_dirs, write_text_atomic
 
     wanted = cluster_variants(scenario, variant)
     # the scripts name each environment's interpreter: it must be on storage the nodes share
@@ -152,10 +154,10 @@ def sbatch(
     if out is None:
         sys.stdout.write("\n".join(scripts.values()))
         return
-    out.mkdir(parents=True, exist_ok=True)
+    make_dirs(out)
     for variant_id, text in scripts.items():
         path = out / f"{variant_id}.sbatch"
-        path.write_text(text)
+        write_text_atomic(path, text)
         console.print(f"wrote {path}")
 
 

@@ -121,9 +121,17 @@ def exit_codes_page() -> str:
            "| code | meaning |", "| --- | --- |",
            "| 0 | success: every variant ok or skipped, no regression |",
            "| 1 | something failed (a variant, a conversion, a build), or a regression was found |",
-           "| 2 | bad input, reported as one line `error: FILE: FIELD: ...` on stderr, nothing "
-           "written |",
+           "| 2 | bad input, or a file that cannot be read or written (permission, a path "
+           "under a file, a full disk, not UTF-8, not JSON), reported as one line "
+           "`error: FILE: FIELD: ...` on stderr, nothing written; `bench compare` and "
+           "`bench nightly` exit 2, never 1, when they cannot read or write |",
            "| 130 | interrupted (Ctrl-C); finished records are kept |", "",
+           "A damaged run does not change the exit code of a command that reads it: each line "
+           "of its `records.jsonl` that holds no record (the last one cut short by a crash, or "
+           "one that fails the record's model) and each run of a store whose files cannot be "
+           "read is named in one `warning: ...` line and left out, and the rest is read "
+           "([Run directory](run-directory.md#damaged)). `bench compare` and `bench nightly` "
+           "still judge the rest, then exit 2: a damaged candidate cannot pass a gate.", "",
            "Each command's own words (from its `--help`); a command that says nothing exits 0, "
            "or 2 on bad input:", "",
            "| command | exit codes |", "| --- | --- |"]

@@ -30,7 +30,9 @@ def report(
 
     Offline: plotly.min.js is written once into the site's assets/, so the pages open from
     file:// with no network. Re-rendering into an earlier report folder updates it; any other
-    non-empty folder is refused. Exit code: 0, or 2 on bad input.
+    non-empty folder is refused. A damaged run among several is named in a warning and left
+    out; a damaged records.jsonl line too, and the run's page says so. Exit code: 0, or 2 on
+    bad input.
     """
     from bench.report.site import default_out_dir, render_site
 
@@ -53,6 +55,7 @@ def export(
     step), examples/s in extra_info; `pytest-benchmark compare` reads it. Exit code 0, or 2.
     """
     from bench.report.export import to_pytest_benchmark
+    from bench.results import write_text_atomic
 
     if out is not None and out.exists():
         raise BenchError(f"{out}: exists; not overwriting")
@@ -62,7 +65,7 @@ def export(
     if out is None:
         sys.stdout.write(text + "\n")
         return
-    out.write_text(text)
+    write_text_atomic(out, text)
     console.print(f"wrote {len(document['benchmarks'])} benchmark(s) to {escape(str(out))}")
 
 
@@ -94,27 +97,32 @@ def compare(
 
     A variant regresses only when Mann-Whitney U rejects equality, the bootstrap CI of the
     median step-time ratio lies above 1, and the slowdown exceeds the minimum effect. Exit code:
-    1 on regression (or a variant that vanished or now fails), 0 otherwise, 2 on unusable input.
+    1 on regression (or a variant that vanished or now fails), 0 otherwise, 2 on unusable input
+    (a file that cannot be read or written, or a damaged candidate: its verdicts are shown).
     --markdown, --json and --html write the verdicts as files; the HTML page (one offline file)
     goes beside the Markdown or JSON unless --html names it. With --baseline-env and
     --candidate-env it is the upgrade gate between two environments (e.g. TF 2.20 and 2.21),
     in one interleaved run or across runs.
     """
     from bench.compare.detector import compare_records
-    from bench.compare.stores import Store, load_store, no_baseline_here, run_machine, write_reports
+    from bench.compare.stores import (
+        Store,
+        load_store,
+        no_baseline_here,
+        refuse_damaged,
+        run_machine,
+        write_reports,
+    )
     from bench.compare.stores import candidate as candidate_run
     from bench.report.terminal import render_comparison
 
     if (baseline_env is None) != (candidate_env is None):
         raise BenchError("--baseline-env and --candidate-env go together (the upgrade gate)")
     same_run = baseline_env is not None and baseline.resolve() == candidate.resolve()
-    try:
-        cand_records, scenario = candidate_run(candidate)
-        store = (Store([candidate], [cand_records]) if same_run
-                 else load_store(baseline, scenario, exclude=candidate,
-                                 machine=None if force else run_machine(candidate)))
-    except (FileNotFoundError, ValueError) as exc:  # unreadable runs are bad input too
-        raise BenchError(str(exc)) from None
+    cand_records, scenario = candidate_run(candidate)
+    store = (Store([candidate], [cand_records]) if same_run
+             else load_store(baseline, scenario, exclude=candidate,
+                             machine=None if force else run_machine(candidate)))
     if store is None:
         raise BenchError(f"{baseline}: no run of scenario '{scenario}' to compare against")
     if not store.dirs:
@@ -143,13 +151,17 @@ def compare(
     if result.refused:
         raise BenchError(result.refused)
     render_comparison(console, result, base_label, cand_label, alpha)
+    refuse_damaged(candidate, cand_records)
     raise typer.Exit(code=1 if result.regressed else 0)
 
 
 def html_path_beside(markdown: Path | None, json_path: Path | None) -> Path | None:
-    """Where the page goes when only --markdown / --json were given: beside them, same stem."""
+    """Where the page goes when only --markdown / --json were given: beside them, same stem;
+    none beside a device (--json /dev/null, /dev/stdout)."""
     beside = markdown or json_path
-    return beside.with_suffix(".html") if beside is not None else None
+    if beside is None or (beside.exists() and not beside.is_file()):
+        return None
+    return beside.with_suffix(".html")
 
 
 def prune(
@@ -166,10 +178,7 @@ def prune(
     """
     from bench.compare.stores import prune_traces
 
-    try:
-        pruned = prune_traces(store, keep_traces)
-    except FileNotFoundError as exc:
-        raise BenchError(str(exc)) from None
+    pruned = prune_traces(store, keep_traces)
     console.print(f"pruned the traces of {len(pruned)} run(s) in {escape(str(store))}; the "
                   f"newest {keep_traces} of each scenario keep theirs", soft_wrap=True,
                   highlight=False)

@@ -69,8 +69,9 @@ def run(
 ) -> None:
     """Run every variant of SCENARIO, each in its own process, and write a run directory.
 
-    Exit code: 0 when every variant is ok or skipped, 1 when any failed, 2 on bad input,
-    130 when interrupted (finished records are kept).
+    Exit code: 0 when every variant is ok or skipped, 1 when any failed, 2 on bad input (also
+    a --results-dir or, with --report, a --reports-dir that cannot be written: refused before
+    anything runs), 130 when interrupted (finished records are kept).
     """
     from bench.errors import BenchError
     from bench.launch.slurm import SlurmOptions
@@ -125,8 +126,8 @@ def nightly(
 
     Exit code: 1 when a run regressed against the store (statistically real slowdown beyond the
     minimum effect and outside run-to-run variation, or a variant that vanished or now fails),
-    0 otherwise (also on the first night, which starts the store), 2 on bad input, 130 when
-    interrupted.
+    0 otherwise (also on the first night, which starts the store), 2 on bad input or a file
+    that cannot be read or written (never 1), 130 when interrupted.
     """
     from bench.nightly import NIGHTLY_SCENARIOS
     from bench.nightly import nightly as run_nightly
@@ -162,5 +163,7 @@ def perf(
         result = self_benchmark(scenario, runs, methods, cli_repeats)
     render(console, result)
     if json_out:
-        json_out.write_text(json.dumps(result, indent=1))
+        from bench.results import write_text_atomic
+
+        write_text_atomic(json_out, json.dumps(result, indent=1))
         console.print(f"figures: {json_out}")

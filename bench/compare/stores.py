@@ -16,10 +16,10 @@ from typing import Any
 
 from bench import fingerprint, results
 from bench.compare.detector import RELATIVE_NOTE, Comparison
-from bench.errors import BenchError
+from bench.errors import BenchError, file_errors
 from bench.record.model import VariantRecord
 
-Run = list[VariantRecord]
+Run = list[VariantRecord]  # a run's records (results.RunRecords as read)
 
 
 class RecordsCache:
@@ -75,14 +75,35 @@ class Store:
         return f"{self.newest.parent.name}/ (typical of {len(self.dirs)} runs)"
 
 
-def candidate(run_dir: Path) -> tuple[Run, str]:
+def candidate(run_dir: Path) -> tuple[results.RunRecords, str]:
     """The records of the run to judge, and its scenario's name."""
     if not results.is_run_dir(run_dir):
         raise BenchError(f"{run_dir}: not a bench run directory")
+    results.read_metadata(run_dir)
     records = results.read_records(run_dir)
     if not records:
-        raise BenchError(f"{run_dir}: has no records")
+        raise BenchError(f"{run_dir}: has no records"
+                         + (f" ({len(records.damage)} damaged line(s))" if records.damage else ""))
     return records, str(records[0].variant.scenario_name)
+
+
+def refuse_damaged(run_dir: Path, records: results.RunRecords) -> None:
+    """A gate never passes a damaged candidate: its verdicts leave out what the damaged lines
+    held (each named in a warning as it was read). One BenchError line, exit 2: a fault, never a
+    regression."""
+    if records.damage:
+        raise BenchError(f"{run_dir / results.RECORDS_FILE}: {len(records.damage)} damaged "
+                         "line(s) left out of the verdicts; a damaged candidate cannot pass")
+
+
+def runs_of_scenario(store: Path, scenario: str, exclude: Path | None = None) -> list[Path]:
+    """Run directories of `scenario` in a store (one run dir, or a folder of them), oldest first;
+    a damaged run is left out with a warning (`readable_runs`)."""
+    runs = [r for r in results.find_run_dirs([store])
+            if exclude is None or r.resolve() != exclude.resolve()]
+    return sorted((r for r, (_, variants) in results.readable_runs(runs, results.read_metadata)
+                   if any(v.get("scenario_name") == scenario for v in variants)),
+                  key=lambda r: r.name)
 
 
 def load_store(store: Path, scenario: str, exclude: Path,
@@ -93,7 +114,7 @@ def load_store(store: Path, scenario: str, exclude: Path,
     `select` picks, of each run read, the records a comparison judges. With `machine`
     (fingerprint.machine), runs on another machine are set aside in `Store.elsewhere`: the same
     code runs at another speed there, so they are no baseline (`dirs` may then be empty)."""
-    dirs = results.runs_of_scenario(store, scenario, exclude=exclude)
+    dirs = runs_of_scenario(store, scenario, exclude=exclude)
     if not dirs:
         return None
     elsewhere = []
@@ -122,10 +143,11 @@ def write_reports(result: Comparison, store: Store, run_dir: Path, markdown: Pat
                   json_path: Path | None) -> None:
     """The comparison as Markdown and as JSON, where asked for."""
     if markdown:
-        markdown.write_text(to_markdown(result, store.label, str(run_dir)))
+        results.write_text_atomic(markdown, to_markdown(result, store.label, str(run_dir)))
     if json_path:
-        json_path.write_text(json.dumps({"baseline": str(store.newest), "candidate": str(run_dir),
-                                         **result.to_dict()}, indent=2))
+        results.write_text_atomic(json_path, json.dumps(
+            {"baseline": str(store.newest), "candidate": str(run_dir), **result.to_dict()},
+            indent=2))
 
 
 def to_markdown(comparison: Comparison, baseline: str, candidate: str) -> str:
@@ -165,8 +187,8 @@ def prune_traces(store: Path, keep: int) -> list[Path]:
     if keep < 0:
         raise BenchError(f"--keep-traces must be 0 or more, not {keep}")
     by_scenario: dict[str, list[Path]] = {}
-    for run in results.find_run_dirs([store]):
-        variants = results.read_json(run / results.VARIANTS_FILE)
+    for run, variants in results.readable_runs(results.find_run_dirs([store]),
+                                               results.read_variants):
         name = str(variants[0].get("scenario_name")) if variants else run.name
         by_scenario.setdefault(name, []).append(run)
     pruned = []
@@ -175,7 +197,8 @@ def prune_traces(store: Path, keep: int) -> list[Path]:
         for run in runs[:len(runs) - keep]:
             traced = [d for d in (run, *results.confirmation_dirs(run)) if (d / TRACES).is_dir()]
             for d in traced:
-                shutil.rmtree(d / TRACES)
+                with file_errors(d / TRACES, "remove"):
+                    shutil.rmtree(d / TRACES)
             if traced:
                 pruned.append(run)
     return pruned

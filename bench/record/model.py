@@ -67,6 +67,8 @@ if TYPE_CHECKING:  # a reader of records never needs the scenario's schema
 SCHEMA = 2  # what this bench writes
 READABLE_SCHEMAS = (1, 2)
 STATUSES = ("ok", "skipped", "failed")
+# What every writer puts in a record (VariantRecord.begin): a stored record lacks none of them.
+STORED_FIELDS = ("variant_id", "status", "variant")
 Status = Literal["ok", "skipped", "failed"]
 
 # Per-step observation, or the profiler, is flagged as costing the steps when the interval of
@@ -217,6 +219,16 @@ class VariantRecord(Section):
             first = exc.errors()[0]
             loc = ".".join(str(p) for p in first["loc"])
             raise BenchError(f"{where}: {loc}: {first['msg']}") from None
+
+    @classmethod
+    def load_stored(cls, data: Any, where: str) -> VariantRecord:
+        """A record as a run stores it: `load`, and the fields every writer sets (`begin`)
+        must be there, so a line without them is damage, not a failed variant of no name."""
+        if not isinstance(data, dict):
+            raise BenchError(f"{where}: not a record (a JSON {type(data).__name__})")
+        if missing := [name for name in STORED_FIELDS if name not in data]:
+            raise BenchError(f"{where}: {missing[0]}: missing (every stored record has it)")
+        return cls.load(data, where)
 
     @classmethod
     def read(cls, path: Path) -> VariantRecord:

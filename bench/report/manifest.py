@@ -82,7 +82,7 @@ class Manifest:
         version = render_version()
         try:
             data = json.loads((site / MANIFEST).read_text(encoding="utf-8"))
-        except (OSError, ValueError):
+        except (OSError, ValueError, RecursionError):
             return cls(version)
         if not isinstance(data, dict) or data.get("version") != version:
             return cls(version)

@@ -34,6 +34,7 @@ class RunView:
     scenario_page: str = ""
     baselines: dict[str, VariantRecord] = field(default_factory=dict)  # variant id → baseline
     noise_floor: dict[str, Any] | None = None  # the A/A control twins' difference (compare.noise)
+    damage: list[str] = field(default_factory=list)  # lines of records.jsonl left out, one each
     _memo: dict[str, Any] = field(default_factory=dict, init=False, repr=False, compare=False)
 
     def memo(self, key: str, compute: Callable[[], Any]) -> Any:
@@ -93,11 +94,13 @@ def _scenario_meta(run_dir: Path, variants: list[dict[str, Any]]) -> tuple[str, 
     name = str(variants[0].get("scenario_name")) if variants else run_dir.name
     description = ""
     try:
-        meta = tomllib.loads((run_dir / results.SCENARIO_FILE).read_text()).get("scenario", {})
+        meta = tomllib.loads((run_dir / results.SCENARIO_FILE).read_text(encoding="utf-8"))
+    except (OSError, ValueError, RecursionError):  # none, or damaged: the variants' name stands
+        return name, description
+    meta = meta.get("scenario")
+    if isinstance(meta, dict):
         name = str(meta.get("name") or name)
         description = str(meta.get("description") or "")
-    except (OSError, tomllib.TOMLDecodeError):
-        pass
     return name, description
 
 
@@ -147,10 +150,9 @@ Head = tuple[dict[str, Any], list[dict[str, Any]], str, str]  # environment, var
 
 
 def read_head(run_dir: Path) -> Head:
-    """The run's environment, variants, scenario name and description: its small files only."""
-    variants_path = run_dir / results.VARIANTS_FILE
-    variants = results.read_json(variants_path) if variants_path.exists() else []
-    environment = results.read_environment(run_dir)
+    """The run's environment, variants, scenario name and description: its small files only
+    (one BenchError line when one is damaged, or its records.jsonl cannot be opened)."""
+    environment, variants = results.read_metadata(run_dir)
     name, description = _scenario_meta(run_dir, variants)
     return environment, variants, name, description
 
@@ -163,8 +165,9 @@ def load_run(run_dir: Path, records: list[VariantRecord] | None = None,
     its small files (`read_head`), when read already."""
     environment, variants, name, description = head or read_head(run_dir)
     records = results.read_records(run_dir) if records is None else records
-    view = RunView(path=run_dir, records=records, environment=environment, variants=variants,
-                   scenario_name=name, description=description)
+    view = RunView(path=run_dir, records=list(records), environment=environment,
+                   variants=variants, scenario_name=name, description=description,
+                   damage=records.damage if isinstance(records, results.RunRecords) else [])
     if page:
         view.records = records = add_scaling_efficiency(records)
         view.baselines = find_baselines(records)
@@ -173,6 +176,8 @@ def load_run(run_dir: Path, records: list[VariantRecord] | None = None,
 
 
 def load_run_views(paths: list[Path]) -> list[RunView]:
-    """Every run under the given paths, oldest first (run directory names sort by start time)."""
-    runs = [load_run(p) for p in results.find_run_dirs(paths)]
+    """Every run under the given paths, oldest first (run directory names sort by start time); a
+    damaged run is left out with a warning (results.readable_runs)."""
+    runs = [load_run(p, head=head)
+            for p, head in results.readable_runs(results.find_run_dirs(paths), read_head)]
     return sorted(runs, key=lambda r: (r.started_at, r.name))

@@ -30,7 +30,7 @@ import jinja2
 import bench
 from bench import fingerprint
 from bench.compare.stores import RecordsCache, StoredRuns
-from bench.errors import BenchError
+from bench.errors import BenchError, file_errors
 from bench.report import narrative, tables
 from bench.report.chart import Chart, template_script
 from bench.report.checkpoints import COLUMNS as CHECKPOINT_COLUMNS
@@ -41,7 +41,14 @@ from bench.report.runs import RunView, load_run, read_head
 from bench.report.scenario_charts import trend_chart
 from bench.report.summaries import RunSummary, summarize
 from bench.report.templates import template_environment
-from bench.results import confirmation_dirs, find_run_dirs, slug, write_text_atomic
+from bench.results import (
+    check_records,
+    confirmation_dirs,
+    find_run_dirs,
+    readable_runs,
+    slug,
+    write_text_atomic,
+)
 
 MARKER = ".bench-report"
 RECENT_RUNS = 50  # rows of a scenario page's run table (the index and the trend hold them all)
@@ -135,13 +142,14 @@ def group_by_scenario(runs: list[Any]) -> list[ScenarioGroup]:
 
 def prepare_out_dir(out_dir: Path) -> None:
     """Refuse to write into a folder that holds anything but an earlier bench report."""
-    if out_dir.exists() and not out_dir.is_dir():
-        raise BenchError(f"{out_dir}: exists and is not a directory")
-    if out_dir.is_dir() and any(out_dir.iterdir()) and not (out_dir / MARKER).exists():
-        raise BenchError(f"{out_dir}: exists and is not a bench report; not writing into it "
-                         "(choose another --out)")
-    (out_dir / ASSETS).mkdir(parents=True, exist_ok=True)
-    (out_dir / MARKER).write_text("written by `bench report`; safe to delete and re-render\n")
+    with file_errors(out_dir, "write"):
+        if out_dir.exists() and not out_dir.is_dir():
+            raise BenchError(f"{out_dir}: exists and is not a directory")
+        if out_dir.is_dir() and any(out_dir.iterdir()) and not (out_dir / MARKER).exists():
+            raise BenchError(f"{out_dir}: exists and is not a bench report; not writing into it "
+                             "(choose another --out)")
+        (out_dir / ASSETS).mkdir(parents=True, exist_ok=True)
+    write_text_atomic(out_dir / MARKER, "written by `bench report`; safe to delete and re-render\n")
 
 
 def copy_assets(out_dir: Path) -> None:
@@ -149,7 +157,7 @@ def copy_assets(out_dir: Path) -> None:
     assets = out_dir / ASSETS
     plotly_js = resources.files("plotly") / "package_data" / "plotly.min.js"
     target = assets / "plotly.min.js"
-    with resources.as_file(plotly_js) as source:
+    with resources.as_file(plotly_js) as source, file_errors(target, "write"):
         if not target.exists() or target.stat().st_size != source.stat().st_size:
             shutil.copyfile(source, target)
     write_text_atomic(assets / "plotly-template.js", template_script())
@@ -160,22 +168,21 @@ def copy_assets(out_dir: Path) -> None:
 
 def _entries(paths: list[Path], manifest: Manifest) -> list[RunEntry]:
     """Every run under `paths`, oldest first; a run unchanged since the last render comes with
-    its summary, any other with its small files read only."""
-    try:
-        dirs = find_run_dirs(paths)
-    except FileNotFoundError as exc:
-        raise BenchError(str(exc)) from None
-    entries = []
-    for run_dir in dirs:
+    its summary, any other with its small files read only. A damaged run is left out with a
+    warning (results.readable_runs)."""
+
+    def entry(run_dir: Path) -> RunEntry:
         stamp = run_stamp(run_dir)
         summary = manifest.summary(run_dir, stamp)
         if summary is not None:
-            entries.append(RunEntry(run_dir, stamp, summary.name, summary.scenario_name,
-                                    summary.description, summary.started_at, summary))
-            continue
+            check_records(run_dir)
+            return RunEntry(run_dir, stamp, summary.name, summary.scenario_name,
+                            summary.description, summary.started_at, summary)
         environment, _, name, description = read_head(run_dir)
-        entries.append(RunEntry(run_dir, stamp, run_dir.name, name, description,
-                                str(environment.get("started_at") or "")))
+        return RunEntry(run_dir, stamp, run_dir.name, name, description,
+                        str(environment.get("started_at") or ""))
+
+    entries = [found for _, found in readable_runs(find_run_dirs(paths), entry)]
     return sorted(entries, key=lambda e: (e.started_at, e.name))
 
 

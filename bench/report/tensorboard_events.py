@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.axes import VARIANT_AXES
-from bench.errors import BenchError
+from bench.errors import BenchError, file_errors
 from bench.record.model import VariantRecord
 from bench.report.runs import RunView, load_run
 from bench.results import is_run_dir
@@ -143,18 +143,19 @@ def _replace_events(logdir: Path, events: list[Any], record_writer: Any) -> Path
     TensorBoard's RecordWriter on a plain file: its EventFileWriter opens files through
     `tensorboard.compat.tf`, which imports TensorFlow whenever it is installed."""
     event_pb2 = _modules()[0]
-    logdir.mkdir(parents=True, exist_ok=True)
-    for old in logdir.glob(f"events.out.tfevents.*{SUFFIX}"):
-        old.unlink()
     now = time.time()
     name = f"events.out.tfevents.{int(now):010d}.{socket.gethostname()}.{os.getpid()}{SUFFIX}"
     tmp = logdir / f".{name}.tmp"
-    with open(tmp, "wb") as fh:
-        writer = record_writer(fh)
-        header = event_pb2.Event(wall_time=now, file_version="brain.Event:2")
-        for event in [header, *events]:
-            writer.write(event.SerializeToString())
-    os.replace(tmp, logdir / name)
+    with file_errors(logdir, "write event files into it"):
+        logdir.mkdir(parents=True, exist_ok=True)
+        for old in logdir.glob(f"events.out.tfevents.*{SUFFIX}"):
+            old.unlink()
+        with open(tmp, "wb") as fh:
+            writer = record_writer(fh)
+            header = event_pb2.Event(wall_time=now, file_version="brain.Event:2")
+            for event in [header, *events]:
+                writer.write(event.SerializeToString())
+        os.replace(tmp, logdir / name)
     return logdir / name
 
 

@@ -31,6 +31,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
+from bench import results
 from bench.errors import BenchError
 from bench.trace.xprof_tools import XPLANE_SUFFIX, xplane_files
 
@@ -46,13 +47,12 @@ _BLOCKED_PATHS = frozenset({"/data/plugin/profile/capture_profile"})
 def _variant_ids(run_dir: Path) -> list[str]:
     if not run_dir.is_dir():
         raise BenchError(f"{run_dir}: no such run directory")
-    path = run_dir / "variants.json"
-    if not path.is_file():
+    if not (run_dir / results.VARIANTS_FILE).is_file():
         raise BenchError(f"{run_dir}: not a run directory (no variants.json)")
-    try:
-        return [str(v["id"]) for v in json.loads(path.read_text())]
-    except (OSError, ValueError, TypeError, KeyError) as exc:
-        raise BenchError(f"{path}: unreadable: {exc}") from None
+    variants = results.read_variants(run_dir)
+    if missing := [i for i, v in enumerate(variants) if "id" not in v]:
+        raise BenchError(f"{run_dir / results.VARIANTS_FILE}: entry {missing[0]}: id: missing")
+    return [str(v["id"]) for v in variants]
 
 
 def _variant_logdirs(traces: Path, variant: str) -> dict[str, Path]:
