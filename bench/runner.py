@@ -35,6 +35,7 @@ from bench.scaling import add_scaling_efficiency
 from bench.scenario.environment import candidate_point, interpreter
 from bench.scenario.loading import load_scenario
 from bench.scenario.matrix import block_steps, expand, with_candidate
+from bench.scenario.quick import QUICK_MEASURE
 from bench.scenario.schema import (
     CheckConfig,
     DataConfig,
@@ -45,9 +46,6 @@ from bench.scenario.schema import (
 )
 from bench.timing import round_up
 from bench.trace.attach import attach_trace_analysis
-
-QUICK_MEASURE = {"warmup_steps": 3, "steps": 20, "repeats": 2, "settle_steps": 1, "trace_steps": 0,
-                 "epochs": 1, "epoch_steps": 20, "min_window_s": 0.0, "settle_s": 0.0}
 
 
 @dataclass

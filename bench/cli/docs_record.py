@@ -106,8 +106,10 @@ def record_page(root: Path) -> str:
     out += _variant_section()
     out += ["", *_schema_versions()]
     out += ["", "## Example { #example }", "",
-            "A real record: a single-process `fit` variant of `bench run "
-            "scenarios/mnist_mirrored.toml --quick` (`docs/reference/record-example.json`).", "",
+            f"A real record: variant `{example.get('variant_id')}` of the run shown on "
+            "[Reading the results](../getting-started/reading-results.md#terminal) "
+            "(`docs/reference/record-example.json`, written with the docs' other samples by "
+            "`python -m tests.docs_samples`).", "",
             "```json", json.dumps(example, indent=1), "```"]
     return "\n".join(out) + "\n"
 

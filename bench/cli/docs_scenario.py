@@ -19,6 +19,7 @@ from pydantic.fields import FieldInfo
 
 from bench.axes import VARIANT_AXES
 from bench.scenario import environment, fields
+from bench.scenario.quick import quick_summary
 from bench.scenario.schema import Scenario
 
 # The validators of the field types that take one value or a list of values to sweep.
@@ -252,8 +253,7 @@ def shipped_scenarios_page(root: Path) -> str:
            "and runs there with `bench run --quick` (the costliest ones, a few of their variants; "
            "`resnet50` and `tutorial_transfer`, whose ResNet50 steps at 224 x 224 take seconds, "
            "are only validated). `--quick` "
-           "is a smoke test: at most 3 warmup, 1 settling and 20 timed steps, 2 repeats, one short "
-           "epoch no longer than a window, and no trace. The "
+           f"is a smoke test: {quick_summary()}. The "
            "default scenario is `scenarios/mnist_mirrored.toml`.", ""]
     for path in sorted((root / "scenarios").glob("*.toml")):
         comment = []

@@ -10,6 +10,7 @@ from typing import Annotated, Optional
 import typer
 
 from bench.cli.common import EnvCacheOption, ScenarioArg, console
+from bench.scenario.quick import quick_summary
 
 # Nightly runs take 4x the scenario's rounds: a variant's run figure moved 4-9% between runs of
 # unchanged code with 6 windows here (bench.compare.runlevel), and 4x the windows halves that,
@@ -29,9 +30,7 @@ def run(
     results_dir: Annotated[Path, typer.Option("--results-dir", "-o",
                                               help="Where run directories are created.")
                            ] = Path("results"),
-    quick: Annotated[bool, typer.Option(help="Smoke test: at most 3 warmup, 1 settling, 20 timed steps, "
-                                             "2 repeats, one short epoch no longer than a window, no trace.")
-                     ] = False,
+    quick: Annotated[bool, typer.Option(help=f"Smoke test: {quick_summary()}.")] = False,
     warmup: Annotated[Optional[int], typer.Option(min=0, help="Override measure.warmup_steps."
                                                   )] = None,
     steps: Annotated[Optional[int], typer.Option(min=1, help="Override measure.steps.")] = None,
