@@ -349,7 +349,7 @@ def test_the_twins_run_windows_of_the_steps_the_first_of_them_chose(tmp_path: Pa
     first, _ = run_clock(schedule, 0.002)
     chosen = first.schedule.window_steps
     # lengthened, as long as its steps before took under 10 ms (5 times their sleep)
-    assert 1 < chosen <= schedule.longest().window_steps and shared.read_text() == f"4 {chosen}"
+    assert 1 < chosen <= schedule.longest().window_steps and shared.read_text() == f"2 {chosen}"
     twin, steps = run_clock(schedule, 0.02)
     assert twin.schedule.window_steps == chosen
     assert steps == 3 + 2 * (2 + 2 * chosen)
