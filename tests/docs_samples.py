@@ -102,13 +102,18 @@ SAMPLES = (Sample("run", "docs/getting-started/reading-results.md", ("--repeats"
 
 
 def plan_words(m: Any) -> str:
-    """A `[measure]` in words, e.g. "12 rounds of two 16-step windows (longer where 16 steps take
-    under 0.1 s), each after 24 settling steps, following 50 warmup steps; no trace"."""
-    text = f"{m.repeats} round{'s' * (m.repeats != 1)} of two {m.steps}-step windows"
+    """A `[measure]` in words, e.g. "12 rounds, each an unobserved window of at least 16 steps
+    (more where they take under 0.1 s) and an observed one of 16, after settling for 0.1 s (at
+    least 1 step), following 50 warmup steps; then 10 traced steps"."""
+    text = (f"{m.repeats} round{'s' * (m.repeats != 1)}, each an unobserved window of "
+            f"{'at least ' if m.min_window_s else ''}{m.steps} steps")
     if m.min_window_s:
-        text += f" (longer where {m.steps} steps take under {m.min_window_s:g} s)"
-    text += (f", each after {m.settle_steps} settling step{'s' * (m.settle_steps != 1)}, "
-             f"following {m.warmup_steps} warmup steps; ")
+        text += f" (more where they take under {m.min_window_s:g} s)"
+    text += f" and an observed one of {m.steps}, after "
+    step_words = f"{m.settle_steps} step{'s' * (m.settle_steps != 1)}"
+    text += (f"settling for {m.settle_s:g} s (at least {step_words})" if m.settle_s
+             else f"{step_words} of settling")
+    text += f", following {m.warmup_steps} warmup steps; "
     return text + (f"then {m.trace_steps} traced steps" if m.trace_steps else "no trace")
 
 
