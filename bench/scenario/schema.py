@@ -129,14 +129,15 @@ class MeasureConfig(Strict):
         "runs the variants one after another, as `bench run --no-interleave` does."))
     settle_steps: NonNegativeInt = Field(1, description=(
         "The least untimed steps after each gate release before a turn's windows (0: none)."))
-    settle_s: Annotated[float, Field(ge=0)] = Field(0.1, description=(
+    settle_s: Annotated[float, Field(ge=0)] = Field(0.05, description=(
         "Least duration of that settling: a variant released from its gate runs cold, its "
-        "steps 10-20% slow for their first 50 ms and a few percent slow for 0.1-0.2 s more (a "
-        "2-core VM, steps of 2 ms, docs/measuring/measurements.md#settling). The first turn "
-        "settles, each step synced, until this long has passed since its release, and every "
-        "later turn settles as many steps (at least `settle_steps`, at most "
-        f"{MAX_WINDOW_GROWTH} times them or {MAX_SIZED_STEPS}, where that is more). 0 settles "
-        "`settle_steps`; single-process variants only."))
+        "steps 10-70% slow for their first 50 ms (a 2-core VM, steps of 2 ms; longer settling, "
+        "0.1-1 s, did not bring its headline closer to a plain loop's: "
+        "docs/measuring/measurements.md#settling). The first turn settles, each step synced, "
+        "until this long has passed since its release, and every later turn settles as many "
+        f"steps (at least `settle_steps`, at most {MAX_WINDOW_GROWTH} times them or "
+        f"{MAX_SIZED_STEPS}, where that is more). 0 settles `settle_steps`; single-process "
+        "variants only."))
     iterators: PositiveInt = Field(1, description=(
         "Fresh input iterators the turns are spread over, each made after its turn's gate; the "
         "record gives each one's rate, and the terminal calls out two clearly apart speeds. "
