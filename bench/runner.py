@@ -32,7 +32,7 @@ from bench.record.model import VariantRecord
 from bench.report.terminal import render_outcome_line, render_summary
 from bench.scaling import add_scaling_efficiency
 from bench.scenario.environment import candidate_point, interpreter
-from bench.scenario.loading import load_scenario
+from bench.scenario.loading import load_scenario, with_overrides
 from bench.scenario.matrix import block_steps, expand, with_candidate
 from bench.scenario.schema import (
     CheckConfig,
@@ -42,9 +42,13 @@ from bench.scenario.schema import (
     TrainConfig,
     Variant,
 )
+from bench.scenario.size import check_run_size
 from bench.timing import round_up
 from bench.trace.attach import attach_trace_analysis
 
+# The command-line option that overrides each measure field.
+_OVERRIDE_OPTIONS = {"warmup_steps": "--warmup", "steps": "--steps", "repeats": "--repeats",
+                     "timeout_s": "--timeout"}
 QUICK_MEASURE = {"warmup_steps": 3, "steps": 20, "repeats": 2, "settle_steps": 1, "trace_steps": 0,
                  "epochs": 1, "epoch_steps": 20, "min_window_s": 0.0}
 
@@ -101,16 +105,16 @@ def apply_overrides(scenario: Scenario, opts: RunOptions) -> Scenario:
     if opts.quick:  # a smoke test's short epoch is no longer than its window
         update["epoch_steps"] = min(update["epoch_steps"],
                                     update.get("steps", scenario.measure.steps))
-    if opts.rounds_factor > 1:
-        for key in ("repeats", "timeout_s"):
-            update[key] = update.get(key, getattr(scenario.measure, key)) * opts.rounds_factor
     k = block_steps(scenario.train)
     for key in ("warmup_steps", "steps"):
         if key in update:
             update[key] = round_up(update[key], k)
-    if not update:
+    if not update and opts.rounds_factor == 1:
         return scenario
-    measure = scenario.measure.model_validate({**scenario.measure.model_dump(), **update})
+    measure = with_overrides(scenario.measure, update, _OVERRIDE_OPTIONS)
+    if opts.rounds_factor > 1:  # after the bounds: they hold what a scenario may ask for
+        measure = measure.model_copy(update={key: getattr(measure, key) * opts.rounds_factor
+                                             for key in ("repeats", "timeout_s")})
     return scenario.model_copy(update={"measure": measure})
 
 
@@ -141,6 +145,7 @@ def prepare(path: Path, opts: RunOptions) -> tuple[Scenario, list[Variant]]:
         except ValueError as exc:
             raise BenchError(f"--candidate-env: {exc}") from None
     variants = select(variants, opts.only, str(path))
+    check_run_size(scenario, len(variants), str(path))
     if scenario.check.loss_parity:  # baselines first: every other variant is judged against one
         variants.sort(key=lambda v: not v.kind.baseline)
     # a [fault] variant's recovery is what it measures, one at a time: no twin to pair it with
