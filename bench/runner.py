@@ -20,7 +20,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from bench import fingerprint, results
 from bench.checks.verdicts import ParityJudge
 from bench.errors import BenchError
-from bench.interrupts import terminate_as_interrupt
+from bench.interrupts import ignore_interrupts, signal_name, terminate_as_interrupt
 from bench.launch import env_prepare, launcher_for, rounds
 from bench.launch.forkserver import ForkServer, ForkServers
 from bench.launch.local import data_cache_dir, temp_dir, worker_env
@@ -84,7 +84,11 @@ class RunOptions:
 class RunOutcome:
     run_dir: Path
     records: list[VariantRecord]
-    interrupted: bool = False
+    interrupted_by: str | None = None  # the signal that interrupted the run (SIGINT, SIGTERM)
+
+    @property
+    def interrupted(self) -> bool:
+        return self.interrupted_by is not None
 
     @property
     def exit_code(self) -> int:
@@ -214,33 +218,52 @@ def run(path: Path, opts: RunOptions, console: Console) -> RunOutcome:
                      {**fingerprint.environment(scenario.digest()),
                       **({"environments": envs.environments} if envs.environments else {})})
     console.print(f"[bold]{scenario.name}[/]: {len(variants)} variant(s) → {run_dir}")
-    temp_dir(run_dir).mkdir()
     outcome = RunOutcome(run_dir, [])
     runnable = envs.runnable()
-    forkservers = _start_forkservers(opts, runnable, run_dir)
+    forkservers = ForkServers()
     interleave = interleave_asked(scenario, opts)
     if scenario.fault is not None:
         interleave = False  # the recovery is what is measured, on a cluster left to itself
     interleave = interleave and opts.slurm is None
-    try:
-        with terminate_as_interrupt():
+    with terminate_as_interrupt():
+        try:
+            temp_dir(run_dir).mkdir()
+            _start_forkservers(opts, runnable, run_dir, forkservers)
             _run_variants(runnable, run_dir, outcome, forkservers, console,
                           interleave, scenario.measure.max_live,
                           opts.slurm, envs.failed_records())
-    except KeyboardInterrupt:
-        outcome.interrupted = True
-        console.print(f"[yellow]interrupted: kept {len(outcome.records)} finished record(s) in "
-                      f"{run_dir}[/]")
-    finally:
-        forkservers.close()
-        envs.release()
-        for scratch in (data_cache_dir(run_dir), temp_dir(run_dir)):
-            shutil.rmtree(scratch, ignore_errors=True)
-    conclude(run_dir, outcome.records, opts, console, started, {
-        "forkserver_ready_s": forkservers.ready_s, "start_method": opts.start_method,
-        "environments_s": envs.seconds if envs.environments else None},
-        untimed_width=rounds.untimed_width() if interleave else 1)
+        except KeyboardInterrupt as interrupt:
+            outcome.interrupted_by = signal_name(interrupt)
+        finally:
+            ignore_interrupts()  # a second signal must not cut the teardown short
+            forkservers.close()
+            envs.release()
+            for scratch in (data_cache_dir(run_dir), temp_dir(run_dir)):
+                shutil.rmtree(scratch, ignore_errors=True)
+            if outcome.interrupted_by is not None:
+                _say_interrupted(run_dir, outcome, len(variants), console)
+    with terminate_as_interrupt():  # the records are in: a signal now only cuts the summary
+        try:
+            conclude(run_dir, outcome.records, opts, console, started, {
+                "forkserver_ready_s": forkservers.ready_s, "start_method": opts.start_method,
+                "environments_s": envs.seconds if envs.environments else None},
+                untimed_width=rounds.untimed_width() if interleave else 1)
+        except KeyboardInterrupt as interrupt:
+            outcome.interrupted_by = outcome.interrupted_by or signal_name(interrupt)
+            console.print(f"[yellow]interrupted ({signal_name(interrupt)}) while summing up: the "
+                          f"records are in {run_dir}[/]")
     return outcome
+
+
+def _say_interrupted(run_dir: Path, outcome: RunOutcome, planned: int, console: Console) -> None:
+    """The run directory says it was interrupted (the report and `bench report` show it)."""
+    finished = len(outcome.records)
+    try:
+        results.write_interrupted(run_dir, str(outcome.interrupted_by), finished, planned)
+    except OSError as exc:  # the records are in already: they are what matters
+        console.print(f"[yellow]{results.INTERRUPTED_FILE} not written: {exc}[/]")
+    console.print(f"[yellow]interrupted ({outcome.interrupted_by}) after {finished} of {planned} "
+                  f"variants: kept the finished records in {run_dir}[/]")
 
 
 def conclude(run_dir: Path, records: list[VariantRecord], opts: RunOptions, console: Console,
@@ -261,13 +284,14 @@ def conclude(run_dir: Path, records: list[VariantRecord], opts: RunOptions, cons
     return breakdown
 
 
-def _start_forkservers(opts: RunOptions, variants: list[Variant], run_dir: Path) -> ForkServers:
+def _start_forkservers(opts: RunOptions, variants: list[Variant], run_dir: Path,
+                       servers: ForkServers) -> None:
     """One fork server per environment and Keras flavour whose variants fork (its own
     TensorFlow imported once, with tf-keras where TF_USE_LEGACY_KERAS asks for it), each
-    starting at once, while the run is set up; none for a run where nothing forks."""
-    servers = ForkServers()
+    starting at once, while the run is set up, into `servers`; none for a run where nothing
+    forks."""
     if opts.start_method != "forkserver" or opts.slurm is not None:
-        return servers
+        return
     for v in variants:
         python, keras = interpreter(v.environment), v.train.keras
         if servers.get(python, keras) is not None:
@@ -280,7 +304,6 @@ def _start_forkservers(opts: RunOptions, variants: list[Variant], run_dir: Path)
         log = run_dir / results.LOGS_DIR / ".".join([*name, "log"])
         servers.add(ForkServer(worker_env(flavour_env(v)), log, str(run_dir),
                                python=python).start(), keras)
-    return servers
 
 
 def _run_variants(variants: list[Variant], run_dir: Path, outcome: RunOutcome,

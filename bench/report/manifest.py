@@ -25,7 +25,7 @@ from bench.report.summaries import RunSummary
 MANIFEST = ".bench-manifest.json"
 # The files a run's summary and page are made of; a change to any of them re-reads the run.
 _RUN_FILES = (results.RECORDS_FILE, results.VARIANTS_FILE, results.ENVIRONMENT_FILE,
-              results.SCENARIO_FILE)
+              results.SCENARIO_FILE, results.INTERRUPTED_FILE)
 
 
 def digest(*parts: Any) -> str:

@@ -184,7 +184,10 @@ def failures(run: RunView) -> list[str]:
         if recs:
             lines.append(f"{len(recs)} {status}: " + "; ".join(
                 f"{r.variant_id} — {r.reason or 'no reason recorded'}" for r in recs))
-    if run.not_run:
+    if note := run.interrupted:
+        lines.append(f"{_sentence(note)}" + (f"; not run: {', '.join(run.not_run)}"
+                                             if run.not_run else ""))
+    elif run.not_run:
         lines.append(f"{len(run.not_run)} not run (the run was interrupted or is unfinished): "
                      + ", ".join(run.not_run))
     return lines

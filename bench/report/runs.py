@@ -72,6 +72,11 @@ class RunView:
         return sum(1 for r in self.records if r.status == status)
 
     @property
+    def interrupted(self) -> str | None:
+        """"interrupted (SIGINT) after 3 of 12 variants" for a run that was (None: it was not)."""
+        return self.memo("interrupted", lambda: results.interrupted_note(self.path))
+
+    @property
     def not_run(self) -> list[str]:
         """Variants planned but without a record (the run was interrupted or is still going)."""
         done = {r.variant_id for r in self.records}
