@@ -10,8 +10,7 @@ A run directory is the unit every later tool (report, compare) reads:
                             one JSON line each, appended as each finishes
         logs/<variant>.log  each worker's stdout/stderr
         traces/<variant>/   its profile and TensorBoard event files (bench.report.tensorboard_events)
-        interrupted.json    only in a run that was interrupted: by which signal, after how many
-                            of its variants
+        interrupted.json    only in a run that was interrupted (bench.interrupts)
 """
 
 from __future__ import annotations
@@ -39,7 +38,6 @@ VARIANTS_FILE = "variants.json"
 TIMING_FILE = "timing.json"  # where the run's wall time went (bench.perf.overhead)
 ENVIRONMENT_FILE = "environment.json"
 SCENARIO_FILE = "scenario.toml"
-INTERRUPTED_FILE = "interrupted.json"
 LOGS_DIR = "logs"  # every process's log, gate FIFO and record hand-over of a run
 # A nightly run's confirmation re-runs, inside its run directory: kept with the night they judge,
 # and no runs of a store, which lists its top-level run directories only.
@@ -106,26 +104,6 @@ def init_run(run_dir: Path, scenario_path: Path, variants: list[dict[str, Any]],
     shutil.copyfile(scenario_path, run_dir / SCENARIO_FILE)
     write_json(run_dir / VARIANTS_FILE, variants)
     write_json(run_dir / ENVIRONMENT_FILE, environment)
-
-
-def write_interrupted(run_dir: Path, signal: str, finished: int, planned: int) -> None:
-    """Mark the run as interrupted by `signal` after `finished` of its `planned` variants."""
-    write_json(run_dir / INTERRUPTED_FILE, {"signal": signal, "finished": finished,
-                                            "planned": planned,
-                                            "at": datetime.now(UTC).isoformat(timespec="seconds")})
-
-
-def interrupted_note(run_dir: Path) -> str | None:
-    """"interrupted (SIGINT) after 3 of 12 variants" for a run that was, else None."""
-    path = run_dir / INTERRUPTED_FILE
-    try:
-        mark = read_json(path)
-        return (f"interrupted ({mark['signal']}) after {int(mark['finished'])} of "
-                f"{int(mark['planned'])} variants")
-    except FileNotFoundError:
-        return None
-    except (OSError, ValueError, TypeError, KeyError):
-        return "interrupted (its interrupted.json is unreadable)"
 
 
 def append_record(run_dir: Path, record: VariantRecord) -> None:

@@ -17,10 +17,9 @@ from typing import Any
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from bench import fingerprint, results
+from bench import fingerprint, interrupts, results
 from bench.checks.verdicts import ParityJudge
 from bench.errors import BenchError
-from bench.interrupts import ignore_interrupts, signal_name, terminate_as_interrupt
 from bench.launch import env_prepare, launcher_for, rounds
 from bench.launch.forkserver import ForkServer, ForkServers
 from bench.launch.local import data_cache_dir, temp_dir, worker_env
@@ -225,7 +224,7 @@ def run(path: Path, opts: RunOptions, console: Console) -> RunOutcome:
     if scenario.fault is not None:
         interleave = False  # the recovery is what is measured, on a cluster left to itself
     interleave = interleave and opts.slurm is None
-    with terminate_as_interrupt():
+    with interrupts.terminate_as_interrupt():
         try:
             temp_dir(run_dir).mkdir()
             _start_forkservers(opts, runnable, run_dir, forkservers)
@@ -233,37 +232,27 @@ def run(path: Path, opts: RunOptions, console: Console) -> RunOutcome:
                           interleave, scenario.measure.max_live,
                           opts.slurm, envs.failed_records())
         except KeyboardInterrupt as interrupt:
-            outcome.interrupted_by = signal_name(interrupt)
+            outcome.interrupted_by = interrupts.signal_name(interrupt)
         finally:
-            ignore_interrupts()  # a second signal must not cut the teardown short
+            interrupts.ignore_interrupts()  # a second signal must not cut the teardown short
             forkservers.close()
             envs.release()
             for scratch in (data_cache_dir(run_dir), temp_dir(run_dir)):
                 shutil.rmtree(scratch, ignore_errors=True)
             if outcome.interrupted_by is not None:
-                _say_interrupted(run_dir, outcome, len(variants), console)
-    with terminate_as_interrupt():  # the records are in: a signal now only cuts the summary
-        try:
-            conclude(run_dir, outcome.records, opts, console, started, {
+                said = interrupts.mark_interrupted(run_dir, outcome.interrupted_by,
+                                                   len(outcome.records), len(variants))
+                console.print(f"[yellow]{said}[/]")
+    # the records are in: a signal now cuts only the summary and the report
+    if cut := interrupts.interruptible(lambda: conclude(
+            run_dir, outcome.records, opts, console, started, {
                 "forkserver_ready_s": forkservers.ready_s, "start_method": opts.start_method,
                 "environments_s": envs.seconds if envs.environments else None},
-                untimed_width=rounds.untimed_width() if interleave else 1)
-        except KeyboardInterrupt as interrupt:
-            outcome.interrupted_by = outcome.interrupted_by or signal_name(interrupt)
-            console.print(f"[yellow]interrupted ({signal_name(interrupt)}) while summing up: the "
-                          f"records are in {run_dir}[/]")
+            untimed_width=rounds.untimed_width() if interleave else 1)):
+        outcome.interrupted_by = outcome.interrupted_by or cut
+        console.print(f"[yellow]interrupted ({cut}) while summing up: the records are in "
+                      f"{run_dir}[/]")
     return outcome
-
-
-def _say_interrupted(run_dir: Path, outcome: RunOutcome, planned: int, console: Console) -> None:
-    """The run directory says it was interrupted (the report and `bench report` show it)."""
-    finished = len(outcome.records)
-    try:
-        results.write_interrupted(run_dir, str(outcome.interrupted_by), finished, planned)
-    except OSError as exc:  # the records are in already: they are what matters
-        console.print(f"[yellow]{results.INTERRUPTED_FILE} not written: {exc}[/]")
-    console.print(f"[yellow]interrupted ({outcome.interrupted_by}) after {finished} of {planned} "
-                  f"variants: kept the finished records in {run_dir}[/]")
 
 
 def conclude(run_dir: Path, records: list[VariantRecord], opts: RunOptions, console: Console,

@@ -32,8 +32,9 @@ def report(
     file:// with no network. Re-rendering into an earlier report folder updates it; any other
     non-empty folder is refused. Exit code: 0, or 2 on bad input.
     """
+    from bench.interrupts import interrupted_note
     from bench.report.site import default_out_dir, render_site
-    from bench.results import find_run_dirs, interrupted_note
+    from bench.results import find_run_dirs
 
     target = out or default_out_dir(runs)
     index = render_site(runs, target)
