@@ -10,7 +10,6 @@ A run directory is the unit every later tool (report, compare) reads:
                             one JSON line each, appended as each finishes
         logs/<variant>.log  each worker's stdout/stderr
         traces/<variant>/   its profile and TensorBoard event files (bench.report.tensorboard_events)
-        interrupted.json    only in a run that was interrupted (bench.interrupts)
 """
 
 from __future__ import annotations

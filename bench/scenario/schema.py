@@ -15,6 +15,7 @@ from typing import Annotated, Any, Literal
 from pydantic import Field, model_validator
 
 from bench.axes import variant_axes
+from bench.scenario import fields as limits
 from bench.scenario.catalogue import validate_model_name
 from bench.scenario.data_config import (
     ARRAY_DATASETS,
@@ -27,19 +28,6 @@ from bench.scenario.data_config import (
 from bench.scenario.environment import EnvironmentConfig, EnvironmentPoint
 from bench.scenario.fault import FaultConfig
 from bench.scenario.fields import (
-    BATCH_WHY,
-    MAX_DEVICES_PER_WORKER,
-    MAX_PS,
-    MAX_REPLICAS,
-    MAX_RUN_VARIANTS,
-    MAX_TIMEOUT_S,
-    MAX_TRACE_STEPS,
-    MAX_TURNS,
-    MAX_WORKERS,
-    PROCESSES_WHY,
-    REPLICAS_WHY,
-    STEPS_WHY,
-    TURNS_WHY,
     ApiName,
     Axis,
     AxisFields,
@@ -105,7 +93,7 @@ class CheckpointConfig(Strict):
     fit, tf.train.CheckpointManager for the custom loops): the worker records each save's blocking
     time and size, one restore into a fresh model, and throughput with saving on vs off."""
 
-    every: Steps = Field(description=f"Save every K steps. {STEPS_WHY}")
+    every: Steps = Field(description=f"Save every K steps. {limits.STEPS_WHY}")
     keep: Annotated[int, Field(ge=1, le=100)] = Field(1, description=(
         "How many of the newest saves to keep; at most 100, each a copy of the model on disk."))
 
@@ -117,12 +105,12 @@ MAX_WINDOW_GROWTH = 8
 
 class MeasureConfig(Strict):
     warmup_steps: OptionalSteps = Field(10, description=(
-        f"Steps run before the timed windows, measured but kept out of the statistics. {STEPS_WHY}"))
+        f"Steps run before the timed windows, measured but kept out of the statistics. {limits.STEPS_WHY}"))
     steps: Steps = Field(100, description=(
         "Steps per window: each turn runs an unobserved window (the headline) and an observed one "
-        f"(the per-step samples) of this many steps. {STEPS_WHY}"))
+        f"(the per-step samples) of this many steps. {limits.STEPS_WHY}"))
     repeats: Turns = Field(3, description=(
-        f"Turns per variant: the number of interleaved rounds. {TURNS_WHY}"))
+        f"Turns per variant: the number of interleaved rounds. {limits.TURNS_WHY}"))
     min_window_s: Annotated[float, Field(ge=0, le=3600)] = Field(0.1, description=(
         "Least duration of a window: a variant whose `steps` would take less, at its step time "
         "before its first window (its first turn's settling steps or its warmup's median step, "
@@ -132,11 +120,11 @@ class MeasureConfig(Strict):
         "GPU a window also starts with nothing queued and ends waiting for the queue to "
         "drain). 0 keeps `steps`; single-process variants only (a cluster's tasks must run the "
         "same steps). At most an hour."))
-    trace_steps: Annotated[int, Field(ge=0, le=MAX_TRACE_STEPS)] = Field(10, description=(
+    trace_steps: Annotated[int, Field(ge=0, le=limits.MAX_TRACE_STEPS)] = Field(10, description=(
         "Profiler window after the turns (beside an untraced window of as many steps); 0 turns "
-        f"it off. At most {MAX_TRACE_STEPS:,}: a small CNN's trace is about 53 KB a step, and "
+        f"it off. At most {limits.MAX_TRACE_STEPS:,}: a small CNN's trace is about 53 KB a step, and "
         "xprof converts a whole trace at once."))
-    timeout_s: Annotated[float, Field(gt=0, le=MAX_TIMEOUT_S)] = Field(300.0, description=(
+    timeout_s: Annotated[float, Field(gt=0, le=limits.MAX_TIMEOUT_S)] = Field(300.0, description=(
         "Budget per variant, in seconds of its own running time; its process group is killed past "
         "it. At most a week (604,800 s): a budget longer than that guards against nothing."))
     interleave: bool = Field(True, description=(
@@ -147,25 +135,25 @@ class MeasureConfig(Strict):
         "its gate runs slow for its first 20-25 steps while it takes the machine back (its first "
         "step 1.2-1.8x a warm step here, the tenth about 1.1x), so the settling steps should cover "
         "them or short steps read low. One suits steps of tens of ms; the default scenario, whose "
-        f"steps take 2-8 ms, settles 24. {STEPS_WHY}"))
+        f"steps take 2-8 ms, settles 24. {limits.STEPS_WHY}"))
     iterators: Turns = Field(1, description=(
         "Fresh input iterators the turns are spread over, each made after its turn's gate; the "
         "record gives each one's rate, and the terminal calls out two clearly apart speeds. "
         "bench keeps every iterator alive, so the headline is the step's rate; what ending one "
-        f"costs an epoch is measured apart (`epochs`). At most {MAX_TURNS:,}."))
-    epochs: Annotated[int, Field(ge=0, le=MAX_TURNS)] = Field(1, description=(
+        f"costs an epoch is measured apart (`epochs`). At most {limits.MAX_TURNS:,}."))
+    epochs: Annotated[int, Field(ge=0, le=limits.MAX_TURNS)] = Field(1, description=(
         "Short epochs at the variant's finish, after its turns, each on a fresh input iterator "
         "that ends at once, as a loop over a finite dataset ends each epoch (a plain `fit("
         "dataset, epochs=N)`, `for batch in dataset`): the record holds how long each end took, "
         "where such a loop waits for tf.data's autotune thread. 0 turns them off; local "
         f"single-process variants only, not the run's control twin or yardstick. At most "
-        f"{MAX_TURNS:,}."))
-    epoch_steps: Steps = Field(64, description=f"Steps in each of those epochs. {STEPS_WHY}")
-    max_live: Literal["auto"] | Annotated[int, Field(ge=1, le=MAX_RUN_VARIANTS)] = Field(
+        f"{limits.MAX_TURNS:,}."))
+    epoch_steps: Steps = Field(64, description=f"Steps in each of those epochs. {limits.STEPS_WHY}")
+    max_live: Literal["auto"] | Annotated[int, Field(ge=1, le=limits.MAX_RUN_VARIANTS)] = Field(
         "auto", description=(
             "How many variant processes may be alive at once (\"auto\": from free memory, and GPU "
             "memory where there are GPUs); more variants are run in batches of this size. At most "
-            f"{MAX_RUN_VARIANTS:,}, the variants one run may hold."))
+            f"{limits.MAX_RUN_VARIANTS:,}, the variants one run may hold."))
     control: bool = Field(True, description=(
         "Run a twin of the baseline variant (an A/A control) so the run states its own noise floor."))
     checkpoint: CheckpointConfig | None = Field(None, description=(
@@ -176,23 +164,23 @@ class StrategyConfig(Strict):
     name: StrategyName = Field(description=(
         "The tf.distribute strategy: default, one_device, mirrored, central_storage, "
         "multi_worker_mirrored, parameter_server or tpu."))
-    replicas: Axis[Annotated[int, Field(ge=1, le=MAX_REPLICAS)]] = Field([1], description=(
+    replicas: Axis[Annotated[int, Field(ge=1, le=limits.MAX_REPLICAS)]] = Field([1], description=(
         "Replicas in sync (mirrored, central_storage); one_device and default run exactly 1. "
-        f"{REPLICAS_WHY}"))
+        f"{limits.REPLICAS_WHY}"))
     devices: Literal["auto", "cpu", "gpu"] = Field("auto", description=(
         "auto: GPUs when present, else logical CPU devices; gpu or cpu forces one kind (cpu hides the "
         "GPUs)."))
     cross_device_ops: Axis[CrossDeviceOps] = Field(["auto"], description=(
         "MirroredStrategy's all-reduce implementation (mirrored only); nccl is skipped on CPU."))
-    workers: Axis[Annotated[int, Field(ge=1, le=MAX_WORKERS)]] = Field([1], description=(
+    workers: Axis[Annotated[int, Field(ge=1, le=limits.MAX_WORKERS)]] = Field([1], description=(
         f"Cluster strategies: worker processes, each with its own TF_CONFIG. At most "
-        f"{MAX_WORKERS}. {PROCESSES_WHY}"))
-    devices_per_worker: Axis[Annotated[int, Field(ge=1, le=MAX_DEVICES_PER_WORKER)]] = Field(
+        f"{limits.MAX_WORKERS}. {limits.PROCESSES_WHY}"))
+    devices_per_worker: Axis[Annotated[int, Field(ge=1, le=limits.MAX_DEVICES_PER_WORKER)]] = Field(
         [1], description=(
             "MultiWorkerMirrored: GPUs per worker (on CPU a worker always uses CPU:0). At most "
-            f"{MAX_DEVICES_PER_WORKER}, the GPUs of the largest hosts."))
-    ps: Axis[Annotated[int, Field(ge=1, le=MAX_PS)]] = Field([1], description=(
-        f"ParameterServer: parameter-server tasks. At most {MAX_PS}. {PROCESSES_WHY}"))
+            f"{limits.MAX_DEVICES_PER_WORKER}, the GPUs of the largest hosts."))
+    ps: Axis[Annotated[int, Field(ge=1, le=limits.MAX_PS)]] = Field([1], description=(
+        f"ParameterServer: parameter-server tasks. At most {limits.MAX_PS}. {limits.PROCESSES_WHY}"))
     collective: Axis[Collective] = Field(["auto"], description=(
         "MultiWorkerMirrored all-reduce implementation (nccl is skipped on CPU)."))
     partitioner: Partitioner = Field("none", description="ParameterServer variable sharding across ps tasks.")
@@ -237,9 +225,9 @@ class StrategyConfig(Strict):
 class LossParityConfig(Strict):
     """Train k steps from the same seed on the same batches; compare the loss with the baseline."""
 
-    steps: Steps = Field(10, description=f"Training steps of the fresh copy. {STEPS_WHY}")
+    steps: Steps = Field(10, description=f"Training steps of the fresh copy. {limits.STEPS_WHY}")
     batch: Batch = Field(64, description=(
-        f"One global batch for every variant (must split over its replicas). {BATCH_WHY}"))
+        f"One global batch for every variant (must split over its replicas). {limits.BATCH_WHY}"))
     learning_rate: Annotated[float, Field(gt=0)] = Field(0.001, description=(
         "Learning rate of the fresh copy."))
     tolerance: Annotated[float, Field(gt=0, le=1)] = Field(0.01, description=(
@@ -255,7 +243,7 @@ class AccuracyConfig(Strict):
     min: Annotated[float, Field(gt=0, le=1)] = Field(description=(
         "The accuracy bound: below it, the variant is marked."))
     steps: Steps = Field(200, description=(
-        f"Training steps, at the variant's own global batch and learning rate. {STEPS_WHY}"))
+        f"Training steps, at the variant's own global batch and learning rate. {limits.STEPS_WHY}"))
     eval_split: Annotated[str, Field(min_length=1)] = Field("test", description=(
         "mnist / fashion_mnist / synthetic: \"test\" (held out) or \"train\"; tfds: any split it has; "
         "tfrecord: \"test\" reads data.eval_files, \"train\" data.files."))
