@@ -17,10 +17,9 @@ from typing import Any
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from bench import fingerprint, results
+from bench import fingerprint, interrupts, results
 from bench.checks.verdicts import ParityJudge
 from bench.errors import BenchError
-from bench.interrupts import terminate_as_interrupt
 from bench.launch import env_prepare, launcher_for, rounds
 from bench.launch.forkserver import ForkServer, ForkServers
 from bench.launch.local import data_cache_dir, temp_dir, worker_env
@@ -33,7 +32,7 @@ from bench.record.model import VariantRecord
 from bench.report.terminal import OutcomeLines, render_summary
 from bench.scaling import add_scaling_efficiency
 from bench.scenario.environment import candidate_point, interpreter
-from bench.scenario.loading import load_scenario
+from bench.scenario.loading import load_scenario, with_overrides
 from bench.scenario.matrix import block_steps, expand, with_candidate
 from bench.scenario.quick import QUICK_MEASURE
 from bench.scenario.schema import (
@@ -44,8 +43,13 @@ from bench.scenario.schema import (
     TrainConfig,
     Variant,
 )
+from bench.scenario.size import check_run_size
 from bench.timing import round_up
 from bench.trace.attach import attach_trace_analysis
+
+# The command-line option that overrides each measure field.
+_OVERRIDE_OPTIONS = {"warmup_steps": "--warmup", "steps": "--steps", "repeats": "--repeats",
+                     "timeout_s": "--timeout"}
 
 
 @dataclass
@@ -79,7 +83,11 @@ class RunOptions:
 class RunOutcome:
     run_dir: Path
     records: list[VariantRecord]
-    interrupted: bool = False
+    interrupted_by: str | None = None  # the signal that interrupted the run (SIGINT, SIGTERM)
+
+    @property
+    def interrupted(self) -> bool:
+        return self.interrupted_by is not None
 
     @property
     def exit_code(self) -> int:
@@ -100,16 +108,16 @@ def apply_overrides(scenario: Scenario, opts: RunOptions) -> Scenario:
     if opts.quick:  # a smoke test's short epoch is no longer than its window
         update["epoch_steps"] = min(update["epoch_steps"],
                                     update.get("steps", scenario.measure.steps))
-    if opts.rounds_factor > 1:
-        for key in ("repeats", "timeout_s"):
-            update[key] = update.get(key, getattr(scenario.measure, key)) * opts.rounds_factor
     k = block_steps(scenario.train)
     for key in ("warmup_steps", "steps"):
         if key in update:
             update[key] = round_up(update[key], k)
-    if not update:
+    if not update and opts.rounds_factor == 1:
         return scenario
-    measure = scenario.measure.model_validate({**scenario.measure.model_dump(), **update})
+    measure = with_overrides(scenario.measure, update, _OVERRIDE_OPTIONS)
+    if opts.rounds_factor > 1:  # after the bounds: they hold what a scenario may ask for
+        measure = measure.model_copy(update={key: getattr(measure, key) * opts.rounds_factor
+                                             for key in ("repeats", "timeout_s")})
     return scenario.model_copy(update={"measure": measure})
 
 
@@ -140,6 +148,7 @@ def prepare(path: Path, opts: RunOptions) -> tuple[Scenario, list[Variant]]:
         except ValueError as exc:
             raise BenchError(f"--candidate-env: {exc}") from None
     variants = select(variants, opts.only, str(path))
+    check_run_size(scenario, len(variants), str(path))
     if scenario.check.loss_parity:  # baselines first: every other variant is judged against one
         variants.sort(key=lambda v: not v.kind.baseline)
     # a [fault] variant's recovery is what it measures, one at a time: no twin to pair it with
@@ -212,32 +221,41 @@ def run(path: Path, opts: RunOptions, console: Console) -> RunOutcome:
                      {**fingerprint.environment(scenario.digest()),
                       **({"environments": envs.environments} if envs.environments else {})})
     console.print(f"[bold]{scenario.name}[/]: {len(variants)} variant(s) → {run_dir}")
-    temp_dir(run_dir).mkdir()
     outcome = RunOutcome(run_dir, [])
     runnable = envs.runnable()
-    forkservers = _start_forkservers(opts, runnable, run_dir)
+    forkservers = ForkServers()
     interleave = interleave_asked(scenario, opts)
     if scenario.fault is not None:
         interleave = False  # the recovery is what is measured, on a cluster left to itself
     interleave = interleave and opts.slurm is None
-    try:
-        with terminate_as_interrupt():
+    with interrupts.terminate_as_interrupt():
+        try:
+            temp_dir(run_dir).mkdir()
+            _start_forkservers(opts, runnable, run_dir, forkservers)
             _run_variants(runnable, run_dir, outcome, forkservers, console,
                           interleave, scenario.measure.max_live,
                           opts.slurm, envs.failed_records())
-    except KeyboardInterrupt:
-        outcome.interrupted = True
-        console.print(f"[yellow]interrupted: kept {len(outcome.records)} finished record(s) in "
+        except KeyboardInterrupt as interrupt:
+            outcome.interrupted_by = interrupts.signal_name(interrupt)
+        finally:
+            interrupts.ignore_interrupts()  # a second signal must not cut the teardown short
+            forkservers.close()
+            envs.release()
+            for scratch in (data_cache_dir(run_dir), temp_dir(run_dir)):
+                shutil.rmtree(scratch, ignore_errors=True)
+            if outcome.interrupted_by is not None:
+                said = interrupts.mark_interrupted(run_dir, outcome.interrupted_by,
+                                                   len(outcome.records), len(variants))
+                console.print(f"[yellow]{said}[/]")
+    # the records are in: a signal now cuts only the summary and the report
+    if cut := interrupts.interruptible(lambda: conclude(
+            run_dir, outcome.records, opts, console, started, {
+                "forkserver_ready_s": forkservers.ready_s, "start_method": opts.start_method,
+                "environments_s": envs.seconds if envs.environments else None},
+            untimed_width=rounds.untimed_width() if interleave else 1)):
+        outcome.interrupted_by = outcome.interrupted_by or cut
+        console.print(f"[yellow]interrupted ({cut}) while summing up: the records are in "
                       f"{run_dir}[/]")
-    finally:
-        forkservers.close()
-        envs.release()
-        for scratch in (data_cache_dir(run_dir), temp_dir(run_dir)):
-            shutil.rmtree(scratch, ignore_errors=True)
-    conclude(run_dir, outcome.records, opts, console, started, {
-        "forkserver_ready_s": forkservers.ready_s, "start_method": opts.start_method,
-        "environments_s": envs.seconds if envs.environments else None},
-        untimed_width=rounds.untimed_width() if interleave else 1)
     return outcome
 
 
@@ -259,13 +277,14 @@ def conclude(run_dir: Path, records: list[VariantRecord], opts: RunOptions, cons
     return breakdown
 
 
-def _start_forkservers(opts: RunOptions, variants: list[Variant], run_dir: Path) -> ForkServers:
+def _start_forkservers(opts: RunOptions, variants: list[Variant], run_dir: Path,
+                       servers: ForkServers) -> None:
     """One fork server per environment and Keras flavour whose variants fork (its own
     TensorFlow imported once, with tf-keras where TF_USE_LEGACY_KERAS asks for it), each
-    starting at once, while the run is set up; none for a run where nothing forks."""
-    servers = ForkServers()
+    starting at once, while the run is set up, into `servers`; none for a run where nothing
+    forks."""
     if opts.start_method != "forkserver" or opts.slurm is not None:
-        return servers
+        return
     for v in variants:
         python, keras = interpreter(v.environment), v.train.keras
         if servers.get(python, keras) is not None:
@@ -278,7 +297,6 @@ def _start_forkservers(opts: RunOptions, variants: list[Variant], run_dir: Path)
         log = run_dir / results.LOGS_DIR / ".".join([*name, "log"])
         servers.add(ForkServer(worker_env(flavour_env(v)), log, str(run_dir),
                                python=python).start(), keras)
-    return servers
 
 
 def _run_variants(variants: list[Variant], run_dir: Path, outcome: RunOutcome,

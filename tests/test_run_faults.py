@@ -16,6 +16,7 @@ from bench.record.model import VariantRecord
 from tests.conftest import (
     REPO,
     BenchRun,
+    bench,
     bench_run,
     leftover_processes,
     run_in_fresh_dir,
@@ -201,11 +202,13 @@ def _ctrl_c_as_in_a_terminal() -> None:
 
 
 def interrupt_when_hung(tmp_path: Path, name: str, *args: str, wait_s: float = 120,
-                        sig: signal.Signals = signal.SIGINT
+                        sig: signal.Signals = signal.SIGINT,
+                        then: signal.Signals | None = None,
                         ) -> tuple[subprocess.Popen[str], str, str, Path]:
-    """`bench run` of HANGING, Ctrl-C (or `sig`) once the mirrored variant hangs: (process,
-    stdout, stderr, the file holding the hung worker's pid). Asserts the run ended as an
-    interrupted run does."""
+    """`bench run` of HANGING, Ctrl-C (or `sig`) once the mirrored variant hangs, and `then`
+    another signal while it tears down: (process, stdout, stderr, the file holding the hung
+    worker's pid). Asserts the run ended as an interrupted run does: exit 130, and its run
+    directory says so and holds no scratch folder."""
     scenario = write_scenario(tmp_path, HANGING, name=name, model="tests.fixtures.faulty:by_strategy")
     pid_file = tmp_path / "hung.pid"
     env = {**os.environ, "BENCH_TEST_PID_FILE": str(pid_file)}
@@ -220,10 +223,19 @@ def interrupt_when_hung(tmp_path: Path, name: str, *args: str, wait_s: float = 1
         time.sleep(0.2)
     assert pid_file.exists(), "the hanging variant never started"
     proc.send_signal(sig)
+    if then is not None:
+        time.sleep(0.05)
+        proc.send_signal(then)
     out, err = proc.communicate(timeout=60)
     assert proc.returncode == 130, out + err
-    assert "interrupted" in out
+    assert f"interrupted ({sig.name}) after " in out
     assert "Traceback" not in out + err
+    (run_dir,) = (tmp_path / "results").iterdir()
+    marker = json.loads((run_dir / "interrupted.json").read_text())
+    assert marker["signal"] == sig.name
+    kept = run_dir / "records.jsonl"
+    assert marker["finished"] == (len(kept.read_text().splitlines()) if kept.exists() else 0)
+    assert not (run_dir / "cache").exists() and not (run_dir / "tmp").exists()
     return proc, out, err, pid_file
 
 
@@ -235,7 +247,10 @@ def test_ctrl_c_stops_cleanly_and_keeps_finished_records(tmp_path: Path) -> None
     records = [json.loads(x) for x in (run_dir / "records.jsonl").read_text().splitlines()]
     assert [(r["variant"]["strategy"], r["status"]) for r in records] == [("default", "ok")]
     page = (tmp_path / "reports" / run_dir.name / f"run-{run_dir.name}.html").read_text()
-    assert "1 not run" in page  # the report of an interrupted run says what is missing
+    # the report of an interrupted run says so, and what is missing
+    assert "Interrupted (SIGINT) after 1 of 2 variants; not run: mirrored-r1-ctl" in page
+    proc = bench("report", str(run_dir), "--out", str(tmp_path / "again"))
+    assert f"{run_dir}: interrupted (SIGINT) after 1 of 2 variants" in proc.stdout
     hung = int(pid_file.read_text())
     time.sleep(0.5)
     assert not Path(f"/proc/{hung}").exists() or \
@@ -250,6 +265,14 @@ def test_sigterm_tears_down_like_ctrl_c(tmp_path: Path) -> None:
     assert leftover_processes(str(tmp_path / "results")) == []
     (run_dir,) = (tmp_path / "results").iterdir()
     assert (run_dir / "timing.json").exists()  # the run was concluded, not cut off
+
+
+def test_a_second_signal_does_not_cut_the_teardown_short(tmp_path: Path) -> None:
+    """Ctrl-C, then SIGTERM while the run tears down (an impatient user, a CI runner that
+    signals twice): the teardown still ends every worker and clears the scratch folders."""
+    interrupt_when_hung(tmp_path, "twice", "--no-control", then=signal.SIGTERM, wait_s=180)
+    time.sleep(0.5)
+    assert leftover_processes(str(tmp_path / "results")) == []
 
 
 def test_ctrl_c_during_interleaved_rounds_leaves_no_process(tmp_path: Path) -> None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import re
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -253,3 +254,63 @@ def test_several_runs_are_served_as_run_name_slash_variant(run: BenchRun, tmp_pa
         assert wanted <= runs, sorted(runs)
     with pytest.raises(ProcessLookupError):
         os.killpg(pid, 0)
+
+
+def _written_run(root: Path, name: str) -> Path:
+    from tests.fixtures.report_runs import standard_records, write_run
+
+    return write_run(root, name, standard_records())
+
+
+def test_a_taken_port_is_refused_before_any_event_file_is_written(tmp_path: Path) -> None:
+    """The port is checked before the events are (re)written and before TensorBoard starts."""
+    run_dir = _written_run(tmp_path, "taken-20261122T051803Z")
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        proc = bench("tensorboard", str(run_dir), "--port", str(port))
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert proc.stderr.strip().splitlines() == [
+        f"error: 127.0.0.1:{port}: cannot listen ([Errno 98] Address already in use)"]
+    assert not (run_dir / "traces").exists()  # no event file written for a server that cannot run
+
+
+@pytest.mark.slow
+def test_sigkill_of_bench_tensorboard_leaves_nothing_listening_or_behind(tmp_path: Path) -> None:
+    """SIGKILL cannot be caught: TensorBoard dies with bench (PR_SET_PDEATHSIG), and the next
+    `bench tensorboard` removes the temporary folder the killed one left."""
+    from bench.report.tensorboard_server import FOLDER_PREFIX, remove_stale_folders
+
+    runs = [_written_run(tmp_path / side, "kill-20261122T051803Z") for side in ("a", "b")]
+    scratch = tmp_path / "tmp"
+    scratch.mkdir()
+    env = {**os.environ, "TMPDIR": str(scratch), "PYTHONUNBUFFERED": "1"}
+    proc = subprocess.Popen([sys.executable, "-m", "bench", "tensorboard", *map(str, runs)],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=REPO,
+                            env=env, start_new_session=True)
+    try:
+        serving = ""
+        while "Serving TensorBoard" not in serving:
+            serving = proc.stdout.readline() if proc.stdout else ""
+            assert serving or proc.poll() is None, proc.stderr.read() if proc.stderr else ""
+        found = re.search(r"pid (\d+)\) at http://127\.0\.0\.1:(\d+)/", serving)
+        assert found, serving
+        tb_pid, port = int(found.group(1)), int(found.group(2))
+        assert listeners(tb_pid) == [("127.0.0.1", port)]
+        (left,) = scratch.glob(f"{FOLDER_PREFIX}{proc.pid}-*")
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(timeout=10)
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline and Path(f"/proc/{tb_pid}").exists():
+            time.sleep(0.1)
+        assert not Path(f"/proc/{tb_pid}").exists(), "TensorBoard outlived bench"
+        with socket.socket() as probe:
+            probe.bind(("127.0.0.1", port))  # nothing listens there any more
+        assert left.is_dir()  # SIGKILL: nothing of bench ran to remove it ...
+        assert remove_stale_folders(scratch) == [left]  # ... the next start does
+        assert not left.exists()
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()

@@ -155,6 +155,27 @@ def test_bad_input_is_one_line_exit_2(run_dir: Path, args: tuple[str, ...], mess
         assert VARIANT in proc.stderr  # names what exists
 
 
+def test_a_taken_port_is_refused_before_any_trace_is_converted(run_dir: Path,
+                                                              tmp_path: Path) -> None:
+    """`bench trace` checks its port first: no trace is converted for a server that cannot
+    listen (converting every trace of a large run takes minutes)."""
+    import shutil
+
+    run = tmp_path / "run"
+    shutil.copytree(run_dir, run)
+    for done in run.rglob("*.trace.json.gz"):
+        done.unlink()
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        proc = bench("trace", str(run), "--port", str(port), timeout=120)
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    _traceback_free_one_line(proc.stderr)
+    assert f"127.0.0.1:{port}: cannot listen" in proc.stderr
+    assert not list(run.rglob("*.trace.json.gz"))
+
+
 # --- serving ----------------------------------------------------------------------------------
 
 def _get(url: str, attempts: int = 5) -> bytes:

@@ -19,6 +19,7 @@ from pydantic.fields import FieldInfo
 
 from bench.axes import VARIANT_AXES
 from bench.scenario import environment, fields
+from bench.scenario.loading import section_model
 from bench.scenario.quick import quick_summary
 from bench.scenario.schema import Scenario
 
@@ -54,7 +55,7 @@ def sections() -> list[Section]:
     def visit(model: type[BaseModel], prefix: str) -> None:
         for name, info in model.model_fields.items():
             key = info.alias or name
-            target, array, mapping = _submodel(info.annotation)
+            target, array, mapping = section_model(info.annotation)
             if target is None or target in seen:
                 continue
             seen.add(target)
@@ -64,27 +65,6 @@ def sections() -> list[Section]:
 
     visit(Scenario, "")
     return found
-
-
-def _submodel(annotation: Any) -> tuple[type[BaseModel] | None, bool, bool]:
-    """(the section model a field holds, whether it is a list of tables, whether a NAME -> table map)."""
-    origin, args = typing.get_origin(annotation), typing.get_args(annotation)
-    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
-        return (annotation, False, False) if annotation.__module__.startswith("bench.scenario") \
-            and not annotation.__name__.startswith("_") else (None, False, False)
-    if origin is typing.Annotated:
-        return _submodel(args[0])
-    if origin is list and args:
-        model, _, _ = _submodel(args[0])
-        return model, model is not None, False
-    if origin is dict and len(args) == 2:
-        model, _, _ = _submodel(args[1])
-        return model, False, model is not None
-    for arg in args:  # X | None
-        model, array, mapping = _submodel(arg)
-        if model is not None:
-            return model, array, mapping
-    return None, False, False
 
 
 def is_axis(info: FieldInfo) -> bool:
@@ -222,7 +202,7 @@ def scenario_page() -> str:
         "| --- | --- | --- |",
     ]
     for info in Scenario.model_fields.values():
-        target, _, _ = _submodel(info.annotation)
+        target, _, _ = section_model(info.annotation)
         section = next(s for s in sections() if s.model is target and "." not in s.path)
         out.append(f"| [`{section.header}`](#{section.anchor}) | "
                    f"{'yes' if info.is_required() else 'no'} | {cell(info.description or '')} |")

@@ -34,10 +34,15 @@ def report(
     out; a damaged records.jsonl line too, and the run's page says so. Exit code: 0, or 2 on
     bad input.
     """
+    from bench.interrupts import interrupted_note
     from bench.report.site import default_out_dir, render_site
+    from bench.results import find_run_dirs
 
     target = out or default_out_dir(runs)
     index = render_site(runs, target)
+    for run_dir in find_run_dirs(runs):
+        if note := interrupted_note(run_dir):
+            console.print(f"{escape(str(run_dir))}: {note}", soft_wrap=True, highlight=False)
     console.print(f"report: {escape(str(index))}", soft_wrap=True, highlight=False)
     console.print(f"open: {escape(index.resolve().as_uri())}", soft_wrap=True, highlight=False)
 

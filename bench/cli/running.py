@@ -73,6 +73,7 @@ def run(
     anything runs), 130 when interrupted (finished records are kept).
     """
     from bench.errors import BenchError
+    from bench.interrupts import ignore_interrupts
     from bench.launch.slurm import SlurmOptions
     from bench.runner import RunOptions
     from bench.runner import run as run_scenario
@@ -88,6 +89,8 @@ def run(
                       reports_dir=reports_dir, start_method=start_method.value,
                       interleave=interleave, control=control, slurm=slurm, env_cache=env_cache)
     outcome = run_scenario(scenario, opts, console)
+    if outcome.interrupted:
+        ignore_interrupts()  # leaving with 130: a further signal must not change how it ends
     raise typer.Exit(code=outcome.exit_code)
 
 

@@ -6,13 +6,13 @@ SIGTERM ends the command as Ctrl-C does; a second signal during shutdown is igno
 
 from __future__ import annotations
 
-import signal
 from collections.abc import Callable
 from typing import Protocol, TypeVar
 
 import typer
 
 from bench.cli.common import err_console
+from bench.interrupts import ignore_interrupts, terminate_as_interrupt
 
 
 class Server(Protocol):
@@ -30,24 +30,20 @@ def serve_until_interrupted(start: Callable[[], S], on_started: Callable[[S], No
     """`start()` a server (it may raise BenchError or typer.Exit before serving), announce it, and
     wait until Ctrl-C / SIGTERM (exit 0 after "stopping") or until it ends by itself (exit 1).
     Interrupted before the server is up: exit code 130."""
-    previous = {sig: signal.signal(sig, signal.default_int_handler)
-                for sig in (signal.SIGINT, signal.SIGTERM)}
     server: S | None = None
-    try:
-        server = start()
-        on_started(server)
-        while server.alive:
-            server.wait(0.5)
-        raise typer.Exit(code=1)  # the server ended by itself
-    except KeyboardInterrupt:
-        if server is None:
-            err_console.print("interrupted", highlight=False)
-            raise typer.Exit(code=130) from None
-        say("stopping")
-    finally:
-        if server is not None:
-            for sig in previous:  # a second Ctrl-C must not interrupt the shutdown
-                signal.signal(sig, signal.SIG_IGN)
-            server.stop()
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
+    with terminate_as_interrupt():
+        try:
+            server = start()
+            on_started(server)
+            while server.alive:
+                server.wait(0.5)
+            raise typer.Exit(code=1)  # the server ended by itself
+        except KeyboardInterrupt:
+            if server is None:
+                err_console.print("interrupted", highlight=False)
+                raise typer.Exit(code=130) from None
+            say("stopping")
+        finally:
+            ignore_interrupts()  # a second Ctrl-C must not interrupt the shutdown
+            if server is not None:
+                server.stop()

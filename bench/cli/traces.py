@@ -33,7 +33,13 @@ def trace(
     """
     import logging
 
-    from bench.trace.serve import TraceServer, export_chrome_traces, serve, trace_logdirs
+    from bench.trace.serve import (
+        TraceServer,
+        ensure_port_free,
+        export_chrome_traces,
+        serve,
+        trace_logdirs,
+    )
 
     def out(text: str) -> None:
         console.print(escape(text), soft_wrap=True, highlight=False)
@@ -50,6 +56,8 @@ def trace(
 
     def start() -> TraceServer:
         logdirs.update(trace_logdirs(run_dir, variant))
+        if not export_only:
+            ensure_port_free(port)
         for path in export_chrome_traces(run_dir, variant, on_error=on_error):
             out(str(path))
         if export_only:
@@ -86,12 +94,15 @@ def tensorboard(
     """
     from bench.report.tensorboard_events import write_run_events
     from bench.report.tensorboard_server import TensorBoardServer
+    from bench.trace.serve import ensure_port_free
 
     def out(text: str) -> None:
         console.print(escape(text), soft_wrap=True, highlight=False)
         sys.stdout.flush()
 
     def start() -> TensorBoardServer:
+        if not write_only:
+            ensure_port_free(port)
         for run_dir in run_dirs:
             written = write_run_events(run_dir)
             if not written:

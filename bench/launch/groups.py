@@ -54,9 +54,13 @@ def _group_alive(leader: Leader) -> bool:
     return True
 
 
-def die_with_parent() -> None:
-    """In the child: get SIGKILL when the parent dies, so no task outlives its supervisor."""
+def die_with_parent(parent: int | None = None) -> None:
+    """In the child: get SIGKILL when the parent dies, so no task outlives its supervisor. With
+    the `parent` pid the child was started by, a parent that died before this call (its child
+    then has another parent already) ends the child at once."""
     import ctypes
 
     pr_set_pdeathsig = 1
     ctypes.CDLL(None, use_errno=True).prctl(pr_set_pdeathsig, signal.SIGKILL)
+    if parent is not None and os.getppid() != parent:
+        os._exit(1)

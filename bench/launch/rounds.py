@@ -46,14 +46,14 @@ from bench.protocol import FINISH, GO, ProgressFn, last_release
 from bench.record.cluster import Interleave
 from bench.record.model import MACHINE_CONTROLS, VariantRecord
 from bench.results import LOGS_DIR
+from bench.scenario.fields import PROCESS_BYTES
 from bench.scenario.schema import Variant
 
 POLL_S = 0.05
-# What one live variant may hold, for choosing how many can be alive at once: host memory (the
-# largest seed worker peaked at ~0.8 GB RSS, a fifth of it pages shared with the fork server; the
-# default scenario's workers at ~0.5 GB) and,
-# on a GPU host, device memory (each process has its own CUDA context and allocator).
-HOST_BYTES_PER_LIVE = 3 << 28  # 768 MiB
+# What one live variant may hold, for choosing how many can be alive at once: host memory
+# (bench.scenario.fields.PROCESS_BYTES says why) and, on a GPU host, device memory (each process
+# has its own CUDA context and allocator).
+HOST_BYTES_PER_LIVE = PROCESS_BYTES
 GPU_BYTES_PER_LIVE = 2 << 30
 MEMORY_SHARE = 0.6  # of what is free now: leave room for the rest of the machine
 BUILD_PARALLELISM = 4  # variants that build and warm up at once (never more than the cores)

@@ -20,12 +20,13 @@ from typing import Any
 
 import bench
 from bench import results
+from bench.interrupts import INTERRUPTED_FILE
 from bench.report.summaries import RunSummary
 
 MANIFEST = ".bench-manifest.json"
 # The files a run's summary and page are made of; a change to any of them re-reads the run.
 _RUN_FILES = (results.RECORDS_FILE, results.VARIANTS_FILE, results.ENVIRONMENT_FILE,
-              results.SCENARIO_FILE)
+              results.SCENARIO_FILE, INTERRUPTED_FILE)
 
 
 def digest(*parts: Any) -> str:

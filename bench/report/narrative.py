@@ -186,7 +186,10 @@ def failures(run: RunView) -> list[str]:
         if groups:
             lines.append(f"{sum(len(ids) for _, ids in groups)} {status}: " + "; ".join(
                 f"{', '.join(ids)} — {reason}" for reason, ids in groups))
-    if run.not_run:
+    if note := run.interrupted:
+        lines.append(f"{_sentence(note)}" + (f"; not run: {', '.join(run.not_run)}"
+                                             if run.not_run else ""))
+    elif run.not_run:
         lines.append(f"{len(run.not_run)} not run (the run was interrupted or is unfinished): "
                      + ", ".join(run.not_run))
     return lines

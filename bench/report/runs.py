@@ -15,6 +15,7 @@ from typing import Any
 
 from bench import results
 from bench.compare.noise import noise_floor
+from bench.interrupts import interrupted_note
 from bench.record.model import VariantRecord, scenario_data_sources
 from bench.record.variant import RecordedVariant
 from bench.scaling import add_scaling_efficiency
@@ -71,6 +72,11 @@ class RunView:
 
     def count(self, status: str) -> int:
         return sum(1 for r in self.records if r.status == status)
+
+    @property
+    def interrupted(self) -> str | None:
+        """"interrupted (SIGINT) after 3 of 12 variants" for a run that was (None: it was not)."""
+        return self.memo("interrupted", lambda: interrupted_note(self.path))
 
     @property
     def not_run(self) -> list[str]:

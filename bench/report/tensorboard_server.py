@@ -7,12 +7,18 @@ is ended by group id (bench.launch.groups.end_groups), so nothing it starts outl
 One run is served as `--logdir RUN_DIR/traces`, so TensorBoard's runs are the variant ids. Several
 runs are served through a temporary folder of symbolic links named after the runs, so the runs
 read `<run name>/<variant>` and the profile plugin (which needs one logdir) still works.
+
+Nothing outlives the command, SIGKILL included: the child gets SIGKILL when bench dies
+(`die_with_parent`, PR_SET_PDEATHSIG), and the temporary folder, named after bench's pid, is
+removed by `stop()` or, after a SIGKILL, by the next `bench tensorboard` (`remove_stale_folders`).
 """
 
 from __future__ import annotations
 
+import functools
 import os
 import re
+import shutil
 import subprocess
 import tempfile
 import time
@@ -20,10 +26,40 @@ from pathlib import Path
 
 from bench.entrypoints import TENSORBOARD, command
 from bench.errors import BenchError
-from bench.launch.groups import end_groups
+from bench.launch.groups import die_with_parent, end_groups
 from bench.trace.serve import HOST, TRACES_DIR
 
+FOLDER_PREFIX = "bench-tensorboard-"  # then the pid of the bench that made it, and a suffix
+
 _URL = re.compile(r"TensorBoard \S+ at (http://127\.0\.0\.1:(\d+)/)")
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # someone else's process: alive
+        return True
+    return True
+
+
+def remove_stale_folders(root: Path | None = None) -> list[Path]:
+    """Remove the temporary folders of `bench tensorboard`s that are gone (SIGKILLed: nothing
+    of theirs ran to remove it); a folder of a live one, or of another user, is kept."""
+    root = Path(root or tempfile.gettempdir())
+    removed = []
+    for folder in root.glob(f"{FOLDER_PREFIX}*"):
+        pid = folder.name.removeprefix(FOLDER_PREFIX).split("-", 1)[0]
+        try:
+            mine = folder.is_dir() and not folder.is_symlink() and \
+                folder.stat().st_uid == os.getuid()
+        except OSError:
+            continue
+        if mine and pid.isdigit() and not _alive(int(pid)):
+            shutil.rmtree(folder, ignore_errors=True)
+            removed.append(folder)
+    return removed
 
 
 def link_runs(run_dirs: list[Path], into: Path) -> None:
@@ -46,7 +82,8 @@ class TensorBoardServer:
     """
 
     def __init__(self, run_dirs: list[Path], port: int = 0, start_timeout: float = 120.0) -> None:
-        self._tmp = tempfile.TemporaryDirectory(prefix="bench-tensorboard-")
+        remove_stale_folders()
+        self._tmp = tempfile.TemporaryDirectory(prefix=f"{FOLDER_PREFIX}{os.getpid()}-")
         tmp = Path(self._tmp.name)
         if len(run_dirs) == 1:
             logdir = run_dirs[0] / TRACES_DIR
@@ -61,7 +98,9 @@ class TensorBoardServer:
         with open(self.log_path, "wb") as log:
             self._proc = subprocess.Popen(command(TENSORBOARD, *args), stdout=log,
                                           stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                          env=env, start_new_session=True)
+                                          env=env, start_new_session=True,
+                                          preexec_fn=functools.partial(die_with_parent,
+                                                                       os.getpid()))
         self.pid = self._proc.pid
         self._stopped = False
         try:

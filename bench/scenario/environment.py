@@ -17,10 +17,9 @@ import re
 import sys
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, BeforeValidator, Field, ValidationError, field_validator
 
-# as the schema's sections: unknown keys are errors
-STRICT = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
+from bench.scenario.fields import STRICT
 
 # The oldest TensorFlow bench runs (Keras 3 as tf.keras), and the newest it is tested with; newer
 # releases and previews run too, as upgrade candidates.
@@ -39,6 +38,9 @@ TENSORFLOW_DISTRIBUTIONS = ("tensorflow-cpu", "tensorflow", "tf-nightly-cpu", "t
 # Words a specifier list may hold besides specifiers; each field says which it takes.
 KEYWORDS = (CURRENT, "auto", "none")
 _BARE_VERSION = re.compile(r"^\d+(\.\d+)*$")
+# What a version specifier is written with. pip's "===" takes any text, but a specifier also
+# names the variants' ids and the environment's cache folder, so nothing else gets in.
+_SPECIFIER_TEXT = re.compile(r"[A-Za-z0-9.*!=<>~,+ _-]+")
 _LABEL_OPERATORS = {"===": "", "==": "", "~=": "", ">=": "ge", "<=": "le", "!=": "ne", ">": "gt",
                     "<": "lt"}
 
@@ -67,6 +69,10 @@ def _specifier_list(value: Any) -> Any:
             raise ValueError(f"a pip version specifier such as \"2.20.*\" (a string); got {text!r}")
         if text in KEYWORDS:
             continue
+        if not _SPECIFIER_TEXT.fullmatch(text):
+            raise ValueError(f"{text!r} is not a pip version specifier: it holds characters no "
+                             "version has (a specifier is letters, digits and . * ! = < > ~ , + "
+                             "_ -)")
         try:
             SpecifierSet(specifier(text))
         except InvalidSpecifier:

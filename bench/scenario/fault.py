@@ -6,14 +6,12 @@ the task) are in bench.scenario.rules, the step check after --quick in bench.sce
 
 from __future__ import annotations
 
+import math
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
+from pydantic import BaseModel, BeforeValidator, Field
 
-# as the schema's sections: unknown keys are errors
-STRICT = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
-PositiveInt = Annotated[int, Field(ge=1)]
-
+from bench.scenario.fields import MAX_STEPS, STEPS_WHY, STRICT, Steps
 
 # A fault's target task, written "type:index" as TF_CONFIG names it (e.g. "worker:1").
 TaskName = Annotated[str, Field(pattern=r"^(chief|worker|ps):[0-9]+$")]
@@ -22,8 +20,10 @@ TaskName = Annotated[str, Field(pattern=r"^(chief|worker|ps):[0-9]+$")]
 def _step_or_fraction(value: Any) -> Any:
     if isinstance(value, bool) or not isinstance(value, int | float):
         raise ValueError(f"a step count (integer >= 1) or a fraction in (0, 1); got {value!r}")
-    if isinstance(value, int) and value < 1:
-        raise ValueError(f"a step count must be >= 1; got {value}")
+    if isinstance(value, int) and not 1 <= value <= MAX_STEPS:
+        raise ValueError(f"a step count must be between 1 and {MAX_STEPS:,}; got {value}")
+    if isinstance(value, float) and not math.isfinite(value):
+        raise ValueError(f"a fraction of the steps must be a finite number; got {value}")
     if isinstance(value, float) and not 0 < value < 1:
         raise ValueError(f"a fraction of the steps must be more than 0 and less than 1 (a step "
                          f"count is an integer); got {value}")
@@ -59,4 +59,5 @@ class FaultConfig(BaseModel):
     kill: FaultKill = Field(description="Which task to kill and when.")
     signal: Literal["SIGKILL", "SIGTERM"] = Field("SIGKILL", description=(
         "The signal sent to the task (a task that survives SIGTERM gets SIGKILL 1 s later)."))
-    backup_every: PositiveInt = Field(10, description="MultiWorkerMirrored backs up every K steps.")
+    backup_every: Steps = Field(10, description=(
+        f"MultiWorkerMirrored backs up every K steps. {STEPS_WHY}"))

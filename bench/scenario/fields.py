@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal, TypeVar
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
+from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field
 
 T = TypeVar("T")
 
@@ -23,6 +23,45 @@ Axis = Annotated[list[T], BeforeValidator(_as_list), Field(min_length=1)]
 
 PositiveInt = Annotated[int, Field(ge=1)]
 NonNegativeInt = Annotated[int, Field(ge=0)]
+
+# Upper bounds: the largest values a run on one machine can mean. Each is said with its reason
+# once here, and the fields that take it add the reason to their descriptions.
+MAX_STEPS = 1_000_000
+STEPS_WHY = (f"At most {MAX_STEPS:,}: at about 1 ms, the shortest step a Python-driven loop "
+             "takes, that many steps are 17 minutes.")
+MAX_TURNS = 1_000
+TURNS_WHY = (f"At most {MAX_TURNS:,}: each turn is a round in which every live variant runs its "
+             "windows in turn (a thousand turns of ten variants with 0.1 s windows are over half "
+             "an hour of windows alone), and an interval narrows only as the square root of the "
+             "turns.")
+MAX_TRACE_STEPS = 1_000
+MAX_REPLICAS = 64
+REPLICAS_WHY = (f"At most {MAX_REPLICAS}: the devices of one host (the largest have 16 GPUs); "
+                "logical CPU devices past the cores add no compute (on 2 cores, 8 ran 30% slower "
+                "than 1).")
+# What one live variant process may hold in host memory: the largest seed worker peaked at
+# ~0.8 GB RSS, a fifth of it pages shared with the fork server; the default scenario's workers
+# at ~0.5 GB. It sizes interleaved batches (bench.launch.rounds) and what a matrix would need.
+PROCESS_BYTES = 3 << 28  # 768 MiB
+MAX_WORKERS = 256
+MAX_PS = 64
+MAX_DEVICES_PER_WORKER = 16
+PROCESSES_WHY = ("A cluster variant's processes are all alive at once, about 768 MiB each: a "
+                 f"local cluster of {MAX_WORKERS} workers needs {MAX_WORKERS * PROCESS_BYTES >> 30} "
+                 "GiB.")
+MAX_BATCH = 1 << 20
+BATCH_WHY = (f"At most {MAX_BATCH:,} (2^20): sixteen times the largest batch trained to accuracy "
+             "(65,536, LAMB).")
+MAX_TIMEOUT_S = 7 * 24 * 3600.0
+# The variants of one scenario, and of one run (bench.scenario.size says why).
+MAX_SCENARIO_VARIANTS = 10_000
+MAX_RUN_VARIANTS = 1_000
+MAX_NAME_LENGTH = 100
+
+Steps = Annotated[int, Field(ge=1, le=MAX_STEPS)]
+OptionalSteps = Annotated[int, Field(ge=0, le=MAX_STEPS)]  # 0 turns the phase off
+Turns = Annotated[int, Field(ge=1, le=MAX_TURNS)]
+Batch = Annotated[int, Field(ge=1, le=MAX_BATCH)]
 
 StrategyName = Literal["default", "one_device", "mirrored", "central_storage",
                        "multi_worker_mirrored", "parameter_server", "tpu"]
@@ -43,10 +82,30 @@ Partitioner = Literal["none", "fixed", "min_size"]
 
 
 
+# Unknown keys are errors and numbers finite. Loading validates a file in pydantic's strict mode
+# too (bench.scenario.loading): `true` is no integer and "100" no number.
+STRICT = ConfigDict(extra="forbid", frozen=True, populate_by_name=True,
+                    allow_inf_nan=False)
+
+
 class Strict(BaseModel):
     """Unknown keys are errors: a typo in a scenario must never pass silently."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
+    model_config = STRICT
+
+
+def _shown_name(value: str) -> str:
+    if not value.strip():
+        raise ValueError("a blank name: give the scenario a name (it names its run directories "
+                         "and report pages)")
+    return value
+
+
+# A name people read and files are named after: not blank, at most MAX_NAME_LENGTH characters
+# (a path part is at most 255 bytes, and a run directory adds its time); the document check of
+# bench.scenario.document has refused hidden characters before this.
+Name = Annotated[str, Field(min_length=1, max_length=MAX_NAME_LENGTH),
+                 AfterValidator(_shown_name)]
 
 
 def _not_empty(value: Any) -> Any:

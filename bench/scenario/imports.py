@@ -23,6 +23,10 @@ from typing import Any
 from bench.errors import WorkloadError, one_line
 
 IMPORT_PATH_HELP = "'package.module:function' (a module beside the scenario file, or installed)"
+# The largest module read for its names: larger is no hand-written module, and parsing it would
+# hold the parent for seconds. Python's parser also gives up on expressions nested some thousand
+# levels deep (RecursionError, MemoryError): both are a one-line problem, never a traceback.
+MAX_MODULE_BYTES = 10 << 20  # 10 MiB
 
 
 def is_import_path(value: str) -> bool:
@@ -100,10 +104,15 @@ def lookup_problem(value: str, scenario_dir: Path | None) -> str | None:
     if found is True:
         return None
     try:
+        if found.stat().st_size > MAX_MODULE_BYTES:
+            return (f"cannot read {found}: larger than a module bench reads for its names "
+                    f"({MAX_MODULE_BYTES >> 20} MiB)")
         source = found.read_text(encoding="utf-8")
         defined = _defines(source, attr)
-    except (OSError, UnicodeDecodeError, SyntaxError) as exc:
-        return f"cannot read {found}: {str(exc).splitlines()[0]}"
+    except (RecursionError, MemoryError):
+        return f"cannot read {found}: nested too deeply for Python's parser"
+    except (OSError, UnicodeDecodeError, SyntaxError, ValueError) as exc:
+        return f"cannot read {found}: {one_line(str(exc).splitlines()[0] if str(exc) else exc)}"
     if defined is False:
         close = difflib.get_close_matches(attr, _top_level_names(source), n=1)
         hint = f"; did you mean '{close[0]}'?" if close else ""

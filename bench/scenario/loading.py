@@ -1,21 +1,26 @@
 """Loading scenario files: TOML in, a validated Scenario (or its Variants) out.
 
-Every failure is one ScenarioError line naming the file and the field: pydantic's first error,
-translated, with a did-you-mean for unknown keys; then the cross-field rules.
+Every failure is one ScenarioError line naming the file and the field: the document's bounds
+(bench.scenario.document), then pydantic's first error, translated, with a did-you-mean for
+unknown keys among that table's own fields; then the cross-field rules and the matrix's size
+(bench.scenario.size), counted before anything is expanded.
+
+A file is validated in pydantic's strict mode: TOML has types, and a value of the wrong one is
+a mistake to name, not to convert (`per_replica = true` is no batch of 1, `steps = "100"` no
+number). An integer stands for a float (`timeout_s = 300`), as in strict mode.
 """
 
 from __future__ import annotations
 
 import difflib
-import tomllib
+import typing
 from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
-from bench.errors import ScenarioError
-from bench.scenario.environment import EnvironmentConfig
-from bench.scenario.fault import FaultConfig, FaultKill
+from bench.errors import BenchError, ScenarioError
+from bench.scenario.document import check_document, read_document
 from bench.scenario.matrix import expand
 from bench.scenario.rules import (
     check_data_fields,
@@ -25,21 +30,8 @@ from bench.scenario.rules import (
     check_learning_rate,
     check_pairing,
 )
-from bench.scenario.schema import (
-    BatchConfig,
-    CheckConfig,
-    CheckpointConfig,
-    ClusterConfig,
-    CompareConfig,
-    DataConfig,
-    MeasureConfig,
-    ModelConfig,
-    Scenario,
-    ScenarioMeta,
-    StrategyConfig,
-    TrainConfig,
-    Variant,
-)
+from bench.scenario.schema import MeasureConfig, Scenario, Variant
+from bench.scenario.size import check_scenario_size
 
 
 def _field_path(loc: tuple[Any, ...]) -> str:
@@ -54,17 +46,36 @@ def _field_path(loc: tuple[Any, ...]) -> str:
     return out
 
 
-_MODELS_BY_SECTION: dict[str, type[BaseModel]] = {
-    "": Scenario, "scenario": ScenarioMeta, "model": ModelConfig, "data": DataConfig,
-    "batch": BatchConfig, "train": TrainConfig, "measure": MeasureConfig,
-    "cluster": ClusterConfig, "compare": CompareConfig, "strategies": StrategyConfig,
-    "check": CheckConfig, "checkpoint": CheckpointConfig, "fault": FaultConfig, "kill": FaultKill,
-    "environment": EnvironmentConfig,
-}
+def section_model(annotation: Any) -> tuple[type[BaseModel] | None, bool, bool]:
+    """(the section model a field holds, whether it is a list of tables, whether a NAME -> table
+    map): the tables of a scenario, read from the schema's types."""
+    origin, args = typing.get_origin(annotation), typing.get_args(annotation)
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return (annotation, False, False) if annotation.__module__.startswith("bench.scenario") \
+            and not annotation.__name__.startswith("_") else (None, False, False)
+    if origin is typing.Annotated:
+        return section_model(args[0])
+    if origin is list and args:
+        model, _, _ = section_model(args[0])
+        return model, model is not None, False
+    if origin is dict and len(args) == 2:
+        model, _, _ = section_model(args[1])
+        return model, False, model is not None
+    for arg in args:  # X | None
+        model, array, mapping = section_model(arg)
+        if model is not None:
+            return model, array, mapping
+    return None, False, False
 
 
-def _allowed_keys(section: str) -> list[str]:
-    model = _MODELS_BY_SECTION.get(section.rsplit(".", 1)[-1].split("[")[0], Scenario)
+def _allowed_keys(loc: tuple[Any, ...]) -> list[str]:
+    """The fields of the table an error's location ends in, followed through the schema (list
+    indices, map names and pydantic's validator tags are no fields and are passed over)."""
+    model: type[BaseModel] = Scenario
+    for part in loc:
+        fields = {(info.alias or name): info for name, info in model.model_fields.items()}
+        if isinstance(part, str) and part in fields:
+            model = section_model(fields[part].annotation)[0] or model
     return sorted((f.alias or name) for name, f in model.model_fields.items())
 
 
@@ -72,9 +83,8 @@ def _describe(error: dict[str, Any]) -> tuple[str, str]:
     loc = tuple(error["loc"])
     field = _field_path(loc)
     if error["type"] == "extra_forbidden":
-        parent = field.rsplit(".", 1)[0] if "." in field else ""
         key = str(loc[-1])
-        allowed = _allowed_keys(parent)
+        allowed = _allowed_keys(loc[:-1])
         hint = difflib.get_close_matches(key, allowed, n=1)
         suggestion = f"; did you mean '{hint[0]}'?" if hint else f" (allowed: {', '.join(allowed)})"
         return field, f"unknown key{suggestion}"
@@ -89,8 +99,9 @@ def _describe(error: dict[str, Any]) -> tuple[str, str]:
 
 def parse_scenario(data: dict[str, Any], source: str = "<scenario>") -> Scenario:
     """Validate a decoded TOML document; raise ScenarioError naming the first bad field."""
+    check_document(data, source)
     try:
-        scenario = Scenario.model_validate(data)
+        scenario = Scenario.model_validate(data, strict=True)
     except ValidationError as exc:
         # a misspelt key first: it is also why a required one is missing
         errors = sorted(exc.errors(), key=lambda e: e["type"] != "extra_forbidden")
@@ -104,23 +115,26 @@ def parse_scenario(data: dict[str, Any], source: str = "<scenario>") -> Scenario
     check_fault(scenario, source)
     check_learning_rate(scenario, source)
     check_imports(scenario, source)
+    check_scenario_size(scenario, source)
     return scenario
 
 
 def load_scenario(path: str | Path) -> Scenario:
     """Read and validate a scenario file; every failure is a one-line ScenarioError."""
     path = Path(path)
+    return parse_scenario(read_document(path), str(path))
+
+
+def with_overrides(measure: MeasureConfig, update: dict[str, Any],
+                   options: dict[str, str]) -> MeasureConfig:
+    """`measure` with the command line's `update`, held to the file's bounds; a BenchError
+    naming the option (`options`: field -> option) otherwise."""
     try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise ScenarioError(str(path), None, "file not found") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ScenarioError(str(path), None, f"cannot read: {exc}") from None
-    try:
-        data = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as exc:
-        raise ScenarioError(str(path), None, f"invalid TOML: {exc}") from None
-    return parse_scenario(data, str(path))
+        return measure.model_validate({**measure.model_dump(), **update})
+    except ValidationError as exc:
+        error = exc.errors()[0]
+        option = options.get(str(error["loc"][0]), str(error["loc"][0]))
+        raise BenchError(f"{option}: {error['msg']} (got {error.get('input')!r})") from None
 
 
 def load_variants(path: str | Path) -> tuple[Scenario, list[Variant]]:

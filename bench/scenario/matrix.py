@@ -26,6 +26,20 @@ from bench.scenario.schema import (
 from bench.scenario.strategy_kinds import strategy_kind
 
 DEFAULT_LEARNING_RATE = 0.001  # Keras' own for Adam, bench's default optimizer
+# A variant id names its files (logs/<id>.log, traces/<id>/, checkpoints/<id>/): one path part
+# of at most 255 bytes, less what the longest suffix adds (".forkserver.log", ".backup-...").
+MAX_ID_BYTES = 200
+
+
+def id_problem(vid: str) -> str | None:
+    """Why `vid` cannot name a variant's files inside its run directory (None: it can)."""
+    if any(sep in vid for sep in ("/", "\\", "\0")):
+        return "holds a path separator"
+    if vid.startswith("."):
+        return "starts with '.'"
+    if len(vid.encode()) > MAX_ID_BYTES:
+        return f"is longer than a file name may be ({MAX_ID_BYTES} bytes)"
+    return None
 
 
 def _lr_factor(batch: BatchConfig, global_batch: int, reference_batch: int) -> float:
@@ -59,22 +73,34 @@ def _variant_id(strategy: str, shape: str, devices: str, options: tuple[str, ...
     return "-".join(parts)
 
 
+def shape_axes(strat: StrategyConfig) -> dict[str, list[Any]]:
+    """The strategy entry's fields whose cross product is its process/device shapes."""
+    takes = strategy_kind(strat.name).fields
+    if "devices_per_worker" in takes:
+        return {"workers": strat.workers, "devices_per_worker": strat.devices_per_worker,
+                "collective": strat.collective}
+    if "ps" in takes:
+        return {"ps": strat.ps, "workers": strat.workers}
+    return {"replicas": strat.replicas, "cross_device_ops": strat.cross_device_ops}
+
+
 def _shapes(strat: StrategyConfig) -> list[dict[str, Any]]:
     """The process/device shapes one strategy entry expands to, with the id label of each."""
     base = {"cross_device_ops": "auto", "collective": "auto", "workers": 1,
             "devices_per_worker": 1, "ps": 0}
-    takes = strategy_kind(strat.name).fields
-    if "devices_per_worker" in takes:
-        return [{**base, "workers": w, "devices_per_worker": d, "collective": c,
-                 "replicas": w * d, "label": f"w{w}x{d}"}
-                for w, d, c in itertools.product(strat.workers, strat.devices_per_worker,
-                                                 strat.collective)]
-    if "ps" in takes:
-        # Each scheduled step runs one whole batch on one worker: 1 replica in sync.
-        return [{**base, "workers": w, "ps": p, "replicas": 1, "label": f"ps{p}w{w}"}
-                for p, w in itertools.product(strat.ps, strat.workers)]
-    return [{**base, "cross_device_ops": c, "replicas": r, "label": f"r{r}"}
-            for r, c in itertools.product(strat.replicas, strat.cross_device_ops)]
+    axes = shape_axes(strat)
+    shapes = [{**base, **dict(zip(axes, values, strict=True))}
+              for values in itertools.product(*axes.values())]
+    for shape in shapes:
+        if "devices_per_worker" in axes:
+            shape.update(replicas=shape["workers"] * shape["devices_per_worker"],
+                         label=f"w{shape['workers']}x{shape['devices_per_worker']}")
+        elif "ps" in axes:
+            # Each scheduled step runs one whole batch on one worker: 1 replica in sync.
+            shape.update(replicas=1, label=f"ps{shape['ps']}w{shape['workers']}")
+        else:
+            shape["label"] = f"r{shape['replicas']}"
+    return shapes
 
 
 def _data_points(data: DataConfig) -> list[tuple[DataConfig, str]]:
@@ -172,6 +198,12 @@ def expand(scenario: Scenario, source: str = "<scenario>") -> list[Variant]:
                                                    training) + data_label, environment)
                 base_lr, lr_given = _base_lr(batch, train_cfg)
                 factor = _lr_factor(batch, global_batch, reference)
+                if problem := id_problem(vid):
+                    shown = vid if len(vid) <= 80 else vid[:77] + "..."
+                    raise ScenarioError(source, f"strategies[{s_index}]", (
+                        f"variant id {shown!r} {problem}: it names the variant's files, and the "
+                        "values it is made of (a loss's or an optimizer's arguments) must keep "
+                        "to a file name"))
                 if vid in seen:
                     raise ScenarioError(source, f"strategies[{s_index}]",
                                         f"variant '{vid}' is declared twice")

@@ -15,6 +15,7 @@ from typing import Annotated, Any, Literal
 from pydantic import Field, model_validator
 
 from bench.axes import variant_axes
+from bench.scenario import fields as limits
 from bench.scenario.catalogue import validate_model_name
 from bench.scenario.data_config import (
     ARRAY_DATASETS,
@@ -30,19 +31,22 @@ from bench.scenario.fields import (
     ApiName,
     Axis,
     AxisFields,
+    Batch,
     Collective,
     CrossDeviceOps,
     DistributeDataset,
     Feed,
     KerasFlavour,
-    NonNegativeInt,
+    Name,
+    OptionalSteps,
     Partitioner,
     PipelineAxis,
-    PositiveInt,
     PrecisionName,
+    Steps,
     StrategyName,
     Strict,
     Trainable,
+    Turns,
 )
 from bench.scenario.strategy_kinds import KINDS, StrategyKind, strategy_kind
 from bench.scenario.train_config import BatchConfig, KerasObject, TrainConfig
@@ -55,8 +59,9 @@ __all__ = [
 
 
 class ScenarioMeta(Strict):
-    name: Annotated[str, Field(min_length=1)] = Field(description=(
-        "The scenario's name: run directories and reports are named after it."))
+    name: Name = Field(description=(
+        "The scenario's name: run directories and reports are named after it (not blank, no "
+        "control or invisible characters, at most 100 characters)."))
     description: str = Field("", description="What question the scenario answers (shown in reports).")
 
 
@@ -66,9 +71,10 @@ class ModelConfig(Strict, AxisFields):
     name: str = Field("mlp", description=(
         "A built-in model (mlp, cnn, lstm, resnet50, transformer, recommender), \"applications.<Builder>\" "
         "(any keras.applications builder, weights=None) or \"package.module:function\" (your builder)."))
-    extra_matmul: NonNegativeInt = Field(0, description=(
+    extra_matmul: Annotated[int, Field(ge=0, le=16_384)] = Field(0, description=(
         "An n x n matmul added to every forward pass (0: none). Real, known extra work per step, for "
-        "regression drills: a candidate made slower on purpose must be flagged by `bench compare`."))
+        "regression drills: a candidate made slower on purpose must be flagged by `bench compare`. "
+        "At most 16,384: a float32 matrix of 1 GiB, 8.8 TFLOP a step."))
     trainable: PipelineAxis[Trainable] = Field("all", description=(
         "keras.applications models (resnet50, \"applications.<Builder>\"): \"all\", \"head\" (frozen base, "
         "new head) or N (head + the last N layers of the base: fine-tuning)."))
@@ -87,8 +93,9 @@ class CheckpointConfig(Strict):
     fit, tf.train.CheckpointManager for the custom loops): the worker records each save's blocking
     time and size, one restore into a fresh model, and throughput with saving on vs off."""
 
-    every: PositiveInt = Field(description="Save every K steps.")
-    keep: PositiveInt = Field(1, description="How many of the newest saves to keep.")
+    every: Steps = Field(description=f"Save every K steps. {limits.STEPS_WHY}")
+    keep: Annotated[int, Field(ge=1, le=100)] = Field(1, description=(
+        "How many of the newest saves to keep; at most 100, each a copy of the model on disk."))
 
 
 # What sizing by duration (`min_window_s`, `settle_s`) may make of a window's or a turn's
@@ -100,36 +107,39 @@ MAX_SIZED_STEPS = 128
 
 
 class MeasureConfig(Strict):
-    warmup_steps: NonNegativeInt = Field(50, description=(
+    warmup_steps: OptionalSteps = Field(50, description=(
         "Steps run before the first turn (the first compiles; tf.data fills its caches), "
-        "measured but kept out of the statistics."))
-    steps: PositiveInt = Field(16, description=(
+        f"measured but kept out of the statistics. {limits.STEPS_WHY}"))
+    steps: Steps = Field(16, description=(
         "Steps per window: each turn runs an unobserved window (the headline) of at least this "
         "many steps, more to last `min_window_s`, and an observed one (the per-step samples) of "
-        "this many."))
-    repeats: PositiveInt = Field(12, description=(
+        f"this many. {limits.STEPS_WHY}"))
+    repeats: Turns = Field(12, description=(
         "Turns per variant: the number of interleaved rounds. The noise floor is an interval "
         "over them: 12 rounds gave about ±3-4% on a noisy 2-core VM, 3 rounds several times "
-        "that (docs/measuring/measurements.md#noise-floor-interval)."))
-    min_window_s: Annotated[float, Field(ge=0)] = Field(0.1, description=(
+        f"that (docs/measuring/measurements.md#noise-floor-interval). {limits.TURNS_WHY}"))
+    min_window_s: Annotated[float, Field(ge=0, le=3600)] = Field(0.1, description=(
         "Least duration of an unobserved window: a variant whose `steps` would take less, at "
         "its step time before its first window (its first turn's settling steps or its warmup's "
         "median step, the shorter), runs longer unobserved windows from its first turn on (at "
         f"most {MAX_WINDOW_GROWTH} times `steps`, or {MAX_SIZED_STEPS} steps where that is "
         "more). A window's one sync at its end costs about a step, a large share of a few short "
         "steps. 0 keeps `steps`; single-process variants only (a cluster's tasks must run the "
-        "same steps)."))
-    trace_steps: NonNegativeInt = Field(10, description=(
+        "same steps). At most an hour."))
+    trace_steps: Annotated[int, Field(ge=0, le=limits.MAX_TRACE_STEPS)] = Field(10, description=(
         "Profiler window after the turns (beside an untraced window of as many steps); 0 turns "
-        "it off."))
-    timeout_s: Annotated[float, Field(gt=0)] = Field(300.0, description=(
-        "Budget per variant, in seconds of its own running time; its process group is killed past it."))
+        f"it off. At most {limits.MAX_TRACE_STEPS:,}: a small CNN's trace is about 53 KB a step, and "
+        "xprof converts a whole trace at once."))
+    timeout_s: Annotated[float, Field(gt=0, le=limits.MAX_TIMEOUT_S)] = Field(300.0, description=(
+        "Budget per variant, in seconds of its own running time; its process group is killed past "
+        "it. At most a week (604,800 s): a budget longer than that guards against nothing."))
     interleave: bool = Field(True, description=(
         "Interleave the timed windows of all live variants in shuffled rounds (bench.launch.rounds); false "
         "runs the variants one after another, as `bench run --no-interleave` does."))
-    settle_steps: NonNegativeInt = Field(1, description=(
-        "The least untimed steps after each gate release before a turn's windows (0: none)."))
-    settle_s: Annotated[float, Field(ge=0)] = Field(0.05, description=(
+    settle_steps: OptionalSteps = Field(1, description=(
+        "The least untimed steps after each gate release before a turn's windows (0: none). "
+        f"{limits.STEPS_WHY}"))
+    settle_s: Annotated[float, Field(ge=0, le=3600)] = Field(0.05, description=(
         "Least duration of that settling: a variant released from its gate runs cold, its "
         "steps 10-70% slow for their first 50 ms (a 2-core VM, steps of 2 ms; longer settling, "
         "0.1-1 s, did not bring its headline closer to a plain loop's: "
@@ -137,22 +147,25 @@ class MeasureConfig(Strict):
         "until this long has passed since its release, and every later turn settles as many "
         f"steps (at least `settle_steps`, at most {MAX_WINDOW_GROWTH} times them or "
         f"{MAX_SIZED_STEPS}, where that is more). 0 settles `settle_steps`; single-process "
-        "variants only."))
-    iterators: PositiveInt = Field(1, description=(
+        "variants only. At most an hour."))
+    iterators: Turns = Field(1, description=(
         "Fresh input iterators the turns are spread over, each made after its turn's gate; the "
         "record gives each one's rate, and the terminal calls out two clearly apart speeds. "
         "bench keeps every iterator alive, so the headline is the step's rate; what ending one "
-        "costs an epoch is measured apart (`epochs`)."))
-    epochs: NonNegativeInt = Field(1, description=(
+        f"costs an epoch is measured apart (`epochs`). At most {limits.MAX_TURNS:,}."))
+    epochs: Annotated[int, Field(ge=0, le=limits.MAX_TURNS)] = Field(1, description=(
         "Short epochs at the variant's finish, after its turns, each on a fresh input iterator "
         "that ends at once, as a loop over a finite dataset ends each epoch (a plain `fit("
         "dataset, epochs=N)`, `for batch in dataset`): the record holds how long each end took, "
         "where such a loop waits for tf.data's autotune thread. 0 turns them off; local "
-        "single-process variants only, not the run's control twin or yardstick."))
-    epoch_steps: PositiveInt = Field(64, description="Steps in each of those epochs.")
-    max_live: Literal["auto"] | PositiveInt = Field("auto", description=(
-        "How many variant processes may be alive at once (\"auto\": from free memory, and GPU memory where "
-        "there are GPUs); more variants are run in batches of this size."))
+        f"single-process variants only, not the run's control twin or yardstick. At most "
+        f"{limits.MAX_TURNS:,}."))
+    epoch_steps: Steps = Field(64, description=f"Steps in each of those epochs. {limits.STEPS_WHY}")
+    max_live: Literal["auto"] | Annotated[int, Field(ge=1, le=limits.MAX_RUN_VARIANTS)] = Field(
+        "auto", description=(
+            "How many variant processes may be alive at once (\"auto\": from free memory, and GPU "
+            "memory where there are GPUs); more variants are run in batches of this size. At most "
+            f"{limits.MAX_RUN_VARIANTS:,}, the variants one run may hold."))
     control: bool = Field(True, description=(
         "Run a twin of the baseline variant (an A/A control) so the run states its own noise floor."))
     checkpoint: CheckpointConfig | None = Field(None, description=(
@@ -163,18 +176,23 @@ class StrategyConfig(Strict):
     name: StrategyName = Field(description=(
         "The tf.distribute strategy: default, one_device, mirrored, central_storage, "
         "multi_worker_mirrored, parameter_server or tpu."))
-    replicas: Axis[PositiveInt] = Field([1], description=(
-        "Replicas in sync (mirrored, central_storage); one_device and default run exactly 1."))
+    replicas: Axis[Annotated[int, Field(ge=1, le=limits.MAX_REPLICAS)]] = Field([1], description=(
+        "Replicas in sync (mirrored, central_storage); one_device and default run exactly 1. "
+        f"{limits.REPLICAS_WHY}"))
     devices: Literal["auto", "cpu", "gpu"] = Field("auto", description=(
         "auto: GPUs when present, else logical CPU devices; gpu or cpu forces one kind (cpu hides the "
         "GPUs)."))
     cross_device_ops: Axis[CrossDeviceOps] = Field(["auto"], description=(
         "MirroredStrategy's all-reduce implementation (mirrored only); nccl is skipped on CPU."))
-    workers: Axis[PositiveInt] = Field([1], description=(
-        "Cluster strategies: worker processes, each with its own TF_CONFIG."))
-    devices_per_worker: Axis[PositiveInt] = Field([1], description=(
-        "MultiWorkerMirrored: GPUs per worker (on CPU a worker always uses CPU:0)."))
-    ps: Axis[PositiveInt] = Field([1], description="ParameterServer: parameter-server tasks.")
+    workers: Axis[Annotated[int, Field(ge=1, le=limits.MAX_WORKERS)]] = Field([1], description=(
+        f"Cluster strategies: worker processes, each with its own TF_CONFIG. At most "
+        f"{limits.MAX_WORKERS}. {limits.PROCESSES_WHY}"))
+    devices_per_worker: Axis[Annotated[int, Field(ge=1, le=limits.MAX_DEVICES_PER_WORKER)]] = Field(
+        [1], description=(
+            "MultiWorkerMirrored: GPUs per worker (on CPU a worker always uses CPU:0). At most "
+            f"{limits.MAX_DEVICES_PER_WORKER}, the GPUs of the largest hosts."))
+    ps: Axis[Annotated[int, Field(ge=1, le=limits.MAX_PS)]] = Field([1], description=(
+        f"ParameterServer: parameter-server tasks. At most {limits.MAX_PS}. {limits.PROCESSES_WHY}"))
     collective: Axis[Collective] = Field(["auto"], description=(
         "MultiWorkerMirrored all-reduce implementation (nccl is skipped on CPU)."))
     partitioner: Partitioner = Field("none", description="ParameterServer variable sharding across ps tasks.")
@@ -219,13 +237,14 @@ class StrategyConfig(Strict):
 class LossParityConfig(Strict):
     """Train k steps from the same seed on the same batches; compare the loss with the baseline."""
 
-    steps: PositiveInt = Field(10, description="Training steps of the fresh copy.")
-    batch: PositiveInt = Field(64, description=(
-        "One global batch for every variant (must split over its replicas)."))
+    steps: Steps = Field(10, description=f"Training steps of the fresh copy. {limits.STEPS_WHY}")
+    batch: Batch = Field(64, description=(
+        f"One global batch for every variant (must split over its replicas). {limits.BATCH_WHY}"))
     learning_rate: Annotated[float, Field(gt=0)] = Field(0.001, description=(
         "Learning rate of the fresh copy."))
-    tolerance: Annotated[float, Field(gt=0)] = Field(0.01, description=(
-        "Largest relative difference of the losses that still counts as parity."))
+    tolerance: Annotated[float, Field(gt=0, le=1)] = Field(0.01, description=(
+        "Largest relative difference of the losses that still counts as parity (at most 1: "
+        "losses 100% apart)."))
 
 
 class AccuracyConfig(Strict):
@@ -235,8 +254,8 @@ class AccuracyConfig(Strict):
 
     min: Annotated[float, Field(gt=0, le=1)] = Field(description=(
         "The accuracy bound: below it, the variant is marked."))
-    steps: PositiveInt = Field(200, description=(
-        "Training steps, at the variant's own global batch and learning rate."))
+    steps: Steps = Field(200, description=(
+        f"Training steps, at the variant's own global batch and learning rate. {limits.STEPS_WHY}"))
     eval_split: Annotated[str, Field(min_length=1)] = Field("test", description=(
         "mnist / fashion_mnist / synthetic: \"test\" (held out) or \"train\"; tfds: any split it has; "
         "tfrecord: \"test\" reads data.eval_files, \"train\" data.files."))

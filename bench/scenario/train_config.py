@@ -3,6 +3,7 @@ trains (API, precision, loss, optimizer, metrics, Keras flavour, compilation).""
 
 from __future__ import annotations
 
+import math
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, field_validator, model_validator
@@ -10,14 +11,16 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, field_valida
 from bench.axes import object_label
 from bench.scenario import keras_names
 from bench.scenario.fields import (
+    BATCH_WHY,
     ApiName,
     Axis,
     AxisFields,
+    Batch,
     DistributeDataset,
     KerasFlavour,
     PipelineAxis,
-    PositiveInt,
     PrecisionName,
+    Steps,
     Strict,
 )
 from bench.scenario.imports import IMPORT_PATH_HELP, is_import_path
@@ -52,6 +55,8 @@ class _KerasObject(BaseModel):
     def check(self, kind: str) -> None:
         """Raise ValueError when a Keras name or its arguments are unknown (a user's function
         is looked up later, beside the scenario file)."""
+        if problem := _non_finite(self.args):
+            raise ValueError(problem)
         if self.is_import_path:
             return
         if ":" in self.name:
@@ -69,22 +74,36 @@ class _KerasObject(BaseModel):
 KerasObject = Annotated[_KerasObject, BeforeValidator(_named)]
 
 
+def _non_finite(args: dict[str, Any]) -> str | None:
+    """Why a Keras object's arguments hold a number no run can mean (inf, nan), or None."""
+    pending: list[tuple[str, Any]] = list(args.items())
+    while pending:
+        key, value = pending.pop()
+        if isinstance(value, float) and not math.isfinite(value):
+            return f"argument '{key}': {value} is not a finite number"
+        if isinstance(value, dict):
+            pending += [(f"{key}.{k}", v) for k, v in value.items()]
+        elif isinstance(value, list):
+            pending += [(f"{key}[{i}]", v) for i, v in enumerate(value)]
+    return None
+
+
 class BatchConfig(Strict):
     """weak: per-replica batch fixed; strong: global batch fixed and split across replicas."""
 
     rule: Literal["weak", "strong"] = Field("weak", description=(
         "weak: the per-replica batch is fixed; strong: the global batch is fixed and split over the "
         "replicas."))
-    per_replica: Axis[PositiveInt] | None = Field(None, description=(
-        "The per-replica batch (rule = \"weak\")."))
-    global_batch: Axis[PositiveInt] | None = Field(default=None, alias="global", description=(
-        "The global batch (rule = \"strong\")."))
+    per_replica: Axis[Batch] | None = Field(None, description=(
+        f"The per-replica batch (rule = \"weak\"). {BATCH_WHY}"))
+    global_batch: Axis[Batch] | None = Field(default=None, alias="global", description=(
+        f"The global batch (rule = \"strong\"). {BATCH_WHY}"))
     learning_rate: Annotated[float, Field(gt=0)] | None = Field(None, description=(
         "None: the optimizer's own (a [train] optimizer table's learning_rate, a compiled model's), else "
         "0.001; the lr_scaling rule applies to whichever it is. Give it in one place."))
     lr_scaling: Literal["none", "linear", "sqrt"] = Field("none", description=(
         "How the learning rate follows the global batch, relative to lr_reference_batch."))
-    lr_reference_batch: PositiveInt | None = Field(None, description=(
+    lr_reference_batch: Batch | None = Field(None, description=(
         "The batch at which learning_rate applies (default: per_replica under weak, global under strong)."))
 
     @model_validator(mode="after")
@@ -119,8 +138,8 @@ class TrainConfig(Strict, AxisFields):
         "compiled model's, else none)."))
     keras: PipelineAxis[KerasFlavour] = Field("keras3", description=(
         "keras3, or tf_keras (tf-keras 2.x, TF_USE_LEGACY_KERAS=1 in the variant's processes)."))
-    steps_per_execution: PipelineAxis[PositiveInt] = Field(1, description=(
-        "Steps per call into the compiled function."))
+    steps_per_execution: PipelineAxis[Steps] = Field(1, description=(
+        "Steps per call into the compiled function (at most measure.steps, which it divides)."))
     jit_compile: PipelineAxis[bool] = Field(False, description="Compile the step with XLA.")
     float16_on_cpu: Literal["skip", "run"] = Field("skip", description=(
         "mixed_float16 on CPU runs single-threaded (~400x slower): skip it unless asked to run."))

@@ -24,6 +24,7 @@ import gzip
 import json
 import logging
 import os
+import socket
 import tempfile
 import threading
 from collections.abc import Callable, Iterator
@@ -250,6 +251,22 @@ def make_app(logdir: str | os.PathLike[str]) -> Callable[..., Any]:
     if plugin is None:
         raise BenchError("xprof's profile plugin failed to load (see the log above)")
     return _guard(xprof_server.make_wsgi_app(plugin))
+
+
+def ensure_port_free(port: int) -> None:
+    """A BenchError (one line) when `port` on 127.0.0.1 is taken: checked before any work, so a
+    command does not convert traces or write events for a server that cannot listen. Port 0 (a
+    free one, chosen when the server binds) is always free."""
+    if port == 0:
+        return
+    probe = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    try:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as the servers bind
+        probe.bind((HOST, port))
+    except OSError as exc:
+        raise BenchError(f"{HOST}:{port}: cannot listen ({exc})") from None
+    finally:
+        probe.close()
 
 
 class TraceServer:
