@@ -53,7 +53,8 @@ def test_a_stale_plan_is_noticed(tmp_path: Path) -> None:
     root = copy_of_the_samples(tmp_path)
     assert problems(root) == []
     plan = docs_samples.plan_words(QUICK.measure())
-    edit(root / QUICK.page, plan, plan.replace(f"two {QUICK.measure().steps}-step", "two 2-step"))
+    edit(root / QUICK.page, plan, plan.replace(f"window of {QUICK.measure().steps} steps",
+                                               "window of 2 steps"))
     edit(root / QUICK.page, quick_summary(), quick_summary().replace(
         f"{QUICK_MEASURE['steps']} timed", "2 timed"))
     found = problems(root)
