@@ -39,6 +39,8 @@ class TargetSeed(Section):
                                    "first step, which compiles, included)")
     first_step_s: Number | None = field("the first step's seconds (tracing and compiling)")
     eval_s: Number | None = field("seconds spent evaluating, apart from training")
+    wall_s: Number | None = field("the seed's whole wall time: building the model, training, "
+                                  "evaluating and ending its input pipeline")
     best: Number | None = field("the best value the metric reached")
     stopped_by: str | None = field("what ended a seed that did not reach the target: "
                                    "`max_examples`, `max_seconds`, `diverged`")

@@ -100,6 +100,12 @@ def check_target(scenario: Scenario, source: str) -> None:
                             f"beyond the budget of {budget:,} examples: no evaluation would run")
     if problem := _nothing_to_learn(scenario):
         raise ScenarioError(source, *problem)
+    if target.seeds * target.max_seconds >= scenario.measure.timeout_s:
+        raise ScenarioError(source, "target.max_seconds", f"{target.seeds} seed(s) × "
+                            f"{target.max_seconds:g} s reach measure.timeout_s "
+                            f"({scenario.measure.timeout_s:g} s), the variant's whole budget: "
+                            "its process would be killed before its seeds end; raise "
+                            "measure.timeout_s or lower max_seconds")
     if scenario.fault is not None:
         raise ScenarioError(source, "target", "[fault] variants measure a recovery, not a "
                             "training to a target: use one or the other")

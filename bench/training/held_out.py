@@ -44,11 +44,17 @@ def accuracy_counter(strategy: Any, model: Any, threshold: float = 0.5
         total = tf.distribute.ReduceOp.SUM
         return strategy.reduce(total, hits, axis=None), strategy.reduce(total, seen, axis=None)
 
+    distributed: dict[int, Any] = {}  # a dataset judged again is distributed once
+
     def count(dataset: Any) -> tuple[int, int]:
+        if id(dataset) not in distributed:
+            distributed.clear()
+            distributed[id(dataset)] = (dataset, strategy.experimental_distribute_dataset(dataset))
         correct = examples = 0
-        for x, y in strategy.experimental_distribute_dataset(dataset):
+        for x, y in distributed[id(dataset)][1]:
             hits, seen = counts(x, y)
-            correct, examples = correct + int(hits), examples + int(seen)
+            correct, examples = correct + hits, examples + seen  # on the device until the end
+        correct, examples = int(correct), int(examples)
         if not examples:
             raise ValueError("the evaluation split yielded no examples")
         return correct, examples

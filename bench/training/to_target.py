@@ -37,6 +37,7 @@ class SeedRun:
     budget: int
     max_seconds: float
     evaluate: Callable[[], float]
+    finite: Callable[[], bool]  # whether the model's weights are all finite numbers
     train_s: float = 0.0
     eval_s: float = 0.0
     first_step_s: float | None = None
@@ -46,10 +47,12 @@ class SeedRun:
     stopped_by: str | None = None
 
     def after_interval(self, seconds: float, loss: float | None) -> bool:
-        """Count an interval of training, evaluate, and say whether training goes on."""
+        """Count an interval of training, evaluate, and say whether training goes on. A loss
+        or a weight that is no finite number is divergence (a diverged model's accuracy is a
+        number still: its argmax of NaNs is class 0)."""
         self.train_s += seconds
         self.examples += self.interval_steps * self.global_batch
-        if loss is not None and not math.isfinite(loss):
+        if (loss is not None and not math.isfinite(loss)) or not self.finite():
             self.curve.append(CurvePoint(examples=self.examples, seconds=self.train_s,
                                          value=None))
             self.stopped_by = "diverged"
@@ -77,7 +80,7 @@ class SeedRun:
     def intervals(self) -> int:
         return max(1, self.budget // (self.interval_steps * self.global_batch))
 
-    def record(self, seed: int, train_examples: int | None) -> TargetSeed:
+    def record(self, seed: int, train_examples: int | None, wall_s: float) -> TargetSeed:
         values = [p.value for p in self.curve if p.value is not None]
         best = (max if self.target.reached_when == "above" else min)(values) if values else None
         at = self.reached_at
@@ -87,8 +90,15 @@ class SeedRun:
             seed=seed, status=status, examples=at.examples if at else None,
             epochs=at.examples / train_examples if at and train_examples else None,
             seconds=at.seconds if at else None, first_step_s=self.first_step_s,
-            eval_s=self.eval_s, best=best, stopped_by=None if at else self.stopped_by,
+            eval_s=self.eval_s, wall_s=wall_s, best=best, stopped_by=None if at else self.stopped_by,
             curve=self.curve)
+
+
+def all_finite(model: Any) -> bool:
+    """Whether every trainable weight of `model` is a finite number."""
+    import numpy as np
+
+    return all(bool(np.isfinite(np.asarray(w)).all()) for w in model.get_weights())
 
 
 def linear_warmup(optimizer: Any, start: float, end: float, steps: int) -> None:
@@ -134,8 +144,9 @@ def _fit(variant: Variant, run: SeedRun, built: workload.Workload, metrics: list
                 self.started = time.perf_counter()
 
         def on_epoch_end(self, epoch: int, logs: Any = None) -> None:
-            loss = float((logs or {}).get("loss", 0.0))
-            if not run.after_interval(time.perf_counter() - self.started, loss):
+            # fit's logged loss is a running mean, which some strategies' metrics miscount
+            # (objectives.metrics_count_once): the weights tell divergence instead
+            if not run.after_interval(time.perf_counter() - self.started, None):
                 self.model.stop_training = True
 
     model = built.model
@@ -181,8 +192,11 @@ def _evaluator(variant: Variant, strategy: Any, built: workload.Workload, held: 
     # the replicas): the same examples judged, in fewer calls
     batch = variant.global_batch * max(1, round(1024 / variant.global_batch))
 
-    def dataset() -> Any:
-        return data_mod.make_dataset(held, variant.data, batch, train=False)
+    # cached: its map runs once per example, not at every evaluation (0.3 s for 10,000)
+    once = data_mod.make_dataset(held, variant.data, batch, train=False).cache()
+
+    def dataset() -> Any:  # one pass each time it is iterated
+        return once
 
     if metric == "accuracy":
         count = held_out.accuracy_counter(strategy, built.model,
@@ -237,6 +251,7 @@ def _measure(variant: Variant, strategy: Any, loaded: Any, *, global_batch: int,
     inputs = data_mod.model_inputs(loaded, variant.data)
     seeds = []
     for i in range(target.seeds):
+        began = time.perf_counter()
         seed = variant.data.seed + i
         data_cfg = variant.data.model_copy(update={"seed": seed})
         keras.utils.set_random_seed(seed)
@@ -253,14 +268,17 @@ def _measure(variant: Variant, strategy: Any, loaded: Any, *, global_batch: int,
                               variant.learning_rate,
                               max(1, variant.lr_warmup_examples // global_batch))
         run = SeedRun(target, target.every_examples // global_batch, global_batch, budget,
-                      target.max_seconds, _evaluator(variant, strategy, built, held, probe))
+                      target.max_seconds, _evaluator(variant, strategy, built, held, probe),
+                      lambda model=built.model: all_finite(model))
+        print(f"target seed {seed}: built in {time.perf_counter() - began:.2f} s", flush=True)
         if variant.api == "fit":
             with strategy.scope():
                 _fit(variant, run, built, metrics, dataset,
                      arrays(size or budget) if arrays is not None else None)
         else:
             _custom_loop(variant, strategy, run, built, metrics, dataset)
-        seeds.append(run.record(seed, size))
+        print(f"target seed {seed}: trained in {time.perf_counter() - began:.2f} s", flush=True)
+        seeds.append(run.record(seed, size, time.perf_counter() - began))
     return summarize(seeds, held.source, common)
 
 
