@@ -5,11 +5,14 @@ from __future__ import annotations
 
 import json
 import math
+import shutil
 from pathlib import Path
 
 import pytest
 
+from bench.compare.convergence import convergence_verdict
 from bench.data.arrays import DEBIAN_FASHION_MNIST_DIR
+from bench.record.model import VariantRecord
 from bench.record.target import spread
 from bench.scenario.digest import digest_json
 from bench.scenario.loading import load_scenario
@@ -222,3 +225,61 @@ def test_a_scenario_without_a_target_keeps_its_digest() -> None:
     assert "batch" not in json.loads(text)["strategies"][0]
     shipped = load_scenario(REPO / "scenarios" / "batch_scaling.toml")
     assert '"target"' in digest_json(shipped.model_dump(mode="json", by_alias=True))
+
+
+def _with_target(examples: list[int], reached: bool = True) -> VariantRecord:
+    seeds = [{"seed": i, "status": "reached" if reached else "not_reached",
+              "examples": n if reached else None} for i, n in enumerate(examples)]
+    figures = spread([float(n) for n in examples], len(examples)) if reached else None
+    return VariantRecord.load({
+        "schema": 2, "variant_id": "v", "status": "ok", "variant": {"id": "v"},
+        "target": {"status": "ok", "metric": "accuracy", "value": 0.85, "seeds": seeds,
+                   "examples": figures.to_json() if figures else None}})
+
+
+def test_compare_judges_examples_to_target_with_the_seeds_spread_as_noise() -> None:
+    base = _with_target([61440, 61440, 76800])
+    assert convergence_verdict(base, _with_target([61440, 76800, 76800]), 0.05) is None
+    status, why = convergence_verdict(base, _with_target([92160, 107520, 107520]), 0.05)
+    assert status == "regression" and "examples to target ×1.75" in why
+    assert convergence_verdict(_with_target([92160, 107520, 107520]), base, 0.05)[0] == \
+        "improvement"
+    status, why = convergence_verdict(base, _with_target([0, 0], reached=False), 0.05)
+    assert status == "regression" and "no longer reaches accuracy 0.85" in why
+
+
+@pytest.mark.slow
+def test_bench_compare_flags_a_run_that_needs_more_examples(run: BenchRun, tmp_path: Path
+                                                            ) -> None:
+    candidate = tmp_path / run.run_dir.name
+    shutil.copytree(run.run_dir, candidate)
+    lines = []
+    for line in (candidate / "records.jsonl").read_text().splitlines():
+        rec = json.loads(line)
+        if rec["variant_id"] == LEARNS[0]:
+            for key in ("median", "low", "high"):
+                rec["target"]["examples"][key] *= 3
+        lines.append(json.dumps(rec))
+    (candidate / "records.jsonl").write_text("\n".join(lines) + "\n")
+    proc = bench("compare", str(run.run_dir), str(candidate))
+    out = proc.stdout.replace("\n", " ")
+    assert proc.returncode == 1, proc.stdout[-3000:]
+    assert "examples to target ×3.00" in out and "REGRESSION" in out
+
+
+@pytest.mark.slow
+def test_the_target_charts_are_valid_plotly_figures(run: BenchRun) -> None:
+    import plotly.graph_objects as go
+
+    from bench.report.runs import load_run
+    from bench.report.target_charts import target_charts
+
+    charts = target_charts(load_run(run.run_dir))
+    assert [c.id for c in charts] == ["target-curves-examples", "target-curves-seconds",
+                                      "target-speed"]
+    for chart in charts:
+        assert chart.rendered, chart.note
+        go.Figure(chart.figure)  # raises on any property plotly does not know
+    curves = charts[0].figure["data"]
+    assert len(curves) == 2 * (len(LEARNS) + 1)  # a line per seed, the diverged ones' too
+    assert all(x % EVERY == 0 for trace in curves for x in trace["x"])
