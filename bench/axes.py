@@ -34,6 +34,7 @@ VARIANT_AXES: dict[str, Any] = {
     "strategy": None, "replicas": None, "workers": 1, "ps": 0, "devices_per_worker": 1,
     "cross_device_ops": None, "collective": "auto", "api": None, "distribute_dataset": None,
     "precision": None, "batch_rule": None, "per_replica_batch": None, "global_batch": None,
+    "lr_scaling": "none", "lr_warmup_examples": 0,
     "model": None, "trainable": "all", "keras": "keras3", "steps_per_execution": 1,
     "jit_compile": False, "feed": "dataset", "loss": None, "optimizer": None,
     "environment": None,

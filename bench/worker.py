@@ -49,6 +49,7 @@ from bench.training import (
     ps_loops,
     recovery,
     strategies,
+    to_target,
     traced_turn,
     variables,
     workload,
@@ -266,6 +267,13 @@ def measure(variant: Variant, spawn_time: float, progress: ProgressFn) -> dict[s
         checked = checks_suite.run(variant, strategy, loaded)
     unobserved_s = result.clocks.get("unobserved") or []
     observed_s = result.clocks.get("observed") or []
+    rates = throughput(windows, global_batch, unobserved_s, k, steps)
+    with phases("target"):  # after everything it measured: it trains fresh models
+        target = (to_target.measure(variant, strategy, loaded, global_batch=global_batch,
+                                    headline=rates.headline,
+                                    arrays=(lambda n: data_mod.numpy_feed(loaded, n))
+                                    if variant.data.feed == "numpy" else None)
+                  if variant.target is not None else None)
     return {
         **describe_setup(),
         "timing": measured.Timing(
@@ -277,8 +285,7 @@ def measure(variant: Variant, spawn_time: float, progress: ProgressFn) -> dict[s
             **overhead.harness_overhead(result.harness_s, schedule.untraced_steps,
                                         step_stats.median)),
         "step_time": measured.StepTime(**step_stats.to_dict()),
-        "throughput": measured.Throughput(
-            **throughput(windows, global_batch, unobserved_s, k, steps).to_dict()),
+        "throughput": measured.Throughput(**rates.to_dict()),
         "measurement": measured.Measurement(
             interleaved=gate.interleaved, settle_steps=schedule.settle_steps,
             settling_s=result.settling_s, window_steps=steps,
@@ -311,6 +318,7 @@ def measure(variant: Variant, spawn_time: float, progress: ProgressFn) -> dict[s
         "utilization": profiled.Utilization(**utilised),
         "checks": profiled.Checks(**checked),
         "notes": notes,
+        **({"target": target} if target is not None else {}),
     }
 
 

@@ -45,7 +45,10 @@ FEWER_STEPS = ["--steps", "8", "--warmup", "2"]
 # their ends: batch_sweep its smallest batch on one device and its largest on two, input_bound
 # its pipeline without parallelism or prefetch and with both (tests/test_data.py checks each of
 # the pipeline's knobs; tests/test_scenario.py expands every shipped scenario whole).
+# batch_scaling trains each variant to its target twice (tests/test_target.py trains the custom
+# loop and Mirrored x 2 to a target): its single-device fit runs here.
 ONLY = {"batch_sweep": ["default-r1-fit-float32-gb16", "mirrored-r2-fit-float32-gb512"],
+        "batch_scaling": ["default-r1-fit-*"],
         "checkpoint_cost": ["default-r1-fit-*"],
         "input_bound": ["default-r1-fit-float32-gb64-map1-pf0",
                         "default-r1-fit-float32-gb64-mapauto-pfauto"],
@@ -73,6 +76,7 @@ EXPANDED_ONLY = ("resnet50", "tutorial_transfer")
 LOSS_FALLS = ("tutorial_regression", "tutorial_softmax", "tutorial_mlp_clusters",
               "tutorial_transfer", "parameter_server")
 OK: dict[str, list[str]] = {
+    "batch_scaling": ["default-r1-fit-float32-gb64"],
     "batch_sweep": [
         "default-r1-fit-float32-gb16", "mirrored-r2-fit-float32-gb512"],
     "checkpoint_cost": [

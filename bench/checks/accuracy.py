@@ -14,6 +14,7 @@ from __future__ import annotations
 from typing import Any
 
 from bench.scenario.schema import Variant
+from bench.training.held_out import accuracy_counts as evaluate
 
 
 def measure(variant: Variant, strategy: Any, data: Any) -> dict[str, Any]:
@@ -38,42 +39,3 @@ def measure(variant: Variant, strategy: Any, data: Any) -> dict[str, Any]:
             "learning_rate": variant.learning_rate, "eval_split": cfg.eval_split,
             "eval_examples": total, "eval_source": held_out.source,
             "eval_fallback_reason": held_out.fallback_reason}
-
-
-def evaluate(strategy: Any, model: Any, dataset: Any, threshold: float = 0.5) -> tuple[int, int]:
-    """(correct, examples) over one pass of `dataset`, each batch split over the replicas: the
-    most likely class against class ids or one-hot rows, or a single output above `threshold`
-    against 0/1 targets."""
-    import tensorflow as tf
-
-    def classes(values: Any, binary: bool) -> Any:
-        if binary:
-            return tf.cast(tf.reshape(values, [-1]) > threshold, tf.int32)
-        return tf.argmax(values, axis=-1, output_type=tf.int32)
-
-    def replica_counts(x: Any, y: Any) -> tuple[Any, Any]:
-        out = model(x, training=False)
-        binary = out.shape[-1] == 1
-        predicted = classes(out, binary)
-        if binary:
-            truth = tf.cast(tf.reshape(y, [-1]) > 0.5, tf.int32)
-        elif y.shape.rank == out.shape.rank:  # one-hot rows
-            truth = tf.argmax(y, axis=-1, output_type=tf.int32)
-        else:
-            truth = tf.cast(tf.reshape(y, [-1]), tf.int32)
-        hits = tf.cast(tf.equal(predicted, truth), tf.int64)
-        return tf.reduce_sum(hits), tf.size(truth, out_type=tf.int64)
-
-    @tf.function(reduce_retracing=True)
-    def counts(x: Any, y: Any) -> tuple[Any, Any]:
-        hits, seen = strategy.run(replica_counts, args=(x, y))
-        total = tf.distribute.ReduceOp.SUM
-        return strategy.reduce(total, hits, axis=None), strategy.reduce(total, seen, axis=None)
-
-    correct = examples = 0
-    for x, y in strategy.experimental_distribute_dataset(dataset):
-        hits, seen = counts(x, y)
-        correct, examples = correct + int(hits), examples + int(seen)
-    if not examples:
-        raise ValueError("the evaluation split yielded no examples")
-    return correct, examples

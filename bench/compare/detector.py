@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 
 from bench.compare.caveats import measured_differently, why_unchanged
+from bench.compare.convergence import convergence_verdict
 from bench.compare.figures import RunFigures, identity, run_figures
 from bench.compare.tdist import t_quantile
 from bench.compare.yardstick import round_medians
@@ -345,6 +346,11 @@ def compare_records(base: list[VariantRecord], cand: list[VariantRecord], *,
                                       always_ci=always_ci)
             comparison.verdicts.append(run_to_run_check(verdict, history_medians.get(key, []))
                                        if run_to_run else verdict)
+            if moved := convergence_verdict(b, c, effect):  # examples to target, [target]
+                last = comparison.verdicts[-1]
+                if moved[0] == "regression" or last.status == "unchanged":
+                    last.status = moved[0]
+                last.note = _joined(last.note, moved[1])
     if mismatch:
         for verdict in comparison.verdicts:
             verdict.note = _joined(verdict.note, f"forced: {mismatch}")

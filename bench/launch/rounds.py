@@ -209,8 +209,9 @@ def _groups_per_core(variants: list[Any]) -> list[list[Any]]:
 def finishing_width(variants: list[Variant]) -> int:
     """How many variants may finish at once: one per core, since finishing (final loss, FLOPs,
     checks, the record) times nothing; one at a time when a variant measures what checkpoints
-    cost, which it does after its windows and which must have the machine to itself."""
-    if any(v.measure.checkpoint is not None for v in variants):
+    cost, which it does after its windows and which must have the machine to itself, or trains
+    to a `[target]`, whose seconds to target are wall clock too."""
+    if any(v.measure.checkpoint is not None or v.target is not None for v in variants):
         return 1
     return untimed_width()
 

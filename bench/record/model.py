@@ -59,6 +59,7 @@ from bench.record.provenance import (
     Workload,
 )
 from bench.record.section import READING, Number, Section, field
+from bench.record.target import Target
 from bench.record.variant import RecordedVariant
 
 if TYPE_CHECKING:  # a reader of records never needs the scenario's schema
@@ -148,6 +149,8 @@ class VariantRecord(Section):
     recovery: Recovery | None = field("`[fault]` variants: the recovery's timeline",
                                       json_schema_extra={"sometimes": True})
     interleave: Interleave | None = field("the batch of variants it shared rounds with")
+    target: Target | None = field("`[target]`: each seed trained to the target, and examples "
+                                  "and time to it", json_schema_extra={"sometimes": True})
     # Filled by bench.scaling for the run's readers; never written.
     scaling_efficiency: float | None = Field(None, exclude=True)
     scaling_kind: str | None = Field(None, exclude=True)

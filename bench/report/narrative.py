@@ -29,6 +29,7 @@ from bench.report.derived import (
     worker_rows,
 )
 from bench.report.runs import RunView, versus_baseline
+from bench.report.targets import describe_ranking, target_rows
 from bench.scaling import replicas_of
 
 INPUT_BOUND_PCT = 20.0  # xprof calls a step "highly input-bound" above 20% input time
@@ -242,7 +243,8 @@ def data_notes(run: RunView) -> list[str]:
 def summarize_run(run: RunView) -> list[str]:
     if not run.records:
         return ["This run has no records yet."]
-    lines = [describe_noise_floor(run.noise_floor), fastest(run), best_scaling(run),
+    lines = [describe_ranking(target_rows(run.records)), describe_noise_floor(run.noise_floor),
+             fastest(run), best_scaling(run),
              input_bound(run), precision_speedups(run), keras_flavours(run),
              environments.summary_line(run.records, run.noise_floor),
              utilization(run), stragglers(run), measurement_cost(run), speed_modes(run),

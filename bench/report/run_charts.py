@@ -20,6 +20,7 @@ from bench.report.derived import (
 from bench.report.detail_charts import measurement_cost_chart, top_ops_chart, workers_chart
 from bench.report.recovery_charts import recovery_charts
 from bench.report.runs import RunView
+from bench.report.target_charts import target_charts
 from bench.scaling import group_key, replicas_of
 
 BREAKDOWN_COLOURS = {"input": "#e45756", "compute": "#4c78a8", "collective": "#f58518",
@@ -338,6 +339,6 @@ def precision_chart(run: RunView) -> Chart:
 
 def run_charts(run: RunView) -> list[Chart]:
     """Every chart of a run's page, in the order the page shows them."""
-    return [throughput_chart(run), scaling_chart(run), workers_chart(run), breakdown_chart(run),
-            top_ops_chart(run), distribution_chart(run), timeline_chart(run), precision_chart(run),
-            measurement_cost_chart(run), *recovery_charts(run)]
+    return [throughput_chart(run), *target_charts(run), scaling_chart(run), workers_chart(run),
+            breakdown_chart(run), top_ops_chart(run), distribution_chart(run), timeline_chart(run),
+            precision_chart(run), measurement_cost_chart(run), *recovery_charts(run)]

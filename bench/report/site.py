@@ -40,6 +40,8 @@ from bench.report.run_charts import run_charts
 from bench.report.runs import RunView, load_run, read_head
 from bench.report.scenario_charts import trend_chart
 from bench.report.summaries import RunSummary, summarize
+from bench.report.targets import COLUMNS as TARGET_COLUMNS
+from bench.report.targets import html_rows as target_html_rows
 from bench.report.templates import template_environment
 from bench.results import (
     check_records,
@@ -72,6 +74,8 @@ class RunPage:
     top_ops: list[tables.DetailTable] = field(default_factory=list)
     checkpoints: list[list[tables.Cell]] = field(default_factory=list)
     checkpoint_columns: tuple[str, ...] = CHECKPOINT_COLUMNS
+    targets: list[list[tables.Cell]] = field(default_factory=list)
+    target_columns: tuple[str, ...] = TARGET_COLUMNS
     columns: tuple[str, ...] = tables.COLUMNS
     worker_columns: tuple[str, ...] = tables.WORKER_COLUMNS
     op_columns: tuple[str, ...] = tables.OP_COLUMNS
@@ -110,7 +114,7 @@ def build_run_page(run: RunView, out_dir: Path) -> RunPage:
         problems=tables.problem_rows(run, out_dir), traces=tables.trace_rows(run, out_dir),
         environment=tables.flatten(run.environment), devices=tables.device_rows(run),
         workers=tables.worker_tables(run), top_ops=tables.top_op_tables(run),
-        checkpoints=tables.checkpoint_table(run))
+        checkpoints=tables.checkpoint_table(run), targets=target_html_rows(run.records))
 
 
 def run_page_name(run_name: str) -> str:

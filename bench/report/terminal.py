@@ -28,6 +28,7 @@ from bench.report.derived import (
     warming_up,
 )
 from bench.report.runs import find_baselines, versus_baseline
+from bench.report.targets import render_targets
 
 if TYPE_CHECKING:
     from bench.compare.detector import Comparison
@@ -241,6 +242,7 @@ def render_summary(console: Console, records: list[VariantRecord]) -> None:
     render_keras_pairs(console, records)
     render_environment_pairs(console, records, floor)
     render_checkpoint_costs(console, records)
+    render_targets(console, records)
     console.print(describe_noise_floor(floor))
     if ends := describe_epoch_ends(records):
         console.print(f"[dim]{escape(ends)}[/]")

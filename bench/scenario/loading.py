@@ -32,6 +32,7 @@ from bench.scenario.rules import (
 )
 from bench.scenario.schema import MeasureConfig, Scenario, Variant
 from bench.scenario.size import check_scenario_size
+from bench.scenario.target_rules import check_target
 
 
 def _field_path(loc: tuple[Any, ...]) -> str:
@@ -115,6 +116,7 @@ def parse_scenario(data: dict[str, Any], source: str = "<scenario>") -> Scenario
     check_fault(scenario, source)
     check_learning_rate(scenario, source)
     check_imports(scenario, source)
+    check_target(scenario, source)
     check_scenario_size(scenario, source)
     return scenario
 

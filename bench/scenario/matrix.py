@@ -24,6 +24,7 @@ from bench.scenario.schema import (
     Variant,
 )
 from bench.scenario.strategy_kinds import strategy_kind
+from bench.scenario.target_rules import check_target_batches
 
 DEFAULT_LEARNING_RATE = 0.001  # Keras' own for Adam, bench's default optimizer
 # A variant id names its files (logs/<id>.log, traces/<id>/, checkpoints/<id>/): one path part
@@ -57,6 +58,13 @@ def _base_lr(batch: BatchConfig, train: TrainConfig) -> tuple[float, bool]:
     if batch.learning_rate is not None:
         return batch.learning_rate, True
     return DEFAULT_LEARNING_RATE, False
+
+
+def batch_label(batch: BatchConfig) -> list[str]:
+    """The id parts of a strategy entry's own [batch] table: its rule, its learning-rate
+    scaling and warmup ("weak-linear-wu30720"), so entries that differ only there differ."""
+    parts = [batch.rule] + ([batch.lr_scaling] if batch.lr_scaling != "none" else [])
+    return parts + ([f"wu{batch.lr_warmup_examples}"] if batch.lr_warmup_examples else [])
 
 
 def _variant_id(strategy: str, shape: str, devices: str, options: tuple[str, ...], api: str,
@@ -159,13 +167,13 @@ def expand(scenario: Scenario, source: str = "<scenario>") -> list[Variant]:
     """Expand every list-valued axis into the cross product of concrete variants, in file order.
     When `source` is the scenario's file, its folder is where workers import user modules from."""
     scenario_dir = str(Path(source).resolve().parent) if Path(source).is_file() else None
-    batch = scenario.batch
     train = scenario.train
     variants: list[Variant] = []
     seen: set[str] = set()
     # innermost, so a variant's environments sit side by side (its id says which)
     environments = scenario.environment.points() if scenario.environment else [None]
     for s_index, strat in enumerate(scenario.strategies):
+        batch = strat.batch or scenario.batch
         batch_values = batch.per_replica if batch.rule == "weak" else batch.global_batch
         assert batch_values is not None  # guaranteed by BatchConfig validation
         data_cfg = scenario.data.model_copy(update={"feed": strat.feed or scenario.data.feed})
@@ -192,7 +200,7 @@ def expand(scenario: Scenario, source: str = "<scenario>") -> list[Variant]:
                     dd_values, _data_points(data_cfg), environments):
                 options = (shape["cross_device_ops"], shape["collective"], strat.partitioner)
                 training = (*model_label, *(["numpy"] if data.feed == "numpy" else []),
-                            *train_label)
+                            *train_label, *(batch_label(batch) if strat.batch else []))
                 vid = with_environment(_variant_id(strat.name, shape["label"], strat.devices,
                                                    options, api, dd, precision, global_batch,
                                                    training) + data_label, environment)
@@ -223,9 +231,10 @@ def expand(scenario: Scenario, source: str = "<scenario>") -> list[Variant]:
                     global_batch=global_batch,
                     learning_rate=base_lr * factor, lr_factor=factor,
                     learning_rate_given=lr_given, scenario_dir=scenario_dir,
-                    lr_scaling=batch.lr_scaling, model=model, data=data,
+                    lr_scaling=batch.lr_scaling,
+                    lr_warmup_examples=batch.lr_warmup_examples, model=model, data=data,
                     train=train_cfg, measure=scenario.measure, check=scenario.check,
-                    fault=scenario.fault, environment=environment,
+                    fault=scenario.fault, environment=environment, target=scenario.target,
                 ))
     parity = scenario.check.loss_parity
     for v in variants:
@@ -241,6 +250,7 @@ def expand(scenario: Scenario, source: str = "<scenario>") -> list[Variant]:
                                 f"step {kill.step_of(total)} is not before the end of the "
                                 f"variants' {total} steps (measure.warmup_steps + repeats x "
                                 "steps); give a smaller step or a fraction such as 0.5")
+    check_target_batches(variants, source)
     k = block_steps(train)
     if k > 1:
         m = scenario.measure

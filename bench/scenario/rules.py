@@ -113,13 +113,20 @@ def check_data_fields(scenario: Scenario, source: str) -> None:
     if data.label_kind == "regression":
         raise ScenarioError(source, "check.accuracy", "counts correctly predicted classes; "
                             "data.labels = \"regression\" has none")
-    split = accuracy.eval_split
+    if problem := eval_split_problem(data, accuracy.eval_split, "check.accuracy"):
+        raise ScenarioError(source, *problem)
+
+
+def eval_split_problem(data: DataConfig, split: str, owner: str) -> tuple[str, str] | None:
+    """(field, why) when `data` has no held-out `split` for `owner` (check.accuracy, target)
+    to judge on."""
     if data.name in ARRAY_DATASETS + ("tfrecord",) and split not in ("test", "train"):
-        raise ScenarioError(source, "check.accuracy.eval_split", f"'{split}': data "
-                            f"'{data.name}' has the splits 'train' and 'test'")
+        return f"{owner}.eval_split", (f"'{split}': data '{data.name}' has the splits 'train' "
+                                       "and 'test'")
     if data.name == "tfrecord" and split == "test" and data.eval_files is None:
-        raise ScenarioError(source, "data.eval_files", "required by check.accuracy (eval_split "
-                            "= 'test'): a glob of the held-out TFRecord shards")
+        return "data.eval_files", (f"required by {owner} (eval_split = 'test'): a glob of the "
+                                   "held-out TFRecord shards")
+    return None
 
 
 def check_labels(scenario: Scenario, source: str) -> None:
@@ -149,7 +156,8 @@ def check_labels(scenario: Scenario, source: str) -> None:
 
 def check_learning_rate(scenario: Scenario, source: str) -> None:
     """The base learning rate is given in one place: batch.learning_rate or the optimizer's."""
-    if scenario.batch.learning_rate is None:
+    if all(b.learning_rate is None for b in
+           [scenario.batch, *(s.batch for s in scenario.strategies if s.batch)]):
         return
     for optimizer in scenario.train.axis_values("optimizer"):
         if optimizer is not None and "learning_rate" in optimizer.args:

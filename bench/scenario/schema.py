@@ -25,6 +25,7 @@ from bench.scenario.data_config import (
     DataConfig,
     FeatureConfig,
 )
+from bench.scenario.digest import digest_json
 from bench.scenario.environment import EnvironmentConfig, EnvironmentPoint
 from bench.scenario.fault import FaultConfig
 from bench.scenario.fields import (
@@ -49,6 +50,7 @@ from bench.scenario.fields import (
     Turns,
 )
 from bench.scenario.strategy_kinds import KINDS, StrategyKind, strategy_kind
+from bench.scenario.target import TargetConfig
 from bench.scenario.train_config import BatchConfig, KerasObject, TrainConfig
 
 __all__ = [
@@ -209,6 +211,8 @@ class StrategyConfig(Strict):
     feed: Feed | None = Field(None, description="How fit is fed, for this entry only (default: data.feed).")
     model: ModelConfig | None = Field(None, description=(
         "The model for this entry only, a table like [model] (default: [model])."))
+    batch: BatchConfig | None = Field(None, description=(
+        "The [batch] table for this entry only (its ids then name the rule and the scaling)."))
     min_effect: Annotated[float, Field(ge=0, lt=1)] | None = Field(None, description=(
         "Overrides compare.min_effect for this entry's variants."))
 
@@ -308,6 +312,9 @@ class Scenario(Strict):
         "Which TensorFlow builds the variants run with, each in a cached virtualenv."))
     strategies: Annotated[list[StrategyConfig], Field(min_length=1)] = Field(description=(
         "The strategy entries, one [[strategies]] table each."))
+    target: TargetConfig | None = Field(None, description=(
+        "Train every variant to a quality target and record examples and time to it "
+        "(docs/guides/time-to-target.md)."))
 
     @property
     def name(self) -> str:
@@ -315,8 +322,9 @@ class Scenario(Strict):
 
     def digest(self) -> str:
         """A short hash of the validated content: two runs with equal digests ran the same scenario."""
-        canonical = self.model_dump_json(by_alias=True, exclude=None if self.environment else {"environment"})
+        canonical = digest_json(self.model_dump(mode="json", by_alias=True))
         return hashlib.sha256(canonical.encode()).hexdigest()[:16]
+
 
 
 class Variant(Strict):
@@ -348,6 +356,7 @@ class Variant(Strict):
     learning_rate: float  # the base learning rate (0.001 unless given) times lr_factor
     lr_scaling: str
     lr_factor: float = 1.0  # what the batch rule multiplies the base learning rate by
+    lr_warmup_examples: int = 0  # the learning rate ramps up to its scaled value over these
     # whether the scenario gave the base learning rate (batch.learning_rate or a [train]
     # optimizer table's); if not, a compiled model's optimizer keeps its own, times lr_factor
     learning_rate_given: bool = True
@@ -363,6 +372,7 @@ class Variant(Strict):
     # "yardstick" the fixed calibration workload the nightly gate measures variants against.
     control: Literal["baseline", "twin", "yardstick"] | None = None
     environment: EnvironmentPoint | None = None  # its [environment] point (None: this interpreter)
+    target: TargetConfig | None = None  # train to a quality target after the measurement
 
     @property
     def kind(self) -> StrategyKind:

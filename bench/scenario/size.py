@@ -89,13 +89,14 @@ def entry_size(scenario: Scenario, index: int, strat: StrategyConfig) -> EntrySi
     """The variants and processes one strategy entry expands to (as bench.scenario.matrix.expand
     makes them), from its axes' lengths."""
     here = f"strategies[{index}]"
-    batch, train, data = scenario.batch, scenario.train, scenario.data
+    batch, train, data = strat.batch or scenario.batch, scenario.train, scenario.data
+    where = f"{here}.batch" if strat.batch else "batch"
     apis = strat.api or train.api
     # the custom loop's variants also sweep train.distribute_dataset; fit's do not
     api_points = sum(len(train.distribute_dataset) if api == "ctl" else 1 for api in apis)
     shapes, shape_processes = _shape_processes(strat)
     factors: dict[str, int] = {
-        "batch.per_replica" if batch.rule == "weak" else "batch.global":
+        f"{where}.per_replica" if batch.rule == "weak" else f"{where}.global":
             len(batch.per_replica if batch.rule == "weak" else batch.global_batch or []),
         f"{here}.precision" if strat.precision else "train.precision":
             len(strat.precision or train.precision),

@@ -105,6 +105,10 @@ class BatchConfig(Strict):
         "How the learning rate follows the global batch, relative to lr_reference_batch."))
     lr_reference_batch: Batch | None = Field(None, description=(
         "The batch at which learning_rate applies (default: per_replica under weak, global under strong)."))
+    lr_warmup_examples: Annotated[int, Field(ge=0, le=10**10)] = Field(0, description=(
+        "Linear warmup (Goyal et al. 2017): over the first this many examples the learning rate "
+        "ramps from the base rate to the scaled one (0: none; with lr_scaling none there is "
+        "nothing to ramp)."))
 
     @model_validator(mode="after")
     def _batch_matches_rule(self) -> BatchConfig:

@@ -1,0 +1,41 @@
+"""Examples to target judged between two runs: a change that costs convergence is a regression
+even at the same speed (pure; records only).
+
+The noise is the seeds' own spread: the candidate needs more examples only when its median lies
+above every seed of the baseline and the baseline's median below every seed of the candidate,
+by more than the minimum effect. With one seed a side that is one evaluation interval or more
+(the interval is the resolution of examples to target).
+"""
+
+from __future__ import annotations
+
+from bench.record.model import VariantRecord
+from bench.record.target import Target
+
+
+def _reaches(target: Target) -> bool:
+    return target.status == "ok" and target.examples is not None and \
+        target.examples.median is not None
+
+
+def convergence_verdict(base: VariantRecord, cand: VariantRecord,
+                        min_effect: float) -> tuple[str, str] | None:
+    """("regression" | "improvement", why) when examples to target moved beyond the seeds'
+    spread; None when they did not, or either run has no target to judge."""
+    b, c = base.target, cand.target
+    if b is None or c is None or not _reaches(b):
+        return None
+    if c.status == "ok" and not _reaches(c):
+        return "regression", (f"no longer reaches {b.metric} {b.value:g} within the budget "
+                              f"(baseline: {b.examples.median:,.0f} examples)")
+    if not _reaches(c):
+        return None
+    bs, cs = b.examples, c.examples
+    ratio = cs.median / bs.median
+    words = (f"examples to target ×{ratio:.2f} ({bs.median:,.0f} → {cs.median:,.0f}; seeds "
+             f"{bs.low:,.0f}-{bs.high:,.0f} → {cs.low:,.0f}-{cs.high:,.0f})")
+    if cs.median > bs.high and bs.median < cs.low and ratio > 1 + min_effect:
+        return "regression", words
+    if cs.median < bs.low and bs.median > cs.high and ratio < 1 - min_effect:
+        return "improvement", words
+    return None

@@ -1,0 +1,302 @@
+"""`[target]` in the worker: train a fresh model per seed until the target or the budget.
+
+After its throughput measurement, in its own process, a variant trains a fresh copy of its
+workload per seed through its own strategy, API, batch rule, learning rate (scaled, with its
+warmup), precision and pipeline, evaluating on the held-out split every `every_examples`
+examples: the same points of training for every global batch. Training time and evaluation
+time are clocked apart. `fit` is one call whose epochs are the evaluation intervals (Keras keeps
+one iterator over the infinite pipeline across them, as a user's `fit(steps_per_epoch=...)`
+does); the custom loop is the tutorials' `strategy.run` under `tf.function`, one iterator.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from bench.errors import one_line
+from bench.record.failure import extra_failed
+from bench.record.target import CurvePoint, Spread, Target, TargetSeed, spread
+from bench.scenario.schema import Variant
+from bench.scenario.target_rules import budget_examples
+from bench.training import held_out, loop_choice, loops, workload
+from bench.training.flavour import chosen as chosen_flavour
+from bench.training.flavour import keras as keras_module
+
+
+@dataclass
+class SeedRun:
+    """One seed's clocks and curve while it trains."""
+
+    target: Any
+    interval_steps: int
+    global_batch: int
+    budget: int
+    max_seconds: float
+    evaluate: Callable[[], float]
+    finite: Callable[[], bool]  # whether the model's weights are all finite numbers
+    train_s: float = 0.0
+    eval_s: float = 0.0
+    first_step_s: float | None = None
+    examples: int = 0
+    curve: list[CurvePoint] = field(default_factory=list)
+    reached_at: CurvePoint | None = None
+    stopped_by: str | None = None
+
+    def after_interval(self, seconds: float, loss: float | None) -> bool:
+        """Count an interval of training, evaluate, and say whether training goes on. A loss
+        or a weight that is no finite number is divergence (a diverged model's accuracy is a
+        number still: its argmax of NaNs is class 0)."""
+        self.train_s += seconds
+        self.examples += self.interval_steps * self.global_batch
+        if (loss is not None and not math.isfinite(loss)) or not self.finite():
+            self.curve.append(CurvePoint(examples=self.examples, seconds=self.train_s,
+                                         value=None))
+            self.stopped_by = "diverged"
+            return False
+        started = time.perf_counter()
+        value = self.evaluate()
+        self.eval_s += time.perf_counter() - started
+        point = CurvePoint(examples=self.examples, seconds=self.train_s,
+                           value=value if math.isfinite(value) else None)
+        self.curve.append(point)
+        if not math.isfinite(value):
+            self.stopped_by = "diverged"
+            return False
+        if self.target.reached(value):
+            self.reached_at = point
+            return False
+        if self.examples + self.interval_steps * self.global_batch > self.budget:
+            self.stopped_by = "max_examples"
+            return False
+        if self.train_s >= self.max_seconds:
+            self.stopped_by = "max_seconds"
+            return False
+        return True
+
+    def intervals(self) -> int:
+        return max(1, self.budget // (self.interval_steps * self.global_batch))
+
+    def record(self, seed: int, train_examples: int | None, wall_s: float) -> TargetSeed:
+        values = [p.value for p in self.curve if p.value is not None]
+        best = (max if self.target.reached_when == "above" else min)(values) if values else None
+        at = self.reached_at
+        status = "reached" if at else "diverged" if self.stopped_by == "diverged" else \
+            "not_reached"
+        return TargetSeed(
+            seed=seed, status=status, examples=at.examples if at else None,
+            epochs=at.examples / train_examples if at and train_examples else None,
+            seconds=at.seconds if at else None, first_step_s=self.first_step_s,
+            eval_s=self.eval_s, wall_s=wall_s, best=best, stopped_by=None if at else self.stopped_by,
+            curve=self.curve)
+
+
+def all_finite(model: Any) -> bool:
+    """Whether every trainable weight of `model` is a finite number."""
+    import numpy as np
+
+    return all(bool(np.isfinite(np.asarray(w)).all()) for w in model.get_weights())
+
+
+def linear_warmup(optimizer: Any, start: float, end: float, steps: int) -> None:
+    """Ramp the optimizer's learning rate linearly from `start` to `end` over `steps` steps,
+    then hold it (Goyal et al. 2017's gradual warmup)."""
+    keras = keras_module()
+
+    class LinearWarmup(keras.optimizers.schedules.LearningRateSchedule):
+        def __call__(self, step: Any) -> Any:
+            import tensorflow as tf
+
+            done = tf.minimum(tf.cast(step, tf.float32) / float(steps), 1.0)
+            return start + (end - start) * done
+
+        def get_config(self) -> dict[str, Any]:
+            return {"start": start, "end": end, "steps": steps}
+
+    optimizer.learning_rate = LinearWarmup()
+
+
+def _fit(variant: Variant, run: SeedRun, built: workload.Workload, metrics: list[Any],
+         dataset_fn: Callable[..., Any], arrays: tuple[Any, Any] | None) -> None:
+    """Keras fit, one call, an epoch per evaluation interval, stopped by the evaluation."""
+    keras = keras_module()
+    legacy = chosen_flavour() == "tf_keras"
+
+    class Evaluate(keras.callbacks.Callback):
+        async_safe = True  # Keras 3: its batch-end hook runs in Keras' callback thread
+        _supports_tf_logs = True
+        started = 0.0
+
+        def on_train_begin(self, logs: Any = None) -> None:
+            self.started = time.perf_counter()
+
+        def on_train_batch_end(self, batch: int, logs: Any = None) -> None:
+            if run.first_step_s is None:  # the first step's logs are on the host
+                if legacy:
+                    float((logs or {}).get("loss", 0.0))
+                run.first_step_s = time.perf_counter() - self.started
+
+        def on_epoch_begin(self, epoch: int, logs: Any = None) -> None:
+            if epoch:
+                self.started = time.perf_counter()
+
+        def on_epoch_end(self, epoch: int, logs: Any = None) -> None:
+            # fit's logged loss is a running mean, which some strategies' metrics miscount
+            # (objectives.metrics_count_once): the weights tell divergence instead
+            if not run.after_interval(time.perf_counter() - self.started, None):
+                self.model.stop_training = True
+
+    model = built.model
+    model.compile(optimizer=built.optimizer, loss=built.objectives.loss(), metrics=metrics,
+                  jit_compile=variant.train.jit_compile)
+    feed = (loops.FitInput(*arrays, batch_size=run.global_batch) if arrays is not None
+            else loops.FitInput(dataset_fn()))
+    model.fit(**feed.kwargs(), epochs=run.intervals(), steps_per_epoch=run.interval_steps,
+              verbose=0, callbacks=[Evaluate()])
+
+
+def _custom_loop(variant: Variant, strategy: Any, run: SeedRun, built: workload.Workload,
+                 metrics: list[Any], dataset_fn: Callable[..., Any]) -> None:
+    """The custom loop's step (bench.training.loops), over one iterator of the dataset
+    distributed the variant's way; the loss read once an interval."""
+    import tensorflow as tf
+
+    _, replica_step = loops.replica_step_fn(strategy, built.model, built.optimizer,
+                                            built.objectives, metrics, run.global_batch,
+                                            variant.precision, variant.train.jit_compile)
+    train_step = tf.function(loops.distributed_step(strategy, replica_step))
+    iterator = iter(loop_choice.distribute(strategy, variant, dataset_fn))
+    going = True
+    while going:
+        started = time.perf_counter()
+        loss = train_step(next(iterator))
+        if run.first_step_s is None:
+            float(loss)
+            run.first_step_s = time.perf_counter() - started
+        for _ in range(run.interval_steps - 1):
+            loss = train_step(next(iterator))
+        value = float(loss)
+        going = run.after_interval(time.perf_counter() - started, value)
+
+
+def _evaluator(variant: Variant, strategy: Any, built: workload.Workload, held: Any,
+               probe: Any) -> Callable[[], float]:
+    """What reads the target's metric of the model being trained, on the held-out split."""
+    from bench.data import sources as data_mod
+
+    metric = variant.target.metric
+    # an evaluation batch of about 1,024, a multiple of the global batch (it splits evenly over
+    # the replicas): the same examples judged, in fewer calls
+    batch = variant.global_batch * max(1, round(1024 / variant.global_batch))
+
+    # cached: its map runs once per example, not at every evaluation (0.3 s for 10,000)
+    once = data_mod.make_dataset(held, variant.data, batch, train=False).cache()
+
+    def dataset() -> Any:  # one pass each time it is iterated
+        return once
+
+    if metric == "accuracy":
+        count = held_out.accuracy_counter(strategy, built.model,
+                                          0.0 if built.objectives.from_logits() else 0.5)
+
+        def accuracy() -> float:
+            correct, total = count(dataset())
+            return correct / total
+        return accuracy
+    if metric == "loss":
+        mean = held_out.mean_loss(built.model, built.objectives.loss(per_example=True))
+        return lambda: mean(dataset())
+    chosen = [m for m in built.objectives.metrics(probe, built.model) if m.name == metric]
+    if not chosen:
+        raise ValueError(f"target.metric '{metric}': the model computes no metric of that name")
+    value = held_out.metric_value(built.model, chosen[0])
+    return lambda: value(dataset())
+
+
+def measure(variant: Variant, strategy: Any, loaded: Any, *, global_batch: int,
+            headline: float | None, arrays: Callable[[int], tuple[Any, Any]] | None
+            ) -> Target:
+    """Train each seed to the target; the record's `target` section. One that cannot train is
+    the section's one-line reason, never the variant's failure: its throughput stands."""
+    try:
+        return _measure(variant, strategy, loaded, global_batch=global_batch,
+                        headline=headline, arrays=arrays)
+    except Exception as exc:  # a target that cannot train is reported, not fatal
+        return Target(status="failed", reason=one_line(extra_failed(exc)["error"]))
+
+
+def _measure(variant: Variant, strategy: Any, loaded: Any, *, global_batch: int,
+             headline: float | None, arrays: Callable[[int], tuple[Any, Any]] | None
+             ) -> Target:
+    from bench.data import sources as data_mod
+
+    target = variant.target
+    assert target is not None
+    keras = keras_module()
+    size = len(loaded.y) if hasattr(loaded, "y") else None
+    budget = budget_examples(target, size) or target.max_examples or 0
+    common = {"metric": target.metric, "value": target.value, "direction": target.reached_when,
+              "eval_split": target.eval_split, "every_examples": target.every_examples,
+              "budget_examples": budget, "max_seconds": target.max_seconds,
+              "global_batch": global_batch, "learning_rate": variant.learning_rate,
+              "warmup_examples": variant.lr_warmup_examples, "train_examples": size,
+              "headline": headline}
+    if variant.is_cluster:
+        return Target(status="skipped", reason="training to a target runs for single-process "
+                      "strategies only (cluster strategies: not yet)", **common)
+    held = data_mod.load(variant.data, split=target.eval_split)
+    inputs = data_mod.model_inputs(loaded, variant.data)
+    seeds = []
+    for i in range(target.seeds):
+        began = time.perf_counter()
+        seed = variant.data.seed + i
+        data_cfg = variant.data.model_copy(update={"seed": seed})
+        keras.utils.set_random_seed(seed)
+
+        def dataset(input_context: Any = None, cfg: Any = data_cfg) -> Any:
+            return data_mod.make_dataset(loaded, cfg, global_batch, input_context)
+
+        probe = next(iter(dataset().take(1)))
+        with strategy.scope():
+            built = workload.build(variant, inputs)
+            metrics = built.objectives.metrics(probe, built.model)
+            if variant.lr_warmup_examples:
+                linear_warmup(built.optimizer, variant.learning_rate / variant.lr_factor,
+                              variant.learning_rate,
+                              max(1, variant.lr_warmup_examples // global_batch))
+        run = SeedRun(target, target.every_examples // global_batch, global_batch, budget,
+                      target.max_seconds, _evaluator(variant, strategy, built, held, probe),
+                      lambda model=built.model: all_finite(model))
+        print(f"target seed {seed}: built in {time.perf_counter() - began:.2f} s", flush=True)
+        if variant.api == "fit":
+            with strategy.scope():
+                _fit(variant, run, built, metrics, dataset,
+                     arrays(size or budget) if arrays is not None else None)
+        else:
+            _custom_loop(variant, strategy, run, built, metrics, dataset)
+        print(f"target seed {seed}: trained in {time.perf_counter() - began:.2f} s", flush=True)
+        seeds.append(run.record(seed, size, time.perf_counter() - began))
+    return summarize(seeds, held.source, common)
+
+
+def summarize(seeds: list[TargetSeed], eval_source: str, common: dict[str, Any]) -> Target:
+    """The section: each seed and the figures across them, with the projection."""
+    done = [s for s in seeds if s.status == "reached"]
+    examples = spread([s.examples or 0 for s in done], len(seeds))
+    seconds = spread([s.seconds or 0.0 for s in done], len(seeds))
+    epochs = (spread([s.epochs for s in done if s.epochs is not None], len(seeds))
+              if common["train_examples"] else Spread())
+    headline = common["headline"]
+    projected = (examples.median / headline if examples.median and headline else None)
+    steady = None
+    if seconds.median is not None:
+        firsts = [s.first_step_s for s in done if s.first_step_s is not None]
+        steady = max(0.0, seconds.median - (sorted(firsts)[len(firsts) // 2] if firsts else 0.0))
+    return Target(status="ok", eval_source=eval_source, seeds=seeds, reached=len(done),
+                  examples=examples, epochs=epochs, seconds=seconds, projected_s=projected,
+                  measured_steady_s=steady,
+                  agreement=steady / projected if steady is not None and projected else None,
+                  **common)
