@@ -108,3 +108,26 @@ VARIABLES = {f.name: f for f in fields(ChildEnv)}
 def documented() -> dict[str, tuple[str, str]]:
     """Every variable: (who sets it, what it holds), for the reference page."""
     return {f.metadata["env"]: (f.metadata["set_by"], f.metadata["doc"]) for f in fields(ChildEnv)}
+
+
+# The Keras backend of a variant's processes: Keras reads KERAS_BACKEND once, at import, and JAX
+# reads XLA_FLAGS once, when it first starts its CPU client, so both are in the environment the
+# process starts with (such a process never forks from a fork server, which imported Keras on
+# TensorFlow). N host devices on a CPU are XLA's counterpart of TensorFlow's logical devices.
+KERAS_BACKEND_ENV = "KERAS_BACKEND"
+XLA_FLAGS_ENV = "XLA_FLAGS"
+HOST_DEVICES_FLAG = "--xla_force_host_platform_device_count"
+
+
+def backend_env(backend: str, host_devices: int, inherited: Mapping[str, str] | None = None
+                ) -> dict[str, str]:
+    """What a process of a variant on `backend` is told beyond bench's own variables: nothing
+    for TensorFlow; for JAX the backend and `host_devices` CPU devices, added to the XLA_FLAGS
+    it would inherit (`inherited`: os.environ)."""
+    if backend == "tensorflow":
+        return {}
+    inherited = os.environ if inherited is None else inherited
+    flags = [f for f in inherited.get(XLA_FLAGS_ENV, "").split()
+             if not f.startswith(HOST_DEVICES_FLAG)]
+    return {KERAS_BACKEND_ENV: backend,
+            XLA_FLAGS_ENV: " ".join([*flags, f"{HOST_DEVICES_FLAG}={host_devices}"])}
