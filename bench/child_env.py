@@ -119,15 +119,31 @@ XLA_FLAGS_ENV = "XLA_FLAGS"
 HOST_DEVICES_FLAG = "--xla_force_host_platform_device_count"
 
 
-def backend_env(backend: str, host_devices: int, inherited: Mapping[str, str] | None = None
-                ) -> dict[str, str]:
+# XLA's CPU collectives wait this long for every participant of an all-reduce, then abort the
+# process (SIGABRT, with a fatal log line naming the rendezvous); bench lowers it to a share of
+# the variant's budget, so a stuck rendezvous fails its variant with XLA's own reason.
+COLLECTIVE_TIMEOUT_FLAG = "--xla_cpu_collective_call_terminate_timeout_seconds"
+XLA_COLLECTIVE_TIMEOUT_S = 40  # XLA's own default
+
+
+def collective_timeout_s(budget_s: float) -> int:
+    """How long a JAX variant's all-reduce may wait for its peers: XLA's 40 s, or a quarter of
+    the variant's budget where that is shorter (at least 5 s, above any first step measured)."""
+    return max(5, min(XLA_COLLECTIVE_TIMEOUT_S, int(budget_s / 4)))
+
+
+def backend_env(backend: str, host_devices: int, inherited: Mapping[str, str] | None = None,
+                budget_s: float | None = None) -> dict[str, str]:
     """What a process of a variant on `backend` is told beyond bench's own variables: nothing
-    for TensorFlow; for JAX the backend and `host_devices` CPU devices, added to the XLA_FLAGS
-    it would inherit (`inherited`: os.environ)."""
+    for TensorFlow; for JAX the backend, `host_devices` CPU devices and the collectives'
+    timeout within `budget_s`, added to the XLA_FLAGS it would inherit (`inherited`:
+    os.environ)."""
     if backend == "tensorflow":
         return {}
     inherited = os.environ if inherited is None else inherited
-    flags = [f for f in inherited.get(XLA_FLAGS_ENV, "").split()
-             if not f.startswith(HOST_DEVICES_FLAG)]
-    return {KERAS_BACKEND_ENV: backend,
-            XLA_FLAGS_ENV: " ".join([*flags, f"{HOST_DEVICES_FLAG}={host_devices}"])}
+    ours = (HOST_DEVICES_FLAG, COLLECTIVE_TIMEOUT_FLAG)
+    flags = [f for f in inherited.get(XLA_FLAGS_ENV, "").split() if not f.startswith(ours)]
+    flags.append(f"{HOST_DEVICES_FLAG}={host_devices}")
+    if budget_s is not None:
+        flags.append(f"{COLLECTIVE_TIMEOUT_FLAG}={collective_timeout_s(budget_s)}")
+    return {KERAS_BACKEND_ENV: backend, XLA_FLAGS_ENV: " ".join(flags)}

@@ -203,7 +203,8 @@ def flavour_env(variant: Variant) -> dict[str, str]:
     """What the Keras flavour and backend add to every process's environment (a Slurm job's, a
     `bench worker` task's too)."""
     legacy = {LEGACY_KERAS_ENV: "1"} if is_legacy_keras(variant) else {}
-    return {**legacy, **backend_env(variant.backend, variant.kind.process_replicas(variant))}
+    return {**legacy, **backend_env(variant.backend, variant.kind.process_replicas(variant),
+                                    budget_s=variant.measure.timeout_s)}
 
 
 def forks(variant: Variant) -> bool:

@@ -103,9 +103,9 @@ def measure(variant: Variant, spawn_time: float, progress: ProgressFn,
         policy = precision.apply_policy(variant.precision)
         loaded = data_mod.load_for(variant)
         keras.utils.set_random_seed(variant.data.seed)
-        replicas = placement.replicas
-        global_batch = (variant.per_replica_batch * replicas if variant.batch_rule == "weak"
-                        else variant.global_batch)
+        # the planned global batch: DataParallel splits it over its replicas, ModelParallel's
+        # mesh (batch axis 1) runs it whole on every device
+        replicas, global_batch = placement.replicas, variant.global_batch
         inputs = data_mod.model_inputs(loaded, variant.data)
 
         def dataset() -> Any:
@@ -113,8 +113,7 @@ def measure(variant: Variant, spawn_time: float, progress: ProgressFn,
 
         built = tf_ops.checked(lambda: workload.build(variant, inputs), variant.model.name)
         model = built.model
-        probe = tuple(next(iter(dataset().take(1))))
-        probe_batch = (probe[0].numpy(), probe[1].numpy())
+        probe_batch = next(iter(dataset().take(1).as_numpy_iterator()))
         initial_loss = tf_ops.checked(lambda: batch_loss(built.objectives, model, probe_batch),
                                       variant.model.name)
         metrics = built.objectives.metrics(probe_batch, model) if variant.api == "fit" else []
