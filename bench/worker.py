@@ -61,7 +61,7 @@ from bench.utilization import mfu
 
 
 def _emit_progress(done: int, total: int) -> None:
-    print(protocol.format_progress(done, total), flush=True)
+    protocol.emit(protocol.format_progress(done, total))
 
 
 def _task_identity() -> provenance.Task | None:

@@ -41,6 +41,12 @@ name = "default"
 backend = "jax"
 api = "fit"
 model = { name = "tf_ops_model:model" }
+
+[[strategies]]
+name = "data_parallel"
+replicas = 2
+api = "ctl"
+precision = "mixed_bfloat16"
 """
 
 # A user's model whose layer calls a TensorFlow op: it runs on TensorFlow, not on JAX.
@@ -72,7 +78,7 @@ backends_run = early_fixture("backends", start_backends)
 
 JAX_OK = ["default-r1-jax-fit-float32-gb16", "default-r1-jax-ctl-float32-gb16",
           "data_parallel-r2-jax-fit-float32-gb32", "data_parallel-r2-jax-ctl-float32-gb32",
-          "model_parallel-r2-jax-fit-float32-gb32"]
+          "model_parallel-r2-jax-fit-float32-gb32", "data_parallel-r2-jax-ctl-mixed_bfloat16-gb32"]
 TF_OK = ["default-r1-fit-float32-gb16", "default-r1-ctl-float32-gb16"]
 TF_OPS = "default-r1-model-jax-fit-float32-gb16"
 
@@ -108,6 +114,18 @@ def test_a_jax_variant_records_its_backend_and_versions(backends_run: BenchRun) 
 
 
 @pytest.mark.slow
+def test_a_jax_step_is_counted_from_its_compiled_cost(backends_run: BenchRun) -> None:
+    by_id = backends_run.by_id()
+    one = by_id["default-r1-jax-fit-float32-gb16"]["utilization"]
+    two = by_id["data_parallel-r2-jax-ctl-float32-gb32"]["utilization"]
+    assert one["status"] == "ok" and two["status"] == "ok", (one, two)
+    assert one["flops_source"].startswith("XLA cost analysis")
+    # the whole step's count: twice the batch, about twice the FLOPs (the optimizer's are few)
+    assert 1.8 < two["flops_per_step"] / one["flops_per_step"] < 2.05
+    assert 0 < one["mfu"] < 1
+
+
+@pytest.mark.slow
 def test_data_parallel_splits_the_batch_over_two_host_devices(backends_run: BenchRun) -> None:
     by_id = backends_run.by_id()
     for vid in ("data_parallel-r2-jax-fit-float32-gb32", "data_parallel-r2-jax-ctl-float32-gb32"):
@@ -118,6 +136,12 @@ def test_data_parallel_splits_the_batch_over_two_host_devices(backends_run: Benc
     one = by_id["default-r1-jax-fit-float32-gb16"]
     assert one["strategy_info"]["class"] == "NoDistribution"
     assert len(one["devices"]["devices"]) == 1
+
+
+@pytest.mark.slow
+def test_a_jax_variant_trains_under_its_precision_policy(backends_run: BenchRun) -> None:
+    rec = backends_run.by_id()["data_parallel-r2-jax-ctl-mixed_bfloat16-gb32"]
+    assert rec["precision_policy"] == "mixed_bfloat16"
 
 
 @pytest.mark.slow

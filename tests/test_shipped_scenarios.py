@@ -46,6 +46,8 @@ FEWER_STEPS = ["--steps", "8", "--warmup", "2"]
 # its pipeline without parallelism or prefetch and with both (tests/test_data.py checks each of
 # the pipeline's knobs; tests/test_scenario.py expands every shipped scenario whole).
 ONLY = {"batch_sweep": ["default-r1-fit-float32-gb16", "mirrored-r2-fit-float32-gb512"],
+        # both backends' paths run in tests/test_backends.py: here JAX's, at the scenario's batch
+        "backends": ["default-r1-jax-fit-*", "data_parallel-r2-jax-ctl-*"],
         "checkpoint_cost": ["default-r1-fit-*"],
         "input_bound": ["default-r1-fit-float32-gb64-map1-pf0",
                         "default-r1-fit-float32-gb64-mapauto-pfauto"],
@@ -73,6 +75,8 @@ EXPANDED_ONLY = ("resnet50", "tutorial_transfer")
 LOSS_FALLS = ("tutorial_regression", "tutorial_softmax", "tutorial_mlp_clusters",
               "tutorial_transfer", "parameter_server")
 OK: dict[str, list[str]] = {
+    "backends": [
+        "default-r1-jax-fit-float32-gb64", "data_parallel-r2-jax-ctl-float32-gb128"],
     "batch_sweep": [
         "default-r1-fit-float32-gb16", "mirrored-r2-fit-float32-gb512"],
     "checkpoint_cost": [

@@ -9,13 +9,14 @@ second once at its first device query.
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import sys
 import time
 from typing import Any
 
 from bench import fingerprint
-from bench.backends import jax_distribution, jax_loops, jax_trace, tf_ops
+from bench.backends import jax_distribution, jax_flops, jax_loops, jax_trace, tf_ops
 from bench.child_env import KERAS_BACKEND_ENV, ChildEnv
 from bench.data import sources as data_mod
 from bench.errors import VariantSkipped
@@ -31,7 +32,6 @@ from bench.training.schedule import Schedule
 # What a JAX variant does not measure yet, said in its record.
 NOT_YET = {
     "checks": "loss parity and accuracy are checked on the TensorFlow backend only so far",
-    "utilization": "FLOPs on the JAX backend are not counted yet",
 }
 
 
@@ -92,6 +92,9 @@ def measure(variant: Variant, spawn_time: float, progress: ProgressFn,
     if os.environ.get(KERAS_BACKEND_ENV) != "jax":
         raise RuntimeError(f"a JAX variant needs {KERAS_BACKEND_ENV}=jax before Keras is "
                            "imported; its launcher did not set it")
+    if importlib.util.find_spec("jax") is None:
+        raise VariantSkipped("backend 'jax' needs JAX, which is not installed here: "
+                             "pip install -c constraints.txt -e \".[jax]\"")
     with phases("import"):
         flavour.use("keras3")
         import keras
@@ -128,6 +131,8 @@ def measure(variant: Variant, spawn_time: float, progress: ProgressFn,
                                 variant.model.name)
     schedule = result.schedule or planned
     steps = schedule.window_steps
+    with phases("peak"):  # before FINISH: no other variant runs beside it
+        peak_measured_here = jax_flops.settle_peak(variant, placement)
     gate.wait(FINISH)
     with phases("final_loss"):
         final_loss = batch_loss(built.objectives, model, probe_batch)
@@ -137,6 +142,10 @@ def measure(variant: Variant, spawn_time: float, progress: ProgressFn,
     step_stats = summarize(timed)
     unobserved_s = result.clocks.get("unobserved") or []
     observed_s = result.clocks.get("observed") or []
+    with phases("utilization"):
+        utilised = jax_flops.utilization(variant, placement, model, built.optimizer,
+                                         built.objectives, probe_batch, step_stats.median,
+                                         peak_measured_here)
     metric_results = {m.name: float(m.result()) for m in metrics
                       if getattr(m.result(), "shape", ()) == ()}
     return {
@@ -185,7 +194,7 @@ def measure(variant: Variant, spawn_time: float, progress: ProgressFn,
         "trace": traced_turn.summary(trace, result, variant),
         "loss": measured.Loss(initial=initial_loss, final=final_loss),
         "metric_results": metric_results,
-        "utilization": profiled.Utilization(status="skipped", reason=NOT_YET["utilization"]),
+        "utilization": profiled.Utilization(**utilised),
         "notes": [f"{NOT_YET['checks']}"] if (variant.check.loss_parity
                                               or variant.check.accuracy) else [],
     }
