@@ -123,6 +123,12 @@ HOST_DEVICES_FLAG = "--xla_force_host_platform_device_count"
 # process (SIGABRT, with a fatal log line naming the rendezvous); bench lowers it to a share of
 # the variant's budget, so a stuck rendezvous fails its variant with XLA's own reason.
 COLLECTIVE_TIMEOUT_FLAG = "--xla_cpu_collective_call_terminate_timeout_seconds"
+# XLA's concurrency-optimized scheduler, off: with it, a plain Keras fit with DataParallel over 2
+# host devices on 2 busy cores hung at its first all-reduce in 6 of 7 runs (one device's program
+# blocked in the rendezvous on a thread of the Eigen pool the other device's matmul needed);
+# without it, in 1 of 5 (docs/measuring/measurements.md#jax). A mitigation, not a fix: the
+# collectives' timeout stays the guard.
+SCHEDULER_FLAG = "--xla_cpu_enable_concurrency_optimized_scheduler"
 XLA_COLLECTIVE_TIMEOUT_S = 40  # XLA's own default
 
 
@@ -144,6 +150,8 @@ def backend_env(backend: str, host_devices: int, inherited: Mapping[str, str] | 
     ours = (HOST_DEVICES_FLAG, COLLECTIVE_TIMEOUT_FLAG)
     flags = [f for f in inherited.get(XLA_FLAGS_ENV, "").split() if not f.startswith(ours)]
     flags.append(f"{HOST_DEVICES_FLAG}={host_devices}")
+    if host_devices > 1 and not any(f.startswith(SCHEDULER_FLAG) for f in flags):
+        flags.append(f"{SCHEDULER_FLAG}=false")
     if budget_s is not None:
         flags.append(f"{COLLECTIVE_TIMEOUT_FLAG}={collective_timeout_s(budget_s)}")
     return {KERAS_BACKEND_ENV: backend, XLA_FLAGS_ENV: " ".join(flags)}

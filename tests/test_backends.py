@@ -9,7 +9,12 @@ from pathlib import Path
 
 import pytest
 
-from bench.child_env import COLLECTIVE_TIMEOUT_FLAG, HOST_DEVICES_FLAG, backend_env
+from bench.child_env import (
+    COLLECTIVE_TIMEOUT_FLAG,
+    HOST_DEVICES_FLAG,
+    SCHEDULER_FLAG,
+    backend_env,
+)
 from bench.launch.process import last_error_line
 from bench.scenario.loading import load_variants
 from tests.conftest import BenchRun, bench, bench_run, write_scenario
@@ -227,7 +232,9 @@ def test_a_jax_process_is_told_its_backend_devices_and_collective_timeout() -> N
     env = backend_env("jax", 2, {"XLA_FLAGS": f"--xla_foo=1 {HOST_DEVICES_FLAG}=8"}, 60)
     assert env["KERAS_BACKEND"] == "jax"
     assert env["XLA_FLAGS"].split() == ["--xla_foo=1", f"{HOST_DEVICES_FLAG}=2",
+                                        f"{SCHEDULER_FLAG}=false",
                                         f"{COLLECTIVE_TIMEOUT_FLAG}=15"]
+    assert SCHEDULER_FLAG not in backend_env("jax", 1, {}, 60)["XLA_FLAGS"]
     assert backend_env("tensorflow", 2, {}) == {}
 
 

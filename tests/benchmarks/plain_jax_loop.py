@@ -32,7 +32,12 @@ def main() -> None:
     parser.add_argument("--epochs", type=int, default=5)
     args = parser.parse_args()
     os.environ["KERAS_BACKEND"] = "jax"
-    os.environ["XLA_FLAGS"] = f"--xla_force_host_platform_device_count={args.replicas}"
+    # the flags bench gives a JAX variant's process (bench.child_env.backend_env), so both
+    # sides compile alike; without the scheduler flag DataParallel hangs here at times
+    scheduler = (["--xla_cpu_enable_concurrency_optimized_scheduler=false"]
+                 if args.replicas > 1 else [])
+    os.environ["XLA_FLAGS"] = " ".join([os.environ.get("XLA_FLAGS", ""), *scheduler,
+                                        f"--xla_force_host_platform_device_count={args.replicas}"])
 
     import keras
 
