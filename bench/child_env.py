@@ -108,3 +108,50 @@ VARIABLES = {f.name: f for f in fields(ChildEnv)}
 def documented() -> dict[str, tuple[str, str]]:
     """Every variable: (who sets it, what it holds), for the reference page."""
     return {f.metadata["env"]: (f.metadata["set_by"], f.metadata["doc"]) for f in fields(ChildEnv)}
+
+
+# The Keras backend of a variant's processes: Keras reads KERAS_BACKEND once, at import, and JAX
+# reads XLA_FLAGS once, when it first starts its CPU client, so both are in the environment the
+# process starts with (such a process never forks from a fork server, which imported Keras on
+# TensorFlow). N host devices on a CPU are XLA's counterpart of TensorFlow's logical devices.
+KERAS_BACKEND_ENV = "KERAS_BACKEND"
+XLA_FLAGS_ENV = "XLA_FLAGS"
+HOST_DEVICES_FLAG = "--xla_force_host_platform_device_count"
+
+
+# XLA's CPU collectives wait this long for every participant of an all-reduce, then abort the
+# process (SIGABRT, with a fatal log line naming the rendezvous); bench lowers it to a share of
+# the variant's budget, so a stuck rendezvous fails its variant with XLA's own reason.
+COLLECTIVE_TIMEOUT_FLAG = "--xla_cpu_collective_call_terminate_timeout_seconds"
+# XLA's concurrency-optimized scheduler, off: with it, a plain Keras fit with DataParallel over 2
+# host devices on 2 busy cores hung at its first all-reduce in 6 of 7 runs (one device's program
+# blocked in the rendezvous on a thread of the Eigen pool the other device's matmul needed);
+# without it, in 1 of 5 (docs/measuring/measurements.md#jax). A mitigation, not a fix: the
+# collectives' timeout stays the guard.
+SCHEDULER_FLAG = "--xla_cpu_enable_concurrency_optimized_scheduler"
+XLA_COLLECTIVE_TIMEOUT_S = 40  # XLA's own default
+
+
+def collective_timeout_s(budget_s: float) -> int:
+    """How long a JAX variant's all-reduce may wait for its peers: XLA's 40 s, or a quarter of
+    the variant's budget where that is shorter (at least 5 s, above any first step measured)."""
+    return max(5, min(XLA_COLLECTIVE_TIMEOUT_S, int(budget_s / 4)))
+
+
+def backend_env(backend: str, host_devices: int, inherited: Mapping[str, str] | None = None,
+                budget_s: float | None = None) -> dict[str, str]:
+    """What a process of a variant on `backend` is told beyond bench's own variables: nothing
+    for TensorFlow; for JAX the backend, `host_devices` CPU devices and the collectives'
+    timeout within `budget_s`, added to the XLA_FLAGS it would inherit (`inherited`:
+    os.environ)."""
+    if backend == "tensorflow":
+        return {}
+    inherited = os.environ if inherited is None else inherited
+    ours = (HOST_DEVICES_FLAG, COLLECTIVE_TIMEOUT_FLAG)
+    flags = [f for f in inherited.get(XLA_FLAGS_ENV, "").split() if not f.startswith(ours)]
+    flags.append(f"{HOST_DEVICES_FLAG}={host_devices}")
+    if host_devices > 1 and not any(f.startswith(SCHEDULER_FLAG) for f in flags):
+        flags.append(f"{SCHEDULER_FLAG}=false")
+    if budget_s is not None:
+        flags.append(f"{COLLECTIVE_TIMEOUT_FLAG}={collective_timeout_s(budget_s)}")
+    return {KERAS_BACKEND_ENV: backend, XLA_FLAGS_ENV: " ".join(flags)}

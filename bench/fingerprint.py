@@ -226,7 +226,7 @@ def package_versions() -> dict[str, str]:
 
 # What a record names of the packages it ran with; the digest covers every installed one.
 KEY_PACKAGES = ("tensorflow", "tensorflow-cpu", "tf-nightly", "tf-nightly-cpu", "keras", "tf-keras",
-                "numpy", "protobuf", "ml-dtypes")
+                "numpy", "protobuf", "ml-dtypes", "jax", "jaxlib")
 
 
 def canonical_name(name: str) -> str:

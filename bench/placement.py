@@ -28,7 +28,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from bench import fingerprint
-from bench.child_env import ChildEnv
+from bench.child_env import ChildEnv, backend_env
 from bench.errors import VariantSkipped
 from bench.launch.cluster_plan import Task, cluster_spec, plan_tasks, tf_config
 from bench.scenario.schema import Variant
@@ -200,9 +200,17 @@ def plan_variant(variant: Variant, inventory: Inventory,
 
 
 def flavour_env(variant: Variant) -> dict[str, str]:
-    """What the Keras flavour adds to every process's environment (a Slurm job's, a `bench
-    worker` task's too)."""
-    return {LEGACY_KERAS_ENV: "1"} if is_legacy_keras(variant) else {}
+    """What the Keras flavour and backend add to every process's environment (a Slurm job's, a
+    `bench worker` task's too)."""
+    legacy = {LEGACY_KERAS_ENV: "1"} if is_legacy_keras(variant) else {}
+    return {**legacy, **backend_env(variant.backend, variant.kind.process_replicas(variant),
+                                    budget_s=variant.measure.timeout_s)}
+
+
+def forks(variant: Variant) -> bool:
+    """Whether the variant's process may fork from a fork server (which imported Keras on
+    TensorFlow): not on another Keras backend, which Keras reads once, at import."""
+    return variant.backend == "tensorflow"
 
 
 def _plan_processes(variant: Variant, inventory: Inventory,

@@ -10,6 +10,8 @@ one at a time.
 from __future__ import annotations
 
 import json
+import sys
+import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -100,3 +102,17 @@ def read_events(path: Path) -> list[dict[str, Any]]:
         except json.JSONDecodeError:
             pass  # a line cut short by the kill
     return out
+
+
+_EMIT_LOCK = threading.Lock()
+
+
+def emit(line: str) -> None:
+    """Write one protocol line to stdout whole, from any thread. `print` writes the text and its
+    newline apart: a progress line from Keras' callback thread and a gate request from the
+    training thread could then share a line ("@@bench-progress 116 467@@bench-gate window 2"),
+    the parent would miss the request, and the variant would wait at its gate until its budget
+    ran out (seen with Keras fit on JAX, whose callbacks run in their own thread)."""
+    with _EMIT_LOCK:
+        sys.stdout.write(line + "\n")
+        sys.stdout.flush()

@@ -25,7 +25,7 @@ from bench.launch.forkserver import ForkServer, ForkServers
 from bench.launch.local import data_cache_dir, temp_dir, worker_env
 from bench.launch.slurm import SlurmOptions, slurm_problem
 from bench.perf import overhead
-from bench.placement import flavour_env, is_legacy_keras
+from bench.placement import flavour_env, forks, is_legacy_keras
 from bench.protocol import ProgressFn
 from bench.record.measured import ParentTiming
 from bench.record.model import VariantRecord
@@ -287,7 +287,7 @@ def _start_forkservers(opts: RunOptions, variants: list[Variant], run_dir: Path,
         return
     for v in variants:
         python, keras = interpreter(v.environment), v.train.keras
-        if servers.get(python, keras) is not None:
+        if not forks(v) or servers.get(python, keras) is not None:
             continue
         name = ["forkserver"]
         if python != sys.executable and v.environment:

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from bench import fingerprint, leaving, protocol, results
+from bench.backends import measurer
 from bench.checks import suite as checks_suite
 from bench.child_env import ChildEnv
 from bench.data import sources as data_mod
@@ -61,7 +62,7 @@ from bench.utilization import mfu
 
 
 def _emit_progress(done: int, total: int) -> None:
-    print(protocol.format_progress(done, total), flush=True)
+    protocol.emit(protocol.format_progress(done, total))
 
 
 def _task_identity() -> provenance.Task | None:
@@ -326,7 +327,9 @@ def run_variant(variant: Variant, spawn_time: float,
                 progress: ProgressFn = _emit_progress) -> VariantRecord:
     record = VariantRecord.begin(variant)
     try:
-        record.add(**measure(variant, spawn_time, progress))
+        backend_measure = measurer(variant)  # None: TensorFlow's, measured here
+        record.add(**(measure(variant, spawn_time, progress) if backend_measure is None else
+                      backend_measure(variant, spawn_time, progress, pair_sizing_file(variant))))
         record.finish("ok")
     except VariantSkipped as exc:
         record.finish("skipped", reason=str(exc))

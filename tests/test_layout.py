@@ -28,7 +28,7 @@ MAX_TOP_LEVEL = 15
 # The parent process: it orchestrates, renders and compares, and never imports TensorFlow.
 PARENT_SIDE = ("bench.runner", "bench.nightly", "bench.report", "bench.compare", "bench.perf")
 # What runs in a worker process (TensorFlow, Keras, tf.data), and the fork server's own process.
-WORKER_SIDE = ("bench.training", "bench.data", "bench.utilization", "bench.worker",
+WORKER_SIDE = ("bench.training", "bench.backends", "bench.data", "bench.utilization", "bench.worker",
                "bench.checks.suite", "bench.checks.train_copy", "bench.checks.parity",
                "bench.checks.accuracy", "bench.launch.forkserver_main")
 

@@ -49,6 +49,8 @@ FEWER_STEPS = ["--steps", "8", "--warmup", "2"]
 # loop and Mirrored x 2 to a target): its single-device fit runs here.
 ONLY = {"batch_sweep": ["default-r1-fit-float32-gb16", "mirrored-r2-fit-float32-gb512"],
         "batch_scaling": ["default-r1-fit-*"],
+        # both backends' paths run in tests/test_backends.py: here JAX's, at the scenario's batch
+        "backends": ["default-r1-jax-fit-*", "data_parallel-r2-jax-ctl-*"],
         "checkpoint_cost": ["default-r1-fit-*"],
         "input_bound": ["default-r1-fit-float32-gb64-map1-pf0",
                         "default-r1-fit-float32-gb64-mapauto-pfauto"],
@@ -77,6 +79,8 @@ LOSS_FALLS = ("tutorial_regression", "tutorial_softmax", "tutorial_mlp_clusters"
               "tutorial_transfer", "parameter_server")
 OK: dict[str, list[str]] = {
     "batch_scaling": ["default-r1-fit-float32-gb64"],
+    "backends": [
+        "default-r1-jax-fit-float32-gb64", "data_parallel-r2-jax-ctl-float32-gb128"],
     "batch_sweep": [
         "default-r1-fit-float32-gb16", "mirrored-r2-fit-float32-gb512"],
     "checkpoint_cost": [

@@ -15,7 +15,7 @@ from bench.child_env import ChildEnv
 from bench.launch.forkserver import ForkServer, ForkServers
 from bench.launch.handback import no_record, take_record, timed_out
 from bench.launch.process import Outcome, WorkerProcess, last_error_line
-from bench.placement import detected_inventory, host_gpus, plan_variant
+from bench.placement import detected_inventory, forks, host_gpus, plan_variant
 from bench.protocol import ProgressFn
 from bench.record.cluster import Launch
 from bench.record.model import VariantRecord
@@ -129,7 +129,7 @@ class LocalLauncher:
 def forkserver_for(variant: Variant, forkservers: ForkServers | None) -> ForkServer | None:
     """The fork server of the variant's environment and Keras flavour (bench.placement
     .is_legacy_keras), if the run started one."""
-    if forkservers is None:
+    if forkservers is None or not forks(variant):
         return None
     return forkservers.get(interpreter(variant.environment), variant.train.keras)
 

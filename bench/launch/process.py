@@ -9,6 +9,7 @@ grandchild survives the variant.
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import threading
 import time
@@ -161,6 +162,11 @@ class WorkerProcess:
         self.close()
 
 
+# A glog FATAL line (XLA's, TensorFlow's), "F1202 07:31:02.123456 1234 rendezvous.cc:161] ...":
+# the line a process that aborts on a failed check leaves last but its stack.
+_FATAL_LOG = re.compile(r"^F\d{4} [\d:.]+\s+\d+ (?=\S+\] )")
+
+
 def last_error_line(log_path: Path, max_bytes: int = 64_000, errors_only: bool = False) -> str:
     """The most telling line of a worker's log: the last exception line, else (unless
     `errors_only`) the last line."""
@@ -175,4 +181,6 @@ def last_error_line(log_path: Path, max_bytes: int = 64_000, errors_only: bool =
         head = line.split(":", 1)[0]
         if head.endswith(("Error", "Exception")) or head in ("Killed", "Segmentation fault"):
             return line[:500]
+        if _FATAL_LOG.match(line):  # XLA's or TensorFlow's fatal check, before it aborts
+            return _FATAL_LOG.sub("", line)[:500]
     return lines[-1][:500] if lines and not errors_only else ""

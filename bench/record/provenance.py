@@ -101,6 +101,9 @@ class WorkerVersions(Section):
     keras: str | None = field("Keras' version")
     keras_flavour: str | None = field("`keras3` or `tf_keras`")
     pid: int | None = field("the worker's pid")
+    keras_backend: str | None = field("the Keras backend the worker ran (None: tensorflow)")
+    jax: str | None = field("JAX's version, on the JAX backend")
+    jaxlib: str | None = field("jaxlib's version, on the JAX backend")
 
 
 # A metric's value after training: a number, a list (vector-valued), or a dict of them.

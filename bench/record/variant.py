@@ -68,6 +68,7 @@ class RecordedVariant(Section):
     min_effect: Number | None = field("the smallest slowdown `bench compare` counts")
     api: str | None = field("`fit` or `ctl`")
     precision: str | None = field("the precision policy")
+    backend: str | None = field("the Keras backend (`tensorflow` or `jax`; None: tensorflow)")
     distribute_dataset: str | None = field("how the custom loop distributes its dataset")
     batch_rule: str | None = field("`weak` or `strong` scaling")
     per_replica_batch: int | None = field("planned examples per replica")

@@ -329,11 +329,13 @@ def model_label(variant: RecordedVariant) -> str:
 
 def api_label(variant: RecordedVariant) -> str:
     """The API column: fit or ctl, with what else tells the path apart (dataset distribution,
-    a NumPy feed, tf-keras)."""
+    a NumPy feed, tf-keras, a Keras backend other than TensorFlow)."""
     api = str(variant.api)
-    if api == "ctl":
+    if api == "ctl" and variant.axis("backend") == "tensorflow":  # JAX: no tf.distribute
         from_fn = variant.distribute_dataset == "distribute_datasets_from_function"
         api = f"ctl ({'dsfn' if from_fn else 'dist'})"
     if variant.axis("feed") == "numpy":
         api += " numpy"
+    if (backend := variant.axis("backend")) != "tensorflow":
+        api += f" {backend}"
     return api + (" tf-keras" if variant.axis("keras") == "tf_keras" else "")

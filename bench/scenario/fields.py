@@ -64,7 +64,11 @@ Turns = Annotated[int, Field(ge=1, le=MAX_TURNS)]
 Batch = Annotated[int, Field(ge=1, le=MAX_BATCH)]
 
 StrategyName = Literal["default", "one_device", "mirrored", "central_storage",
-                       "multi_worker_mirrored", "parameter_server", "tpu"]
+                       "multi_worker_mirrored", "parameter_server", "tpu",
+                       "data_parallel", "model_parallel"]
+# The Keras backend a variant's process runs: TensorFlow (tf.distribute) or JAX
+# (keras.distribution), each in its own process
+BackendName = Literal["tensorflow", "jax"]
 ApiName = Literal["fit", "ctl"]
 PrecisionName = Literal["float32", "mixed_float16", "mixed_bfloat16"]
 CrossDeviceOps = Literal["auto", "reduction_to_one_device", "hierarchical_copy", "nccl"]

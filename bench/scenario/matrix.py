@@ -157,6 +157,28 @@ def _model_points(model: ModelConfig, named: bool) -> list[tuple[ModelConfig, li
     return points
 
 
+def _backends(strat: StrategyConfig, train: TrainConfig, s_index: int, source: str) -> list[str]:
+    """The Keras backends a strategy entry runs on: its own `backend`, else train.backend's that
+    have the strategy, else (train.backend left at its default) the strategy's own backend. A
+    backend named where the strategy is not is a ScenarioError naming the field."""
+    kind = strategy_kind(strat.name)
+    if strat.backend is not None:
+        field, asked = f"strategies[{s_index}].backend", strat.backend
+        if missing := [b for b in asked if b not in kind.backends]:
+            raise ScenarioError(source, field, (
+                f"strategy '{strat.name}' does not run on {', '.join(missing)} (it runs on "
+                f"{' and '.join(kind.backends)})"))
+        return list(asked)
+    given = "backend" in train.model_fields_set
+    chosen = [b for b in train.backend if b in kind.backends]
+    if not chosen and given:
+        raise ScenarioError(source, "train.backend", (
+            f"strategy '{strat.name}' (strategies[{s_index}]) runs on "
+            f"{' and '.join(kind.backends)} only, and train.backend names "
+            f"{', '.join(train.backend)}: add its backend, or set the entry's own backend"))
+    return chosen or [kind.backends[0]]
+
+
 def block_steps(train: TrainConfig) -> int:
     """The step count every warmup and timed window must be a multiple of: each
     steps_per_execution value of the axis divides it."""
@@ -177,11 +199,13 @@ def expand(scenario: Scenario, source: str = "<scenario>") -> list[Variant]:
         batch_values = batch.per_replica if batch.rule == "weak" else batch.global_batch
         assert batch_values is not None  # guaranteed by BatchConfig validation
         data_cfg = scenario.data.model_copy(update={"feed": strat.feed or scenario.data.feed})
-        for shape, batch_value, precision, api, (model, model_label), (train_cfg, train_label) in (
-            itertools.product(_shapes(strat), batch_values, strat.precision or train.precision,
-                              strat.api or train.api,
-                              _model_points(strat.model or scenario.model, strat.model is not None),
-                              _train_points(train, strat.keras or train.axis_values("keras")))):
+        backends = _backends(strat, train, s_index, source)
+        for (shape, backend, batch_value, precision, api, (model, model_label),
+             (train_cfg, train_label)) in itertools.product(
+                _shapes(strat), backends, batch_values, strat.precision or train.precision,
+                strat.api or train.api,
+                _model_points(strat.model or scenario.model, strat.model is not None),
+                _train_points(train, strat.keras or train.axis_values("keras"))):
             replicas = shape["replicas"]
             if batch.rule == "weak":
                 per_replica, global_batch = batch_value, batch_value * replicas
@@ -195,12 +219,15 @@ def expand(scenario: Scenario, source: str = "<scenario>") -> list[Variant]:
                     )
                 per_replica, global_batch = batch_value // replicas, batch_value
                 reference = batch.lr_reference_batch or batch_value
-            dd_values: list[str | None] = list(train.distribute_dataset) if api == "ctl" else [None]
+            # the JAX loop places its batches by the distribution's data layout: no tf.distribute
+            dd_values: list[str | None] = (list(train.distribute_dataset)
+                                           if api == "ctl" and backend == "tensorflow" else [None])
             for dd, (data, data_label), environment in itertools.product(
                     dd_values, _data_points(data_cfg), environments):
                 options = (shape["cross_device_ops"], shape["collective"], strat.partitioner)
                 training = (*model_label, *(["numpy"] if data.feed == "numpy" else []),
-                            *train_label, *(batch_label(batch) if strat.batch else []))
+                            *train_label, *(batch_label(batch) if strat.batch else []),
+                            *([backend] if backend != "tensorflow" else []))
                 vid = with_environment(_variant_id(strat.name, shape["label"], strat.devices,
                                                    options, api, dd, precision, global_batch,
                                                    training) + data_label, environment)
@@ -226,7 +253,7 @@ def expand(scenario: Scenario, source: str = "<scenario>") -> list[Variant]:
                     ps_devices=scenario.cluster.ps_devices,
                     min_effect=strat.min_effect if strat.min_effect is not None
                     else scenario.compare.min_effect,
-                    api=api, precision=precision,
+                    api=api, precision=precision, backend=backend,
                     distribute_dataset=dd, batch_rule=batch.rule, per_replica_batch=per_replica,
                     global_batch=global_batch,
                     learning_rate=base_lr * factor, lr_factor=factor,

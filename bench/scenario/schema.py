@@ -32,6 +32,7 @@ from bench.scenario.fields import (
     ApiName,
     Axis,
     AxisFields,
+    BackendName,
     Batch,
     Collective,
     CrossDeviceOps,
@@ -177,7 +178,8 @@ class MeasureConfig(Strict):
 class StrategyConfig(Strict):
     name: StrategyName = Field(description=(
         "The tf.distribute strategy: default, one_device, mirrored, central_storage, "
-        "multi_worker_mirrored, parameter_server or tpu."))
+        "multi_worker_mirrored, parameter_server or tpu; or the keras.distribution one (JAX): "
+        "data_parallel or model_parallel."))
     replicas: Axis[Annotated[int, Field(ge=1, le=limits.MAX_REPLICAS)]] = Field([1], description=(
         "Replicas in sync (mirrored, central_storage); one_device and default run exactly 1. "
         f"{limits.REPLICAS_WHY}"))
@@ -208,6 +210,9 @@ class StrategyConfig(Strict):
         "that do not make a full matrix (e.g. the seeds' tutorials)."))
     keras: Axis[KerasFlavour] | None = Field(None, description=(
         "The Keras flavours for this entry only (default: train.keras)."))
+    backend: Axis[BackendName] | None = Field(None, description=(
+        "The Keras backends for this entry only (default: train.backend, or the strategy's own "
+        "backend where it has one only); each must have the strategy."))
     feed: Feed | None = Field(None, description="How fit is fed, for this entry only (default: data.feed).")
     model: ModelConfig | None = Field(None, description=(
         "The model for this entry only, a table like [model] (default: [model])."))
@@ -349,6 +354,7 @@ class Variant(Strict):
     min_effect: float = 0.05
     api: ApiName
     precision: PrecisionName
+    backend: BackendName = "tensorflow"  # the Keras backend its processes run
     distribute_dataset: DistributeDataset | None  # None for fit: Keras distributes the dataset
     batch_rule: Literal["weak", "strong"]
     per_replica_batch: int

@@ -60,6 +60,9 @@ class StrategyKind:
     recovers_by: Literal["cluster", "task"] | None = None
     fields: frozenset[str] = field(default_factory=frozenset)  # [[strategies]] fields it takes
     resolved: bool = False  # found by a cluster resolver, on its own devices (TPU)
+    # The Keras backends that have it: tf.distribute strategies run on TensorFlow only, the
+    # keras.distribution ones on JAX only, the default (one device) on both.
+    backends: tuple[str, ...] = ("tensorflow",)
 
     @property
     def cluster(self) -> bool:
@@ -95,8 +98,9 @@ class StrategyKind:
 
 _WORKER = Role("worker", "workers", trains=True, computes="always")
 KINDS: dict[str, StrategyKind] = {kind.name: kind for kind in (
-    StrategyKind("default", "No explicit strategy (tf.distribute default strategy): the baseline",
-                 baseline=True),
+    StrategyKind("default", "No explicit strategy (tf.distribute default strategy, or one JAX "
+                 "device): each backend's baseline", baseline=True,
+                 backends=("tensorflow", "jax")),
     StrategyKind("one_device", "OneDeviceStrategy on the first device", baseline=True),
     StrategyKind("mirrored", "MirroredStrategy: synchronous data parallelism over local devices",
                  all_reduce="cross_device_ops", fields=frozenset({"replicas", "cross_device_ops"})),
@@ -117,6 +121,12 @@ KINDS: dict[str, StrategyKind] = {kind.name: kind for kind in (
                  fields=frozenset({"workers", "ps", "partitioner"})),
     StrategyKind("tpu", "TPUStrategy: where a TPU is attached or named; skipped with the "
                  "resolver's reason", resolved=True, fields=frozenset({"tpu"})),
+    StrategyKind("data_parallel", "keras.distribution.DataParallel (JAX): the batch split over "
+                 "local devices, variables replicated", backends=("jax",),
+                 fields=frozenset({"replicas"})),
+    StrategyKind("model_parallel", "keras.distribution.ModelParallel (JAX): variables sharded "
+                 "over a device mesh by a LayoutMap", backends=("jax",),
+                 fields=frozenset({"replicas"})),
 )}
 
 

@@ -15,6 +15,7 @@ from bench.scenario.fields import (
     ApiName,
     Axis,
     AxisFields,
+    BackendName,
     Batch,
     DistributeDataset,
     KerasFlavour,
@@ -140,6 +141,10 @@ class TrainConfig(Strict, AxisFields):
     metrics: list[KerasObject] | None = Field(None, description=(
         "Keras metric names or tables, updated every step by fit and the custom loop alike (None: a "
         "compiled model's, else none)."))
+    backend: Axis[BackendName] = Field(["tensorflow"], description=(
+        "The Keras backends: tensorflow (tf.distribute strategies) and/or jax (keras.distribution: "
+        "data_parallel, model_parallel). The matrix pairs each strategy with the backends that have "
+        "it (default with both). JAX needs the jax extra (pip install \".[jax]\")."))
     keras: PipelineAxis[KerasFlavour] = Field("keras3", description=(
         "keras3, or tf_keras (tf-keras 2.x, TF_USE_LEGACY_KERAS=1 in the variant's processes)."))
     steps_per_execution: PipelineAxis[Steps] = Field(1, description=(
@@ -150,6 +155,13 @@ class TrainConfig(Strict, AxisFields):
     gpu_thread_mode: Literal["global", "gpu_private", "gpu_shared"] | None = Field(None, description=(
         "TF_GPU_THREAD_MODE for processes that compute on GPUs (None: TensorFlow's default, global). "
         "gpu_private gives each GPU its own kernel-launch threads, which helps small steps."))
+
+    @model_validator(mode="after")
+    def _jax_runs_keras3(self) -> TrainConfig:
+        if "jax" in self.backend and "tf_keras" in self.axis_values("keras"):
+            raise ValueError("backend 'jax' runs Keras 3 only, and keras names tf_keras "
+                             "(tf-keras is TensorFlow's): drop one of them")
+        return self
 
     @field_validator("loss", "optimizer")
     @classmethod

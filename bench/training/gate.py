@@ -39,7 +39,7 @@ class Gate:
         if self._fd is None:
             return
         started = time.perf_counter()
-        print(protocol.format_gate(segment, index), flush=True)
+        protocol.emit(protocol.format_gate(segment, index))
         sys.stderr.flush()
         readable, _, _ = select.select([self._fd], [], [], self._timeout_s)
         if not readable:

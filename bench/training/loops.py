@@ -42,10 +42,12 @@ def _keep_iterator_callback() -> Any:
             model = self.model
             original = model.train_function
 
-            def keep_iterator(iterator: Any) -> Any:
-                self.iterator = iterator
+            def keep_iterator(*args: Any) -> Any:
+                # the iterator is the last argument: (iterator) on TensorFlow, (state,
+                # iterator) on JAX
+                self.iterator = args[-1]
                 model.train_function = original
-                return original(iterator)
+                return original(*args)
 
             model.train_function = keep_iterator
 

@@ -1,0 +1,96 @@
+"""keras.distribution on JAX: the devices a variant's process sees and the distribution it
+trains under (none for the one-device default, DataParallel, ModelParallel with a LayoutMap).
+
+On a CPU the devices are XLA's host devices, as many as the launcher asked for through
+XLA_FLAGS (bench.child_env.backend_env): the JAX counterpart of TensorFlow's logical CPU
+devices, sharing the same cores.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from bench.errors import VariantSkipped
+from bench.scenario.schema import Variant
+
+BATCH_AXIS, MODEL_AXIS = "batch", "model"
+# The layout of bench's built-in models under model_parallel: every kernel's output dimension
+# (and its bias) split over the mesh's model axis, as the Keras distribution guide shards Dense
+# and Conv layers; other variables replicated.
+BUILTIN_LAYOUT = (
+    (r".*dense.*kernel", (None, MODEL_AXIS)),
+    (r".*dense.*bias", (MODEL_AXIS,)),
+    (r".*conv2d.*kernel", (None, None, None, MODEL_AXIS)),
+    (r".*conv2d.*bias", (MODEL_AXIS,)),
+)
+
+
+@dataclass
+class Placement:
+    """The distribution a variant trains under and the devices it spans."""
+
+    distribution: Any  # None: one device, no keras.distribution
+    devices: list[Any]
+    kind: str  # the devices' platform: cpu | gpu | tpu
+
+    @property
+    def replicas(self) -> int:
+        """Replicas in sync: the batch is split this many ways (1 without a distribution and
+        under ModelParallel, whose mesh's batch axis is 1)."""
+        if self.distribution is None:
+            return 1
+        return int(self.distribution.device_mesh.shape[0])
+
+    def data_layout(self, shape: tuple[int, ...]) -> Any:
+        """Where a batch of `shape` goes: its jax sharding (None: the default device)."""
+        if self.distribution is None:
+            return None
+        return self.distribution.get_data_layout(shape).backend_layout
+
+    def describe(self) -> dict[str, Any]:
+        dist = self.distribution
+        return {"class": type(dist).__name__ if dist is not None else "NoDistribution",
+                "num_replicas_in_sync": self.replicas,
+                "cross_device_ops": None, "collective_implementation": None}
+
+
+def build(variant: Variant) -> Placement:
+    """The variant's distribution over the devices JAX sees, set process-wide (Keras builds
+    every variable under it). Fewer devices than replicas is a skip with the reason."""
+    import jax
+    import keras
+
+    devices = jax.devices()
+    kind = devices[0].platform
+    wanted = variant.kind.process_replicas(variant)
+    if len(devices) < wanted:
+        raise VariantSkipped(f"{variant.strategy} over {wanted} devices, and JAX sees "
+                             f"{len(devices)} {kind} device(s)")
+    devices = devices[:wanted]
+    if variant.strategy == "default":
+        return Placement(None, devices[:1], kind)
+    names = [f"{d.platform}:{d.id}" for d in devices]
+    if variant.strategy == "data_parallel":
+        dist = keras.distribution.DataParallel(devices=names)
+    else:
+        mesh = keras.distribution.DeviceMesh((1, wanted), [BATCH_AXIS, MODEL_AXIS], names)
+        layout = keras.distribution.LayoutMap(mesh)
+        for pattern, axes in BUILTIN_LAYOUT:
+            layout[pattern] = axes
+        dist = keras.distribution.ModelParallel(layout_map=layout, batch_dim_name=BATCH_AXIS)
+    keras.distribution.set_distribution(dist)
+    return Placement(dist, devices, kind)
+
+
+def devices_section(placement: Placement) -> dict[str, Any]:
+    """The record's devices: the JAX devices the distribution spans (XLA host devices on a CPU
+    share its cores, as TensorFlow's logical devices do)."""
+    import jax
+
+    names = [str(d) for d in placement.devices]
+    return {"kind": placement.kind, "devices": names,
+            "logical_cpus": len(names) if placement.kind == "cpu" else None,
+            "simulated": placement.kind == "cpu" and len(names) > 1,
+            "physical": [f"{d.platform}:{d.id}" for d in jax.devices()],
+            "logical": names}

@@ -1,0 +1,121 @@
+"""The custom training loop on JAX, as the Keras JAX guide writes one ("Writing a training loop
+from scratch in JAX"): `model.stateless_call` inside a loss function, `jax.value_and_grad`,
+`optimizer.stateless_apply`, the whole step under `jax.jit`, the state carried in Python; each
+batch taken from the scenario's tf.data pipeline and placed by the distribution's data layout.
+
+It runs on the same plan and clock as every other loop (bench.training.loop_clock): the loss is
+brought to the host only where the plan says (every observed step; an unobserved window's last).
+Keras `fit` needs no loop of its own: bench.training.loops.run_fit runs it on any backend.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from typing import Any
+
+from bench.backends.jax_distribution import Placement
+from bench.protocol import ProgressFn
+from bench.training.loop_clock import LoopClock, LoopResult
+from bench.training.objectives import Objectives
+from bench.training.schedule import Schedule
+from bench.training.tracing import TraceWindow
+
+
+def train_step_fn(model: Any, optimizer: Any, objectives: Objectives) -> Callable[..., Any]:
+    """The guide's jitted step: (state, x, y) -> (loss, state), the state being the trainable,
+    non-trainable and optimizer variables' values."""
+    import jax
+
+    loss_fn = objectives.loss()
+
+    def compute_loss(trainable: Any, non_trainable: Any, x: Any, y: Any) -> Any:
+        predicted, non_trainable = model.stateless_call(trainable, non_trainable, x,
+                                                        training=True)
+        return loss_fn(y, predicted), non_trainable
+
+    grad_fn = jax.value_and_grad(compute_loss, has_aux=True)
+
+    @jax.jit
+    def train_step(state: Any, x: Any, y: Any) -> Any:
+        trainable, non_trainable, optimizer_vars = state
+        (loss, non_trainable), grads = grad_fn(trainable, non_trainable, x, y)
+        trainable, optimizer_vars = optimizer.stateless_apply(optimizer_vars, grads, trainable)
+        return loss, (trainable, non_trainable, optimizer_vars)
+
+    return train_step
+
+
+def initial_state(model: Any, optimizer: Any) -> tuple[list[Any], list[Any], list[Any]]:
+    """The variables' values the loop starts from (the optimizer built first, as the guide
+    does, so its slots exist)."""
+    optimizer.build(model.trainable_variables)
+    return ([v.value for v in model.trainable_variables],
+            [v.value for v in model.non_trainable_variables],
+            [v.value for v in optimizer.variables])
+
+
+def write_back(model: Any, optimizer: Any, state: Any) -> None:
+    """Put the loop's state back into the model and optimizer variables (the guide's last
+    step), so the final loss and the checks read the trained model."""
+    trainable, non_trainable, optimizer_vars = state
+    for variable, value in zip(model.trainable_variables, trainable, strict=True):
+        variable.assign(value)
+    for variable, value in zip(model.non_trainable_variables, non_trainable, strict=True):
+        variable.assign(value)
+    for variable, value in zip(optimizer.variables, optimizer_vars, strict=True):
+        variable.assign(value)
+
+
+def placed_batches(dataset: Any, placement: Placement) -> Iterator[tuple[Any, Any]]:
+    """The pipeline's batches as NumPy, each put where the distribution's data layout says
+    (split over the batch axis under DataParallel), as Keras' own JAX trainer places them."""
+    import jax
+
+    for x, y in dataset.as_numpy_iterator():
+        layout = placement.data_layout(x.shape)
+        if layout is None:
+            yield x, y
+        else:
+            yield (jax.device_put(x, layout),
+                   jax.device_put(y, placement.data_layout(y.shape)))
+
+
+def run_custom_loop(model: Any, optimizer: Any, dataset_fn: Callable[[], Any],
+                    placement: Placement, *, objectives: Objectives, schedule: Schedule,
+                    progress: ProgressFn, trace: TraceWindow | None = None) -> LoopResult:
+    """The guide's loop on bench's plan: a fresh iterator where the plan starts one, the gate
+    before each turn, the loss on the host where the plan syncs."""
+    train_step = train_step_fn(model, optimizer, objectives)
+    state = initial_state(model, optimizer)
+    clock = LoopClock(schedule, progress, trace, 1)
+    iterators: list[Iterator[tuple[Any, Any]]] = []
+    step = 0
+    while step < clock.total:  # the total grows where the first turn's gate sizes the windows
+        if len(iterators) < len(clock.spans) and step == clock.spans[len(iterators)][0]:
+            if step:
+                clock.open_turn(step)  # before the new iterator starts filling: in our turn
+            iterators.append(placed_batches(dataset_fn(), placement))
+        clock.begin(step)
+        x, y = next(iterators[-1])
+        loss, state = train_step(state, x, y)
+        if clock.sync_after(step):
+            float(loss)  # the step is done when its loss is on the host
+            clock.end(step)
+        step += 1
+    clock.finish()
+    write_back(model, optimizer, state)
+    result = clock.result([], iterators)
+
+    def run_epoch(steps: int) -> Any:
+        nonlocal state
+        batches = placed_batches(dataset_fn(), placement)
+        loss = None
+        for _ in range(steps):
+            x, y = next(batches)
+            loss, state = train_step(state, x, y)
+        float(loss)
+        write_back(model, optimizer, state)
+        return batches
+
+    result.run_epoch = run_epoch
+    return result

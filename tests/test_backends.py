@@ -1,0 +1,249 @@
+"""The Keras backend axis through the real `bench run`: the same model on TensorFlow and on JAX
+(one device, keras.distribution's DataParallel over two XLA host devices, ModelParallel with
+the built-in layout), both APIs, one run shared by the tests; a user's model written with
+TensorFlow ops failing its JAX variant in one line; the axis' validation errors."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from bench.child_env import (
+    COLLECTIVE_TIMEOUT_FLAG,
+    HOST_DEVICES_FLAG,
+    SCHEDULER_FLAG,
+    backend_env,
+)
+from bench.launch.process import last_error_line
+from bench.scenario.loading import load_variants
+from tests.conftest import BenchRun, bench, bench_run, write_scenario
+from tests.early import EarlyContext, early_fixture
+
+BACKENDS = """
+[train]
+backend = ["tensorflow", "jax"]
+api = ["fit", "ctl"]
+
+[measure]
+trace_steps = 4
+control = false
+
+[[strategies]]
+name = "default"
+
+[[strategies]]
+name = "data_parallel"
+replicas = 2
+
+[[strategies]]
+name = "model_parallel"
+replicas = 2
+api = "fit"
+
+[[strategies]]
+name = "default"
+backend = "jax"
+api = "fit"
+model = { name = "tf_ops_model:model" }
+
+[[strategies]]
+name = "data_parallel"
+replicas = 2
+api = "ctl"
+precision = "mixed_bfloat16"
+"""
+
+# A user's model whose layer calls a TensorFlow op: it runs on TensorFlow, not on JAX.
+TF_OPS_MODEL = '''
+import keras
+import tensorflow as tf
+
+
+class Relu(keras.layers.Layer):
+    def call(self, x):
+        return tf.nn.relu(x)
+
+
+def model(input_shape):
+    inputs = keras.Input(shape=input_shape)
+    x = keras.layers.Dense(32)(keras.layers.Flatten()(inputs))
+    return keras.Model(inputs, keras.layers.Dense(10)(Relu()(x)))
+'''
+
+
+def start_backends(context: EarlyContext) -> BenchRun:
+    factory = context.tmp_path_factory
+    tmp = factory.mktemp("backends")
+    (tmp / "tf_ops_model.py").write_text(TF_OPS_MODEL)
+    return bench_run(write_scenario(tmp, BACKENDS, name="backends"), tmp / "results")
+
+
+backends_run = early_fixture("backends", start_backends)
+
+JAX_OK = ["default-r1-jax-fit-float32-gb16", "default-r1-jax-ctl-float32-gb16",
+          "data_parallel-r2-jax-fit-float32-gb32", "data_parallel-r2-jax-ctl-float32-gb32",
+          "model_parallel-r2-jax-fit-float32-gb32", "data_parallel-r2-jax-ctl-mixed_bfloat16-gb32"]
+TF_OK = ["default-r1-fit-float32-gb16", "default-r1-ctl-float32-gb16"]
+TF_OPS = "default-r1-model-jax-fit-float32-gb16"
+
+
+@pytest.mark.slow
+def test_both_backends_run_through_the_same_run(backends_run: BenchRun) -> None:
+    run = backends_run
+    # exit 1: a variant failed (the model with TensorFlow ops), the run went on
+    assert run.proc.returncode == 1, run.proc.stdout + run.proc.stderr
+    by_id = run.by_id()
+    assert sorted(by_id) == sorted([*JAX_OK, *TF_OK, TF_OPS])
+    for vid in [*JAX_OK, *TF_OK]:
+        rec = by_id[vid]
+        assert rec["status"] == "ok", (vid, rec.get("reason"))
+        backend = "jax" if "-jax-" in vid else "tensorflow"
+        assert rec["variant"]["backend"] == backend
+        assert rec["throughput"]["headline"] > 0
+        # the same measurement design: interleaved turns, both windows, settling
+        assert rec["measurement"]["interleaved"] is True
+        assert len(rec["measurement"]["window_s"]) == rec["variant"]["measure"]["repeats"]
+        assert len(rec["measurement"]["observed_window_s"]) == rec["variant"]["measure"]["repeats"]
+        assert rec["loss"]["final"] < rec["loss"]["initial"], vid  # it trained
+    assert "fit jax" in run.proc.stdout  # the table's API column names the backend
+
+
+@pytest.mark.slow
+def test_a_jax_variant_records_its_backend_and_versions(backends_run: BenchRun) -> None:
+    rec = backends_run.by_id()["default-r1-jax-fit-float32-gb16"]
+    assert rec["env"]["keras_backend"] == "jax"
+    assert rec["env"]["jax"] and rec["env"]["jaxlib"]
+    packages = rec["environment"]["packages"]
+    assert packages["jax"] == rec["env"]["jax"] and "jaxlib" in packages
+
+
+@pytest.mark.slow
+def test_a_jax_step_is_counted_from_its_compiled_cost(backends_run: BenchRun) -> None:
+    by_id = backends_run.by_id()
+    one = by_id["default-r1-jax-fit-float32-gb16"]["utilization"]
+    two = by_id["data_parallel-r2-jax-ctl-float32-gb32"]["utilization"]
+    assert one["status"] == "ok" and two["status"] == "ok", (one, two)
+    assert one["flops_source"].startswith("XLA cost analysis")
+    # the whole step's count: twice the batch, about twice the FLOPs (the optimizer's are few)
+    assert 1.8 < two["flops_per_step"] / one["flops_per_step"] < 2.05
+    assert 0 < one["mfu"] < 1
+
+
+@pytest.mark.slow
+def test_data_parallel_splits_the_batch_over_two_host_devices(backends_run: BenchRun) -> None:
+    by_id = backends_run.by_id()
+    for vid in ("data_parallel-r2-jax-fit-float32-gb32", "data_parallel-r2-jax-ctl-float32-gb32"):
+        rec = by_id[vid]
+        assert rec["strategy_info"]["class"] == "DataParallel"
+        assert rec["effective"] == {"replicas": 2, "per_replica_batch": 16, "global_batch": 32}
+        assert len(rec["devices"]["devices"]) == 2 and rec["devices"]["simulated"] is True
+    one = by_id["default-r1-jax-fit-float32-gb16"]
+    assert one["strategy_info"]["class"] == "NoDistribution"
+    assert len(one["devices"]["devices"]) == 1
+
+
+@pytest.mark.slow
+def test_a_jax_variant_trains_under_its_precision_policy(backends_run: BenchRun) -> None:
+    rec = backends_run.by_id()["data_parallel-r2-jax-ctl-mixed_bfloat16-gb32"]
+    assert rec["precision_policy"] == "mixed_bfloat16"
+
+
+@pytest.mark.slow
+def test_model_parallel_shards_the_builtin_model(backends_run: BenchRun) -> None:
+    rec = backends_run.by_id()["model_parallel-r2-jax-fit-float32-gb32"]
+    assert rec["strategy_info"]["class"] == "ModelParallel"
+    assert rec["effective"]["global_batch"] == 32
+    assert len(rec["devices"]["devices"]) == 2
+
+
+@pytest.mark.slow
+def test_a_jax_trace_is_captured_and_analysed(backends_run: BenchRun) -> None:
+    rec = backends_run.by_id()["default-r1-jax-ctl-float32-gb16"]
+    assert rec["trace"]["status"] == "captured"
+    assert list(Path(rec["trace"]["dir"]).glob("plugins/profile/*/*.xplane.pb"))
+    assert "trace: input" in backends_run.proc.stdout  # the breakdown the terminal prints
+
+
+@pytest.mark.slow
+def test_a_model_with_tensorflow_ops_fails_its_jax_variant_in_one_line(
+        backends_run: BenchRun) -> None:
+    rec = backends_run.by_id()[TF_OPS]
+    assert rec["status"] == "failed"
+    reason = rec["reason"]
+    assert "\n" not in reason
+    assert "model 'tf_ops_model:model' uses TensorFlow ops (tf.nn.relu" in reason
+    assert reason.endswith("write it with keras.ops to run on JAX")
+
+
+INVALID = {
+    "a tf.distribute strategy on jax": ("""
+        [[strategies]]
+        name = "mirrored"
+        replicas = 2
+        backend = "jax"
+        """, "strategies[0].backend: strategy 'mirrored' does not run on jax"),
+    "a keras.distribution strategy without jax": ("""
+        [train]
+        backend = ["tensorflow"]
+        [[strategies]]
+        name = "data_parallel"
+        """, "train.backend: strategy 'data_parallel' (strategies[0]) runs on jax only"),
+    "tf-keras on jax": ("""
+        [train]
+        backend = ["jax"]
+        keras = ["keras3", "tf_keras"]
+        [[strategies]]
+        name = "default"
+        """, "train: backend 'jax' runs Keras 3 only"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(INVALID))
+def test_a_backend_a_strategy_lacks_is_one_line(tmp_path: Path, case: str) -> None:
+    body, expected = INVALID[case]
+    path = write_scenario(tmp_path, body)
+    proc = bench("validate", str(path))
+    assert proc.returncode == 2
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and expected in lines[0] and "Traceback" not in proc.stderr
+
+
+def test_the_matrix_pairs_each_strategy_with_its_backends(tmp_path: Path) -> None:
+    path = write_scenario(tmp_path, """
+        [train]
+        backend = ["tensorflow", "jax"]
+        api = "fit"
+        [[strategies]]
+        name = "default"
+        [[strategies]]
+        name = "mirrored"
+        replicas = 2
+        [[strategies]]
+        name = "data_parallel"
+        replicas = 2
+        """)
+    ids = [v.id for v in load_variants(path)[1]]
+    assert ids == ["default-r1-fit-float32-gb16", "default-r1-jax-fit-float32-gb16",
+                   "mirrored-r2-fit-float32-gb32", "data_parallel-r2-jax-fit-float32-gb32"]
+
+
+def test_a_jax_process_is_told_its_backend_devices_and_collective_timeout() -> None:
+    env = backend_env("jax", 2, {"XLA_FLAGS": f"--xla_foo=1 {HOST_DEVICES_FLAG}=8"}, 60)
+    assert env["KERAS_BACKEND"] == "jax"
+    assert env["XLA_FLAGS"].split() == ["--xla_foo=1", f"{HOST_DEVICES_FLAG}=2",
+                                        f"{SCHEDULER_FLAG}=false",
+                                        f"{COLLECTIVE_TIMEOUT_FLAG}=15"]
+    assert SCHEDULER_FLAG not in backend_env("jax", 1, {}, 60)["XLA_FLAGS"]
+    assert backend_env("tensorflow", 2, {}) == {}
+
+
+def test_an_aborted_rendezvous_is_the_reason_line(tmp_path: Path) -> None:
+    log = tmp_path / "worker.log"
+    log.write_text(
+        "E1202 07:31:02.000000 1234 rendezvous.cc:120] This thread has been waiting for 20s\n"
+        "F1202 07:31:22.123456 1234 rendezvous.cc:161] Expected 2 threads to join the "
+        "rendezvous, but not all of them arrived on time.\n"
+        "*** Check failure stack trace: ***\n    @ 0x7f00 abort\n")
+    assert last_error_line(log) == ("rendezvous.cc:161] Expected 2 threads to join the "
+                                    "rendezvous, but not all of them arrived on time.")
