@@ -77,7 +77,11 @@ def test_groups_that_outlive_sigterm_share_one_grace() -> None:
 
 
 def test_normal_exit_keeps_the_log(tmp_path: Path) -> None:
-    code = "import sys; print('hello'); print('ValueError: bad thing', file=sys.stderr); sys.exit(3)"
+    # stderr goes to the log straight, stdout through the parent's pump: a line the child writes
+    # in two pieces (print writes its newline apart) may take a stdout line between them, so the
+    # error line is written whole, as a traceback's last line is
+    code = ("import sys; print('hello', flush=True); sys.stderr.write('ValueError: bad thing\\n');"
+            " sys.exit(3)")
     log = tmp_path / "w.log"
     with WorkerProcess([sys.executable, "-c", code], dict(os.environ), log) as proc:
         outcome = proc.wait(timeout_s=30)
