@@ -79,7 +79,7 @@ def start_backends(context: EarlyContext) -> BenchRun:
     return bench_run(write_scenario(tmp, BACKENDS, name="backends"), tmp / "results")
 
 
-backends_run = early_fixture("backends", start_backends)
+backends_run = early_fixture("both_backends", start_backends)
 
 JAX_OK = ["default-r1-jax-fit-float32-gb16", "default-r1-jax-ctl-float32-gb16",
           "data_parallel-r2-jax-fit-float32-gb32", "data_parallel-r2-jax-ctl-float32-gb32",

@@ -157,6 +157,15 @@ def _model_points(model: ModelConfig, named: bool) -> list[tuple[ModelConfig, li
     return points
 
 
+def backends_of(strat: StrategyConfig, train: TrainConfig) -> list[str]:
+    """The Keras backends a strategy entry runs on, not yet judged (`_backends` judges them):
+    its own `backend`, else train.backend's that have the strategy, else the strategy's own."""
+    kind = strategy_kind(strat.name)
+    if strat.backend is not None:
+        return list(strat.backend)
+    return [b for b in train.backend if b in kind.backends] or [kind.backends[0]]
+
+
 def _backends(strat: StrategyConfig, train: TrainConfig, s_index: int, source: str) -> list[str]:
     """The Keras backends a strategy entry runs on: its own `backend`, else train.backend's that
     have the strategy, else (train.backend left at its default) the strategy's own backend. A
@@ -169,14 +178,12 @@ def _backends(strat: StrategyConfig, train: TrainConfig, s_index: int, source: s
                 f"strategy '{strat.name}' does not run on {', '.join(missing)} (it runs on "
                 f"{' and '.join(kind.backends)})"))
         return list(asked)
-    given = "backend" in train.model_fields_set
-    chosen = [b for b in train.backend if b in kind.backends]
-    if not chosen and given:
+    if "backend" in train.model_fields_set and not any(b in kind.backends for b in train.backend):
         raise ScenarioError(source, "train.backend", (
             f"strategy '{strat.name}' (strategies[{s_index}]) runs on "
             f"{' and '.join(kind.backends)} only, and train.backend names "
             f"{', '.join(train.backend)}: add its backend, or set the entry's own backend"))
-    return chosen or [kind.backends[0]]
+    return backends_of(strat, train)
 
 
 def block_steps(train: TrainConfig) -> int:

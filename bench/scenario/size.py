@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from bench.axes import DATA_AXES, OBJECT_AXES
 from bench.errors import ScenarioError
 from bench.scenario.fields import MAX_RUN_VARIANTS, MAX_SCENARIO_VARIANTS, PROCESS_BYTES
-from bench.scenario.matrix import shape_axes
+from bench.scenario.matrix import backends_of, shape_axes
 from bench.scenario.schema import Scenario, StrategyConfig
 from bench.scenario.strategy_kinds import strategy_kind
 
@@ -92,8 +92,10 @@ def entry_size(scenario: Scenario, index: int, strat: StrategyConfig) -> EntrySi
     batch, train, data = strat.batch or scenario.batch, scenario.train, scenario.data
     where = f"{here}.batch" if strat.batch else "batch"
     apis = strat.api or train.api
-    # the custom loop's variants also sweep train.distribute_dataset; fit's do not
-    api_points = sum(len(train.distribute_dataset) if api == "ctl" else 1 for api in apis)
+    backends = backends_of(strat, train)
+    # TensorFlow's custom loop also sweeps train.distribute_dataset; fit and JAX's loop do not
+    api_points = sum(len(train.distribute_dataset) if api == "ctl" and backend == "tensorflow"
+                     else 1 for api in apis for backend in backends)
     shapes, shape_processes = _shape_processes(strat)
     factors: dict[str, int] = {
         f"{where}.per_replica" if batch.rule == "weak" else f"{where}.global":
@@ -115,8 +117,9 @@ def entry_size(scenario: Scenario, index: int, strat: StrategyConfig) -> EntrySi
     others = math.prod(factors.values())
     axes = {**{f"{here}.{name}": len(values) for name, values in shape_axes(strat).items()},
             f"{here}.api" if strat.api else "train.api": len(apis),
+            f"{here}.backend" if strat.backend else "train.backend": len(backends),
             **({"train.distribute_dataset": len(train.distribute_dataset)}
-               if "ctl" in apis else {}),
+               if "ctl" in apis and "tensorflow" in backends else {}),
             **factors}
     return EntrySize(here, shapes * api_points * others, shape_processes * api_points * others,
                      tuple((name, count) for name, count in axes.items() if count > 1))
