@@ -36,10 +36,16 @@ VARIANTS = {
 }
 
 
-def plain(args: list[str]) -> float:
-    """One plain Keras-on-JAX fit: examples over the wall time of its epochs, the first left out."""
+def plain(args: list[str]) -> float | None:
+    """One plain Keras-on-JAX fit: examples over the wall time of its epochs, the first left out;
+    None where XLA aborted it (a DataParallel all-reduce stuck in its rendezvous, which the plain
+    loop meets too: docs/measuring/measurements.md#jax)."""
     out = subprocess.run([sys.executable, str(HERE / "plain_jax_loop.py"), *args], env=ENV,
-                         capture_output=True, text=True, check=True, timeout=900)
+                         capture_output=True, text=True, timeout=900)
+    if out.returncode != 0:
+        print(f"plain loop {' '.join(args)} ended with {out.returncode}: round left out",
+              flush=True)
+        return None
     rates = json.loads(out.stdout.strip().splitlines()[-1])["examples_per_sec"][1:]
     return statistics.harmonic_mean(rates)
 
@@ -58,6 +64,8 @@ def measure(rounds: int, variants: list[str] | None = None) -> dict[str, dict[st
                     headline, rate = bench_headline(Path(tmp), vid, SCENARIO), plain(VARIANTS[vid])
                 else:
                     rate, headline = plain(VARIANTS[vid]), bench_headline(Path(tmp), vid, SCENARIO)
+                if rate is None:
+                    continue
                 ratios[vid].append(headline / rate)
                 raw[vid].append({"bench": headline, "plain": rate})
                 print(f"round {k + 1} {vid}: {headline:,.0f} / {rate:,.0f} = "
