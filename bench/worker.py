@@ -30,9 +30,7 @@ from bench.record.model import VariantRecord
 from bench.scenario.schema import Variant
 from bench.timing import (
     Phases,
-    iterator_speeds,
     round_up,
-    steady_state_start,
     summarize,
     throughput,
 )
@@ -45,7 +43,6 @@ from bench.training import (
     loop_choice,
     models,
     objectives,
-    observer,
     precision,
     ps_loops,
     recovery,
@@ -56,6 +53,7 @@ from bench.training import (
     workload,
 )
 from bench.training.gate import Gate
+from bench.training.loop_sections import loop_sections
 from bench.training.schedule import Schedule
 from bench.training.tracing import NON_CHIEF_UNTRACED
 from bench.utilization import mfu
@@ -253,7 +251,6 @@ def measure(variant: Variant, spawn_time: float, progress: ProgressFn) -> dict[s
         ends = (epoch_ends.measure(result.run_epoch, m.epochs, round_up(m.epoch_steps, k))
                 if result.run_epoch is not None and m.epochs and not variant.is_cluster
                 and variant.control not in ("twin", "yardstick") else None)
-    warmup = (result.samples.get("warmup") or [[]])[0]
     windows = result.samples.get("observed") or []
     timed = [s for w in windows for s in w]
     notes = list(result.notes) + batch_notes + metric_notes
@@ -267,7 +264,6 @@ def measure(variant: Variant, spawn_time: float, progress: ProgressFn) -> dict[s
         # after the measurement, so the checks cannot disturb it
         checked = checks_suite.run(variant, strategy, loaded)
     unobserved_s = result.clocks.get("unobserved") or []
-    observed_s = result.clocks.get("observed") or []
     rates = throughput(windows, global_batch, unobserved_s, k, steps)
     with phases("target"):  # after everything it measured: it trains fresh models
         target = (to_target.measure(variant, strategy, loaded, global_batch=global_batch,
@@ -277,42 +273,11 @@ def measure(variant: Variant, spawn_time: float, progress: ProgressFn) -> dict[s
                   if variant.target is not None else None)
     return {
         **describe_setup(),
-        "timing": measured.Timing(
-            import_s=phases.seconds["import"], build_s=phases.seconds["build"],
-            startup_s=result.first_step_end - spawn_time,
-            first_step_s=warmup[0] if warmup else None, warmup_s=k * sum(warmup),
-            warmup_steps=schedule.warmup_steps, timed_steps=schedule.timed_steps,
-            steps_per_sample=k, repeats=m.repeats, phases=phases.seconds,
-            **overhead.harness_overhead(result.harness_s, schedule.untraced_steps,
-                                        step_stats.median)),
-        "step_time": measured.StepTime(**step_stats.to_dict()),
-        "throughput": measured.Throughput(**rates.to_dict()),
-        "measurement": measured.Measurement(
-            interleaved=gate.interleaved, settle_steps=schedule.settle_steps,
-            settling_s=result.settling_s, window_steps=steps,
-            observed_window_steps=schedule.observed_window_steps,
-            gate_wait_s=gate.waited_s,
-            gate_wait_by_segment=gate.waited_by_segment,
-            window_s=unobserved_s,
-            observed_window_s=observed_s,
-            trace_base_s=sum(result.clocks.get("trace_base") or []),
-            order=result.order,
-            speeds=measured.Speeds(**iterator_speeds(
-                unobserved_s, [schedule.iterator_of(t) for t in range(len(unobserved_s))],
-                global_batch * steps)),
-            window_started_at=result.window_started_at,
-            epoch_ends=ends),
-        "observer": (measured.Observer(**observer.summary(
-            [w / steps for w in unobserved_s],
-            [w / schedule.observed_window_steps for w in observed_s]))
-                     if not coordinated else
-                     measured.Observer(status="skipped", reason="the coordinator syncs once per "
-                                                                "block of steps in both windows")),
+        **loop_sections(result, schedule, gate, rates, step_stats, global_batch=global_batch,
+                        steps_per_call=k, repeats=m.repeats,
+                        startup_s=result.first_step_end - spawn_time, phases_s=phases.seconds,
+                        epoch_ends=ends, coordinated=coordinated),
         "checkpoint": profiled.Checkpoint(**checkpoint) if checkpoint is not None else None,
-        "steady_state_start": steady_state_start(windows),
-        "samples": measured.Samples(warmup=warmup, timed=windows,
-                                    traced=(result.samples.get("traced") or [[]])[0],
-                                    trace_base=(result.samples.get("trace_base") or [[]])[0]),
         "trace": traced_turn.summary(trace, result, variant),
         "loss": measured.Loss(initial=initial_loss, final=final_loss),
         "metric_results": metric_results,

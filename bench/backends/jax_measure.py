@@ -20,13 +20,13 @@ from bench.backends import jax_distribution, jax_flops, jax_loops, jax_trace, tf
 from bench.child_env import KERAS_BACKEND_ENV, ChildEnv
 from bench.data import sources as data_mod
 from bench.errors import VariantSkipped
-from bench.perf import overhead
 from bench.protocol import FINISH, ProgressFn
 from bench.record import measured, profiled, provenance
 from bench.scenario.schema import Variant
-from bench.timing import Phases, iterator_speeds, steady_state_start, summarize, throughput
-from bench.training import flavour, loops, models, observer, precision, traced_turn, workload
+from bench.timing import Phases, summarize, throughput
+from bench.training import flavour, loops, models, precision, traced_turn, workload
 from bench.training.gate import Gate
+from bench.training.loop_sections import loop_sections
 from bench.training.schedule import Schedule
 
 # What a JAX variant does not measure yet, said in its record.
@@ -136,12 +136,10 @@ def measure(variant: Variant, spawn_time: float, progress: ProgressFn,
     gate.wait(FINISH)
     with phases("final_loss"):
         final_loss = batch_loss(built.objectives, model, probe_batch)
-    warmup = (result.samples.get("warmup") or [[]])[0]
     windows = result.samples.get("observed") or []
     timed = [s for w in windows for s in w]
     step_stats = summarize(timed)
     unobserved_s = result.clocks.get("unobserved") or []
-    observed_s = result.clocks.get("observed") or []
     with phases("utilization"):
         utilised = jax_flops.utilization(variant, placement, model, built.optimizer,
                                          built.objectives, probe_batch, step_stats.median,
@@ -162,35 +160,11 @@ def measure(variant: Variant, spawn_time: float, progress: ProgressFn,
         "model_params": provenance.ModelParams(**models.parameter_counts(model)),
         "workload": provenance.Workload(**built.describe()),
         "env": _versions(keras),
-        "timing": measured.Timing(
-            import_s=phases.seconds["import"], build_s=phases.seconds["build"],
-            startup_s=result.first_step_end - spawn_time,
-            first_step_s=warmup[0] if warmup else None, warmup_s=sum(warmup),
-            warmup_steps=schedule.warmup_steps, timed_steps=schedule.timed_steps,
-            steps_per_sample=1, repeats=variant.measure.repeats, phases=phases.seconds,
-            **overhead.harness_overhead(result.harness_s, schedule.untraced_steps,
-                                        step_stats.median)),
-        "step_time": measured.StepTime(**step_stats.to_dict()),
-        "throughput": measured.Throughput(
-            **throughput(windows, global_batch, unobserved_s, 1, steps).to_dict()),
-        "measurement": measured.Measurement(
-            interleaved=gate.interleaved, settle_steps=schedule.settle_steps,
-            settling_s=result.settling_s, window_steps=steps,
-            observed_window_steps=schedule.observed_window_steps,
-            gate_wait_s=gate.waited_s, gate_wait_by_segment=gate.waited_by_segment,
-            window_s=unobserved_s, observed_window_s=observed_s,
-            trace_base_s=sum(result.clocks.get("trace_base") or []), order=result.order,
-            speeds=measured.Speeds(**iterator_speeds(
-                unobserved_s, [schedule.iterator_of(t) for t in range(len(unobserved_s))],
-                global_batch * steps)),
-            window_started_at=result.window_started_at),
-        "observer": measured.Observer(**observer.summary(
-            [w / steps for w in unobserved_s],
-            [w / schedule.observed_window_steps for w in observed_s])),
-        "steady_state_start": steady_state_start(windows),
-        "samples": measured.Samples(warmup=warmup, timed=windows,
-                                    traced=(result.samples.get("traced") or [[]])[0],
-                                    trace_base=(result.samples.get("trace_base") or [[]])[0]),
+        **loop_sections(result, schedule, gate,
+                        throughput(windows, global_batch, unobserved_s, 1, steps), step_stats,
+                        global_batch=global_batch, steps_per_call=1,
+                        repeats=variant.measure.repeats,
+                        startup_s=result.first_step_end - spawn_time, phases_s=phases.seconds),
         "trace": traced_turn.summary(trace, result, variant),
         "loss": measured.Loss(initial=initial_loss, final=final_loss),
         "metric_results": metric_results,
