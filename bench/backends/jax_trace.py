@@ -6,8 +6,7 @@ trace analysis reads it unchanged."""
 from __future__ import annotations
 
 import contextlib
-import time
-from collections.abc import Iterator
+from typing import Any
 
 from bench.training.tracing import TraceWindow
 
@@ -15,34 +14,20 @@ from bench.training.tracing import TraceWindow
 class JaxTraceWindow(TraceWindow):
     """A TraceWindow whose profiler is JAX's."""
 
-    def start(self) -> None:
+    def _start_profiler(self) -> None:
         import jax
 
-        if not self.capture:
-            return
-        t0 = time.perf_counter()
         jax.profiler.start_trace(self.logdir)
-        self.start_s = time.perf_counter() - t0
-        self._started = True
 
-    @contextlib.contextmanager
-    def step(self, step_num: int) -> Iterator[None]:
+    def _step_annotation(self, step_num: int) -> contextlib.AbstractContextManager[Any]:
         import jax
 
-        if not self.capture:
-            yield
-            return
-        with jax.profiler.StepTraceAnnotation("train", step_num=step_num):
-            yield
+        return jax.profiler.StepTraceAnnotation("train", step_num=step_num)
 
-    def stop(self) -> None:
+    def _stop_profiler(self) -> None:
         import jax
 
-        if self._started:
-            t0 = time.perf_counter()
-            jax.profiler.stop_trace()
-            self.stop_s = time.perf_counter() - t0
-            self._started = False
+        jax.profiler.stop_trace()
 
 
 def window(trace: TraceWindow | None) -> JaxTraceWindow | None:

@@ -12,6 +12,7 @@ import contextlib
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from typing import Any
 
 # Why a MultiWorkerMirrored worker other than the chief runs its traced steps unprofiled.
 NON_CHIEF_UNTRACED = (
@@ -34,33 +35,43 @@ class TraceWindow:
     _started: bool = field(default=False, repr=False)
 
     def start(self) -> None:
-        import tensorflow as tf
-
         if not self.capture:
             return
         t0 = time.perf_counter()
-        options = tf.profiler.experimental.ProfilerOptions(host_tracer_level=2,
-                                                           python_tracer_level=0,
-                                                           device_tracer_level=1)
-        tf.profiler.experimental.start(self.logdir, options=options)
+        self._start_profiler()
         self.start_s = time.perf_counter() - t0
         self._started = True
 
     @contextlib.contextmanager
     def step(self, step_num: int) -> Iterator[None]:
-        import tensorflow as tf
-
         if not self.capture:
             yield
             return
-        with tf.profiler.experimental.Trace("train", step_num=step_num, _r=1):
+        with self._step_annotation(step_num):
             yield
 
     def stop(self) -> None:
-        import tensorflow as tf
-
         if self._started:
             t0 = time.perf_counter()
-            tf.profiler.experimental.stop()
+            self._stop_profiler()
             self.stop_s = time.perf_counter() - t0
             self._started = False
+
+    # The profiler itself: TensorFlow's here, another backend's in its subclass.
+    def _start_profiler(self) -> None:
+        import tensorflow as tf
+
+        options = tf.profiler.experimental.ProfilerOptions(host_tracer_level=2,
+                                                           python_tracer_level=0,
+                                                           device_tracer_level=1)
+        tf.profiler.experimental.start(self.logdir, options=options)
+
+    def _step_annotation(self, step_num: int) -> contextlib.AbstractContextManager[Any]:
+        import tensorflow as tf
+
+        return tf.profiler.experimental.Trace("train", step_num=step_num, _r=1)
+
+    def _stop_profiler(self) -> None:
+        import tensorflow as tf
+
+        tf.profiler.experimental.stop()
