@@ -136,6 +136,8 @@ def test_a_diverging_variant_is_recorded_and_the_run_goes_on(run: BenchRun) -> N
 @pytest.mark.slow
 def test_the_terminal_and_the_report_rank_by_time_to_target(run: BenchRun) -> None:
     out = run.proc.stdout
+    # entries that differ only in their [batch] table differ in the throughput table too
+    assert "batch rule" in out and "weak, lr linear," in out and "warmup 3,840 ex" in out
     assert "Time to target (accuracy ≥ 0.7 on test" in out and "Fastest to accuracy ≥ 0.7" in out
     fastest = min(LEARNS, key=lambda v: run.by_id()[v]["target"]["seconds"]["median"])
     assert f"Fastest to accuracy ≥ 0.7: {fastest}" in out.replace("\n", " ")
@@ -239,13 +241,16 @@ def _with_target(examples: list[int], reached: bool = True) -> VariantRecord:
 
 def test_compare_judges_examples_to_target_with_the_seeds_spread_as_noise() -> None:
     base = _with_target([61440, 61440, 76800])
-    assert convergence_verdict(base, _with_target([61440, 76800, 76800]), 0.05) is None
-    status, why = convergence_verdict(base, _with_target([92160, 107520, 107520]), 0.05)
-    assert status == "regression" and "examples to target ×1.75" in why
-    assert convergence_verdict(_with_target([92160, 107520, 107520]), base, 0.05)[0] == \
-        "improvement"
-    status, why = convergence_verdict(base, _with_target([0, 0], reached=False), 0.05)
-    assert status == "regression" and "no longer reaches accuracy 0.85" in why
+    same = convergence_verdict(base, _with_target([61440, 76800, 76800]), 0.05)
+    assert same is not None and same.status == "unchanged" and same.ratio == 1.25
+    more = convergence_verdict(base, _with_target([92160, 107520, 107520]), 0.05)
+    assert more is not None and more.status == "regression" and more.ratio == 1.75
+    assert "examples to target ×1.75" in more.words
+    fewer = convergence_verdict(_with_target([92160, 107520, 107520]), base, 0.05)
+    assert fewer is not None and fewer.status == "improvement"
+    lost = convergence_verdict(base, _with_target([0, 0], reached=False), 0.05)
+    assert lost is not None and lost.status == "lost" and lost.candidate_examples is None
+    assert "no longer reaches accuracy 0.85" in lost.words
 
 
 @pytest.mark.slow
@@ -261,10 +266,17 @@ def test_bench_compare_flags_a_run_that_needs_more_examples(run: BenchRun, tmp_p
                 rec["target"]["examples"][key] *= 3
         lines.append(json.dumps(rec))
     (candidate / "records.jsonl").write_text("\n".join(lines) + "\n")
-    proc = bench("compare", str(run.run_dir), str(candidate))
+    markdown = tmp_path / "compare.md"
+    proc = bench("compare", str(run.run_dir), str(candidate), "--markdown", str(markdown))
     out = proc.stdout.replace("\n", " ")
     assert proc.returncode == 1, proc.stdout[-3000:]
     assert "examples to target ×3.00" in out and "REGRESSION" in out
+    base = run.by_id()[LEARNS[0]]["target"]["examples"]["median"]
+    cell = f"{base:,.0f} → {3 * base:,.0f} ×3.00"
+    assert "examples to target" in proc.stdout  # the table's own column
+    assert f"| {cell} |" in markdown.read_text()
+    page = markdown.with_suffix(".html").read_text()
+    assert f'<td class="num status-regression">{cell}</td>' in page
 
 
 @pytest.mark.slow

@@ -9,8 +9,25 @@ by more than the minimum effect. With one seed a side that is one evaluation int
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from bench.record.model import VariantRecord
 from bench.record.target import Target
+
+
+@dataclass(frozen=True)
+class Convergence:
+    """Examples to target of one variant in both runs, and what the change means."""
+
+    status: str  # regression | improvement | unchanged | lost (no longer reached)
+    baseline_examples: float
+    candidate_examples: float | None  # None: not reached within the budget
+    words: str
+
+    @property
+    def ratio(self) -> float | None:
+        return (None if self.candidate_examples is None
+                else self.candidate_examples / self.baseline_examples)
 
 
 def _reaches(target: Target) -> bool:
@@ -19,23 +36,27 @@ def _reaches(target: Target) -> bool:
 
 
 def convergence_verdict(base: VariantRecord, cand: VariantRecord,
-                        min_effect: float) -> tuple[str, str] | None:
-    """("regression" | "improvement", why) when examples to target moved beyond the seeds'
-    spread; None when they did not, or either run has no target to judge."""
+                        min_effect: float) -> Convergence | None:
+    """Examples to target judged: a regression or an improvement when they moved beyond the
+    seeds' spread, else unchanged; None when either run has no target to judge."""
     b, c = base.target, cand.target
     if b is None or c is None or not _reaches(b):
         return None
+    assert b.examples is not None and b.examples.median is not None
     if c.status == "ok" and not _reaches(c):
-        return "regression", (f"no longer reaches {b.metric} {b.value:g} within the budget "
-                              f"(baseline: {b.examples.median:,.0f} examples)")
+        return Convergence("lost", b.examples.median, None,
+                           f"no longer reaches {b.metric} {b.value:g} within the budget "
+                           f"(baseline: {b.examples.median:,.0f} examples)")
     if not _reaches(c):
         return None
     bs, cs = b.examples, c.examples
+    assert cs is not None and cs.median is not None
     ratio = cs.median / bs.median
     words = (f"examples to target ×{ratio:.2f} ({bs.median:,.0f} → {cs.median:,.0f}; seeds "
              f"{bs.low:,.0f}-{bs.high:,.0f} → {cs.low:,.0f}-{cs.high:,.0f})")
+    status = "unchanged"
     if cs.median > bs.high and bs.median < cs.low and ratio > 1 + min_effect:
-        return "regression", words
-    if cs.median < bs.low and bs.median > cs.high and ratio < 1 - min_effect:
-        return "improvement", words
-    return None
+        status = "regression"
+    elif cs.median < bs.low and bs.median > cs.high and ratio < 1 - min_effect:
+        status = "improvement"
+    return Convergence(status, bs.median, cs.median, words)

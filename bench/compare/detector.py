@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 
 from bench.compare.caveats import measured_differently, why_unchanged
-from bench.compare.convergence import convergence_verdict
+from bench.compare.convergence import Convergence, convergence_verdict
 from bench.compare.figures import RunFigures, identity, run_figures
 from bench.compare.tdist import t_quantile
 from bench.compare.yardstick import round_medians
@@ -111,9 +111,25 @@ class Verdict:
     note: str = ""
     history_runs: int = 0  # baseline runs behind the run-to-run check (0: single-run compare)
     between_run_cv: float | None = None
+    # examples to target ([target]) in both runs, and their judgement (convergence.Convergence)
+    baseline_examples: float | None = None
+    candidate_examples: float | None = None
+    examples_ratio: float | None = None
+    convergence: str = ""  # regression | improvement | unchanged | lost; "" without a target
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
+
+    @property
+    def examples_text(self) -> str:
+        """Examples to target in both runs and their ratio, for every table of verdicts
+        ("61,440 → 184,320 ×3.00"; "–" without a target)."""
+        if not self.convergence or self.baseline_examples is None:
+            return "–"
+        if self.candidate_examples is None:
+            return f"{self.baseline_examples:,.0f} → not reached"
+        return (f"{self.baseline_examples:,.0f} → {self.candidate_examples:,.0f} "
+                f"×{self.examples_ratio:.2f}")
 
 
 def compare_samples(base: list[np.ndarray], cand: list[np.ndarray], *, key: str = "",
@@ -194,6 +210,11 @@ class Comparison:
     @property
     def regressed(self) -> bool:
         return any(v.status in ("regression", "now-failing", "missing") for v in self.verdicts)
+
+    @property
+    def has_targets(self) -> bool:
+        """Whether examples to target were judged for any variant (a column of their own)."""
+        return any(v.convergence for v in self.verdicts)
 
     @property
     def caveat(self) -> str | None:
@@ -347,10 +368,7 @@ def compare_records(base: list[VariantRecord], cand: list[VariantRecord], *,
             comparison.verdicts.append(run_to_run_check(verdict, history_medians.get(key, []))
                                        if run_to_run else verdict)
             if moved := convergence_verdict(b, c, effect):  # examples to target, [target]
-                last = comparison.verdicts[-1]
-                if moved[0] == "regression" or last.status == "unchanged":
-                    last.status = moved[0]
-                last.note = _joined(last.note, moved[1])
+                _judge_convergence(comparison.verdicts[-1], moved)
     if mismatch:
         for verdict in comparison.verdicts:
             verdict.note = _joined(verdict.note, f"forced: {mismatch}")
@@ -384,6 +402,20 @@ def confirm(first: Comparison, reruns: list[Comparison]) -> Comparison:
                                                  "interference, most likely")
     first.confirmations = len(reruns)
     return first
+
+
+def _judge_convergence(verdict: Verdict, moved: Convergence) -> None:
+    """A change in examples to target joins the speed verdict: needing more examples is a
+    regression even at the same speed, and one that steps faster but needs more still regresses."""
+    verdict.baseline_examples, verdict.candidate_examples = (moved.baseline_examples,
+                                                             moved.candidate_examples)
+    verdict.examples_ratio, verdict.convergence = moved.ratio, moved.status
+    if moved.status == "unchanged":
+        return
+    status = "regression" if moved.status in ("regression", "lost") else "improvement"
+    if status == "regression" or verdict.status == "unchanged":
+        verdict.status = status
+    verdict.note = _joined(verdict.note, moved.words)
 
 
 def _joined(note: str, more: str) -> str:

@@ -162,14 +162,17 @@ def to_markdown(comparison: Comparison, baseline: str, candidate: str) -> str:
         lines += [f"> Caveat: {comparison.caveat}", ""]
     if comparison.relative:
         lines += [f"> {RELATIVE_NOTE}", ""]
-    lines += ["| variant | status | step-time ratio (cand/base) | CI | p | min effect | note |",
-              "| --- | --- | --- | --- | --- | --- | --- |"]
+    targets = comparison.has_targets
+    head = ["variant", "status", "step-time ratio (cand/base)", "CI", "p", "min effect",
+            *(["examples to target"] if targets else []), "note"]
+    lines += ["| " + " | ".join(head) + " |", "|" + " --- |" * len(head)]
     for v in comparison.verdicts:
         ratio = f"{v.ratio:.3f}" if v.ratio is not None else "-"
         ci = f"[{v.ci_low:.3f}, {v.ci_high:.3f}]" if v.ci_low is not None else "-"
         p = f"{v.p_value:.2g}" if v.p_value is not None else "-"
-        note = v.note.replace("|", "\\|")
-        lines.append(f"| {v.key} | {v.status} | {ratio} | {ci} | {p} | {v.min_effect:.0%} | {note} |")
+        cells = [v.key, v.status, ratio, ci, p, f"{v.min_effect:.0%}",
+                 *([v.examples_text] if targets else []), v.note.replace("|", "\\|")]
+        lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
 
 

@@ -327,6 +327,17 @@ def model_label(variant: RecordedVariant) -> str:
     return label
 
 
+def batch_rule_label(variant: RecordedVariant) -> str:
+    """The batch rule as a run tells its variants apart: the rule, then any learning-rate
+    scaling and its warmup ("weak, lr linear, warmup 30,720 ex")."""
+    label = str(variant.batch_rule or "?")
+    if (scaling := variant.axis("lr_scaling")) != "none":
+        label += f", lr {scaling}"
+    if warmup := variant.axis("lr_warmup_examples"):
+        label += f", warmup {warmup:,} ex"
+    return label
+
+
 def api_label(variant: RecordedVariant) -> str:
     """The API column: fit or ctl, with what else tells the path apart (dataset distribution,
     a NumPy feed, tf-keras, a Keras backend other than TensorFlow)."""

@@ -23,6 +23,7 @@ from bench.report.checkpoints import checkpoint_rows, format_size
 from bench.report.derived import (
     BREAKDOWN_PARTS,
     api_label,
+    batch_rule_label,
     op_shares,
     step_breakdown,
     straggler_note,
@@ -72,7 +73,7 @@ def _txt(value: Any) -> Cell:
     return Cell("–" if value is None else str(value), "" if value is None else str(value))
 
 
-COLUMNS = ("variant", "strategy", "replicas", "API", "precision", "global batch", "examples/s",
+COLUMNS = ("variant", "strategy", "replicas", "batch rule", "API", "precision", "global batch", "examples/s",
            "typical step ex/s", "spread %", "vs baseline", "scaling eff.", "observer ×",
            "profiler ×", "GFLOP/s", "MFU %", "step ms (median)",
            "p5 ms", "p95 ms", "startup s", "first step s", "input ms", "compute ms",
@@ -94,7 +95,7 @@ def figures_row(run: RunView, rec: VariantRecord) -> list[Cell]:
         _txt(rec.variant_id), _txt(v.strategy),
         Cell(str(replicas_of(rec)) if has_variant else "–",
              replicas_of(rec) if has_variant else 0, True),
-        _txt(api_label(v)), _txt(v.precision),
+        _txt(batch_rule_label(v) if has_variant else None), _txt(api_label(v)), _txt(v.precision),
         _num(rec.global_batch, ","),
         _num(rec.headline if rec.throughput else None, ",.0f"),
         _num(rec.typical_step_rate, ",.0f"),

@@ -17,6 +17,7 @@ from bench.report.checkpoints import COLUMNS as CHECKPOINT_COLUMNS
 from bench.report.checkpoints import checkpoint_rows, format_size
 from bench.report.derived import (
     api_label,
+    batch_rule_label,
     describe_epoch_ends,
     describe_two_speeds,
     describe_warming_up,
@@ -212,9 +213,12 @@ def render_summary(console: Console, records: list[VariantRecord]) -> None:
     several_models = len(set(models)) > 1  # a column only where it tells variants apart
     envs = [str(rec.variant.axis("environment") or "-") for rec in records]
     several_envs = len(set(envs)) > 1
+    rules = [batch_rule_label(rec.variant) for rec in records]
+    several_rules = len(set(rules)) > 1
     for column, justify in (("strategy", "left"), *((("model", "left"),) if several_models else ()),
                             *((("environment", "left"),) if several_envs else ()),
-                            ("replicas", "right"), ("API", "left"),
+                            ("replicas", "right"), *((("batch rule", "left"),) if several_rules
+                                                     else ()), ("API", "left"),
                             ("precision", "left"), ("global batch", "right"),
                             ("examples/s", "right"), ("typical step", "right"),
                             ("vs baseline", "right"), ("scaling eff.", "right"),
@@ -222,7 +226,7 @@ def render_summary(console: Console, records: list[VariantRecord]) -> None:
         table.add_column(column, justify=justify)  # type: ignore[arg-type]
     floor = noise_floor(records)
     baselines = find_baselines(records)
-    for rec, model, env in zip(records, models, envs, strict=True):
+    for rec, model, env, rule in zip(records, models, envs, rules, strict=True):
         v = rec.variant
         api = api_label(v)
         strategy = str(v.strategy) + ("" if v.cross_device_ops == "auto"
@@ -232,7 +236,8 @@ def render_summary(console: Console, records: list[VariantRecord]) -> None:
         style = _STATUS_STYLE.get(rec.status, "white")
         table.add_row(escape(strategy), *((escape(model),) if several_models else ()),
                       *((escape(env),) if several_envs else ()),
-                      _replicas_cell(rec), api, str(v.precision),
+                      _replicas_cell(rec), *((escape(rule),) if several_rules else ()),
+                      api, str(v.precision),
                       str(rec.global_batch), format_throughput(rec),
                       format_typical_step(rec),
                       format_versus_baseline(rec, baselines.get(str(rec.variant_id)), floor),
@@ -271,14 +276,17 @@ def render_comparison(console: Console, result: Comparison, baseline: str, candi
                       alpha: float) -> None:
     """`bench compare`'s table and verdict line (also printed by `bench nightly`)."""
     table = Table(title=f"{escape(baseline)} → {escape(candidate)}")
-    for column in ("variant", "status", "step time ratio", f"{1 - alpha:.0%} CI", "p", "note"):
+    targets = result.has_targets
+    for column in ("variant", "status", "step time ratio", f"{1 - alpha:.0%} CI", "p",
+                   *(("examples to target",) if targets else ()), "note"):
         table.add_column(column)
     for v in result.verdicts:
         style = _VERDICT_STYLE.get(v.status, "white")
         table.add_row(escape(v.key), f"[{style}]{v.status}[/]",
                       f"{v.ratio:.3f}" if v.ratio is not None else "-",
                       f"{v.ci_low:.3f}–{v.ci_high:.3f}" if v.ci_low is not None else "-",
-                      f"{v.p_value:.2g}" if v.p_value is not None else "-", escape(v.note))
+                      f"{v.p_value:.2g}" if v.p_value is not None else "-",
+                      *((escape(v.examples_text),) if targets else ()), escape(v.note))
     console.print(table)
     if result.measured_differently:
         console.print(f"[bold yellow]warning: {escape(result.measured_differently)}[/]")
