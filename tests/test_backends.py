@@ -16,6 +16,8 @@ from bench.child_env import (
     backend_env,
 )
 from bench.launch.process import last_error_line
+from bench.report.detail_charts import top_ops_chart
+from bench.report.runs import load_run
 from bench.scenario.loading import load_variants
 from tests.conftest import BenchRun, bench, bench_run, write_scenario
 from tests.early import EarlyContext, early_fixture
@@ -163,6 +165,15 @@ def test_a_jax_trace_is_captured_and_analysed(backends_run: BenchRun) -> None:
     assert rec["trace"]["status"] == "captured"
     assert list(Path(rec["trace"]["dir"]).glob("plugins/profile/*/*.xplane.pb"))
     assert "trace: input" in backends_run.proc.stdout  # the breakdown the terminal prints
+    # its top ops are the HLO instructions XLA executed, one of each a traced step
+    ops = rec["trace"]["analysis"]["top_ops"]
+    assert ops and any(op["type"] == "dot" for op in ops), ops
+    assert all(op["occurrences"] % rec["trace"]["steps"] == 0 for op in ops), ops
+    split = backends_run.by_id()["data_parallel-r2-jax-ctl-float32-gb32"]["trace"]["analysis"]
+    assert any(op["type"] == "all-reduce" for op in split["top_ops"])  # the gradients' mean
+    assert split["breakdown_ms"]["collective"] > 0
+    heat = top_ops_chart(load_run(backends_run.run_dir)).figure["data"][0]
+    assert "default-r1-jax-ctl-float32-gb16" in heat["x"]  # beside TensorFlow's in the heatmap
 
 
 @pytest.mark.slow

@@ -41,6 +41,7 @@ from bench.trace.metrics import (
     step_time_stats,
     tf_data_ms_total,
     top_ops,
+    xla_op_rows,
 )
 from bench.trace.xprof_tools import Converter, ToolError, converting, locate_xplanes
 
@@ -90,8 +91,12 @@ def _analyze_files(result: dict[str, Any], conv: Converter, bench_median_step_s:
     result["input_recommendation"] = plain_text(summary.get("summary_nextstep")) or None
 
     ops = _optional(result, "framework_op_stats", lambda: op_rows(conv.tool("framework_op_stats")))
-    if ops == []:
-        result["warnings"].append("framework_op_stats: no ops recorded")
+    op_source = "framework_op_stats"
+    if ops == []:  # no TensorFlow ops: an XLA program's (JAX) executed HLO instructions
+        ops = _optional(result, "trace_viewer", lambda: xla_op_rows(conv))
+        op_source = "trace_viewer's XLA executions (HLO instructions)"
+        if not ops:
+            result["warnings"].append("framework_op_stats: no ops recorded")
     traced = _traced_steps(result, conv, rows)
     breakdown, method = step_breakdown(rows, summary, collective_ms_total(ops) if ops is not None else None,
                                        traced, hosts=len(conv.originals))
@@ -102,7 +107,7 @@ def _analyze_files(result: dict[str, Any], conv: Converter, bench_median_step_s:
         result["top_ops_side"] = side.lower()
         result["top_ops"] = top_ops(ops, side)
         result["tf_data_self_time_ms_total"] = num(tf_data_ms_total(ops))
-        method.append(f"top_ops: framework_op_stats {result['top_ops_side']} ops by total self time "
+        method.append(f"top_ops: {op_source} {result['top_ops_side']} ops by total self time "
                       "over the whole trace window, IDLE and tf.data ops excluded")
     method.append("input_bound_pct: infeed / step time over the analysed steps")
 

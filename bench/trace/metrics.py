@@ -171,6 +171,33 @@ def op_rows(op_stats: Any) -> list[dict[str, Any]]:
     return [r for r in rows if r.get("type") != "IDLE" and r.get("operation") != "IDLE"]
 
 
+# XLA's CPU runtime (JAX, Keras on JAX) records each executed HLO instruction as an event named
+# after it ("dot", "ynn_fusion.6", "all-reduce.1") on its execution threads; its own runtime events
+# carry "::" or spaces ("ThunkExecutor::Execute", "H2D Dispatch") and are not ops.
+XLA_EXECUTION_THREAD = re.compile(r"^tf_XLA(Eigen|PjRtCpuClient)")
+HLO_NAME = re.compile(r"^[a-z_][\w\-]*(\.\d+)?$")
+
+
+def xla_op_rows(conv: Converter) -> list[dict[str, Any]]:
+    """Rows as op_rows gives them, from the HLO instructions XLA's CPU runtime executed: where a
+    trace has no framework ops (framework_op_stats knows TensorFlow's ops only), its XLA ops."""
+    trace = conv.tool("trace_viewer")
+    events = trace.get("traceEvents", []) if isinstance(trace, dict) else []
+    threads = {(e.get("pid"), e.get("tid")) for e in events
+               if e.get("ph") == "M" and e.get("name") == "thread_name"
+               and XLA_EXECUTION_THREAD.match(str((e.get("args") or {}).get("name", "")))}
+    totals: dict[str, list[float]] = {}
+    for e in events:
+        name = str(e.get("name", ""))
+        if e.get("ph") == "X" and (e.get("pid"), e.get("tid")) in threads and HLO_NAME.match(name):
+            total = totals.setdefault(name, [0.0, 0.0])
+            total[0] += _float(e.get("dur"))
+            total[1] += 1
+    return [{"operation": name, "type": re.sub(r"\.\d+$", "", name), "host_or_device": "Host",
+             "total_self_time": us, "occurrences": count}
+            for name, (us, count) in totals.items()]
+
+
 def _is_collective(row: dict[str, Any]) -> bool:
     return bool(COLLECTIVE_TYPE.search(str(row.get("type", ""))))
 
