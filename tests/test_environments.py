@@ -81,6 +81,7 @@ def test_each_point_is_an_axis_named_in_the_ids() -> None:
     ('tensorflow = "2.20"\npackages = ["numpy>>1"]', "environment.packages: 'numpy>>1' is not a "
                                                      "pip requirement"),
     ('tensorflow = ["2.20", "2.20"]', "environment.tensorflow: a version is listed twice"),
+    ('tensorflow = "2.20"\njax = "auto"', "environment.jax: 'auto': give a version specifier"),
 ])
 def test_a_bad_table_is_one_line_naming_the_field(tmp_path: Path, table: str, line: str) -> None:
     path = write_scenario(tmp_path, f"{STRATEGY}[environment]\n{table}\n")
@@ -193,6 +194,24 @@ def test_versions_the_index_cannot_give_are_refused_in_one_line(tmp_path: Path) 
         with pytest.raises(ScenarioError) as refused:
             resolve(points, "x.toml", gpus=False)
         assert str(refused.value).startswith(f"x.toml: {line}")
+
+
+def test_jax_is_an_axis_of_the_environment_as_tensorflow_is() -> None:
+    """`jax` pins the JAX backend's release per environment (pip brings the jaxlib that jax
+    requires): an axis named in the ids, resolved against the index, keying its own cache."""
+    variants = env_variants({"tensorflow": "2.20.*", "jax": ["0.10.2", "0.10.1"]})[:2]
+    assert [v.id for v in variants] == ["default-r1-fit-float32-gb16-tf2.20-jax0.10.2",
+                                        "default-r1-fit-float32-gb16-tf2.20-jax0.10.1"]
+    assert [v.environment.jax for v in variants] == ["==0.10.2", "==0.10.1"]
+    index_or_skip()
+    requests = resolve([v.environment for v in variants], "x.toml", gpus=False)
+    newer, older = requests["tf2.20-jax0.10.2"], requests["tf2.20-jax0.10.1"]
+    assert newer.requirements() == ["tensorflow-cpu==2.20.0", "jax==0.10.2"]
+    assert older.resolved["jax"] == "0.10.1"
+    assert environments.key(newer) != environments.key(older)
+    without = resolve([env_variants({"tensorflow": "2.20.*"})[0].environment], "x.toml",
+                      gpus=False)["tf2.20"]
+    assert without.jax is None and without.requirements() == ["tensorflow-cpu==2.20.0"]
 
 
 def test_a_pin_in_packages_is_what_the_environment_installs() -> None:

@@ -93,8 +93,12 @@ def measure(variant: Variant, spawn_time: float, progress: ProgressFn,
         raise RuntimeError(f"a JAX variant needs {KERAS_BACKEND_ENV}=jax before Keras is "
                            "imported; its launcher did not set it")
     if importlib.util.find_spec("jax") is None:
-        raise VariantSkipped("backend 'jax' needs JAX, which is not installed here: "
-                             "pip install -c constraints.txt -e \".[jax]\"")
+        point = variant.environment
+        raise VariantSkipped(
+            f"backend 'jax' needs JAX, which environment {point.label} has not: give "
+            "[environment] jax (e.g. jax = \"0.10.*\")" if point is not None and
+            not point.is_current else "backend 'jax' needs JAX, which is not installed here: "
+            "pip install -c constraints.txt -e \".[jax]\"")
     with phases("import"):
         flavour.use("keras3")
         import keras

@@ -28,7 +28,7 @@ AXIS_VALIDATORS = (fields._as_list, fields._not_empty, environment._specifier_li
 # Scenario fields whose variant axis has another name (VARIANT_AXES names the rest).
 AXIS_NAMES = {"per_replica": "per_replica_batch", "global": "global_batch",
               "tensorflow": "environment", "keras@environment": "environment",
-              "tf_keras": "environment"}
+              "tf_keras": "environment", "jax": "environment"}
 
 
 class Section(typing.NamedTuple):

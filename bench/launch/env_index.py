@@ -49,12 +49,14 @@ class Request:
     keras: str | None = None
     tf_keras: str | None = None  # installed with --no-deps (it declares the full tensorflow wheel)
     packages: tuple[str, ...] = ()
+    jax: str | None = None  # "jax==0.10.2": pip brings the jaxlib that release requires
     resolved: dict[str, str] = field(default_factory=dict)  # distribution -> exact version
     unresolved_because: str | None = None  # why the index was not asked, when it was not
 
     def requirements(self) -> list[str]:
         """What the main `pip install` gets (tf-keras comes after, without dependencies)."""
-        return [self.tensorflow, *([self.keras] if self.keras else []), *self.packages]
+        return [self.tensorflow, *([self.keras] if self.keras else []),
+                *([self.jax] if self.jax else []), *self.packages]
 
 
 def index_versions(dist: str) -> list[Version]:
@@ -131,6 +133,7 @@ def resolve(points: list[EnvironmentPoint], source: str, gpus: bool) -> dict[str
     wanted = [p for p in points if not p.is_current]
     dists = sorted({_bare(tensorflow_distribution(p, gpus)) for p in wanted}
                    | ({"keras"} if any(p.keras for p in wanted) else set())
+                   | ({"jax"} if any(p.jax for p in wanted) else set())
                    | ({"tf-keras"} if any(p.tf_keras != "none" for p in wanted) else set()))
     with ThreadPoolExecutor(max_workers=max(1, len(dists))) as pool:
         answers = dict(zip(dists, pool.map(_ask, dists), strict=True))
@@ -153,6 +156,7 @@ def _request(point: EnvironmentPoint, source: str, gpus: bool,
         tf_keras = None if point.tf_keras in ("auto", "none") else f"tf-keras{point.tf_keras}"
         return Request(f"{tf_dist}{point.tensorflow}",
                        f"keras{point.keras}" if point.keras else None, tf_keras, packages,
+                       jax=f"jax{point.jax}" if point.jax else None,
                        unresolved_because=str(offered))
     tf = _pick(offered, point.tensorflow, _bare(tf_dist), source, "tensorflow",
                floor=None if point.tensorflow_package.startswith("tf-nightly") else OLDEST_TENSORFLOW)
@@ -160,17 +164,27 @@ def _request(point: EnvironmentPoint, source: str, gpus: bool,
         raise ScenarioError(source, "environment.tensorflow",
                             f"'{point.tensorflow.removeprefix('==')}' resolves to {problem}")
     resolved = {_bare(tf_dist): str(tf)}
-    keras = None
-    if point.keras:
-        keras_versions = answers["keras"]
-        if not isinstance(keras_versions, IndexUnreachable):
-            resolved["keras"] = str(_pick(keras_versions, point.keras, "keras", source, "keras"))
-        keras = f"keras=={resolved['keras']}" if "keras" in resolved else f"keras{point.keras}"
+    keras, jax = (_pinned(dist, spec, answers, resolved, source)
+                  for dist, spec in (("keras", point.keras), ("jax", point.jax)))
     tf_keras = _tf_keras(point, tf, answers.get("tf-keras"), source)
     if tf_keras is not None:
         resolved["tf-keras"] = str(tf_keras)
     return Request(f"{tf_dist}=={tf}", keras,
-                   f"tf-keras=={tf_keras}" if tf_keras is not None else None, packages, resolved)
+                   f"tf-keras=={tf_keras}" if tf_keras is not None else None, packages, jax,
+                   resolved)
+
+
+def _pinned(dist: str, spec: str | None, answers: dict[str, list[Version] | IndexUnreachable],
+            resolved: dict[str, str], source: str) -> str | None:
+    """The requirement for a package the point pins (keras, jax): its newest matching release
+    where the index answered (noted in `resolved`), else the specifier as given."""
+    if not spec:
+        return None
+    versions = answers[dist]
+    if isinstance(versions, IndexUnreachable):
+        return f"{dist}{spec}"
+    resolved[dist] = str(_pick(versions, spec, dist, source, dist))
+    return f"{dist}=={resolved[dist]}"
 
 
 def _tf_keras(point: EnvironmentPoint, tf: Version,

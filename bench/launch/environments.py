@@ -80,7 +80,7 @@ def key(request: Request) -> str:
     """What makes two environments the same: the pinned request, this Python and machine, and
     the checkout installed into it with its dependencies (a changed dependency builds anew)."""
     facts = {"request": [request.tensorflow, request.keras, request.tf_keras,
-                         list(request.packages)],
+                         list(request.packages), *([request.jax] if request.jax else [])],
              "python": list(sys.version_info[:2]), "machine": platform.machine(),
              "checkout": str(CHECKOUT), "bench_dependencies": _bench_dependencies()}
     return hashlib.sha256(json.dumps(facts, sort_keys=True).encode()).hexdigest()[:12]
@@ -284,7 +284,8 @@ def matching_cached(root: Path, request: Request) -> Path | None:
     whose pinned versions its specifiers admit, built from this checkout."""
     from packaging.requirements import Requirement
 
-    wanted = [Requirement(r) for r in (request.tensorflow, request.keras, request.tf_keras) if r]
+    wanted = [Requirement(r) for r in (request.tensorflow, request.keras, request.tf_keras,
+                                       request.jax) if r]
     best: tuple[str, Path] | None = None
     for env_dir, manifest in cached(root):
         if manifest is None or manifest.get("checkout") != str(CHECKOUT) or \

@@ -110,6 +110,9 @@ class EnvironmentConfig(BaseModel):
         "interpreter running bench: nothing is built)."))
     keras: SpecifierAxis | None = Field(None, description=(
         "Keras version specifiers (None: the Keras the TensorFlow release pulls in)."))
+    jax: SpecifierAxis | None = Field(None, description=(
+        "JAX version specifiers for the JAX backend's variants (jax, with the jaxlib it "
+        "requires); None: no JAX in the environment, so its JAX variants are skipped."))
     tf_keras: SpecifierAxis = Field(["auto"], description=(
         "\"auto\": the tf-keras release of the TensorFlow's minor version, where the index has one "
         "(installed without dependencies: tf-keras declares the full `tensorflow` wheel); \"none\": no "
@@ -140,6 +143,15 @@ class EnvironmentConfig(BaseModel):
                                  "leave keras out for the Keras the TensorFlow release brings")
         return values
 
+    @field_validator("jax")
+    @classmethod
+    def _jax(cls, values: list[str] | None) -> list[str] | None:
+        for text in values or []:
+            if text in KEYWORDS:
+                raise ValueError(f"'{text}': give a version specifier (e.g. \"0.10.*\"), or "
+                                 "leave jax out for an environment without JAX")
+        return values
+
     @field_validator("tf_keras")
     @classmethod
     def _tf_keras(cls, values: list[str]) -> list[str]:
@@ -152,12 +164,14 @@ class EnvironmentConfig(BaseModel):
         """One point per combination of the axes, in file order; labels name every axis given
         as a list or beyond its default, so ids never change with their siblings."""
         points = []
-        for tf, keras, tf_keras in itertools.product(self.tensorflow, self.keras or [None],
-                                                     self.tf_keras):
+        for tf, keras, jax, tf_keras in itertools.product(
+                self.tensorflow, self.keras or [None], self.jax or [None], self.tf_keras):
             current = tf == CURRENT
             parts = [f"tf{installed_tensorflow() if current else short(tf)}"]
             if keras is not None and not current:
                 parts.append(f"keras{short(keras)}")
+            if jax is not None and not current:
+                parts.append(f"jax{short(jax)}")
             if tf_keras not in ("auto", "none") and not current:
                 parts.append(f"tfk{short(tf_keras)}")
             elif tf_keras == "none" and not current:
@@ -165,6 +179,7 @@ class EnvironmentConfig(BaseModel):
             points.append(EnvironmentPoint(
                 label="-".join(parts), tensorflow=tf if current else specifier(tf),
                 keras=None if keras is None or current else specifier(keras),
+                jax=None if jax is None or current else specifier(jax),
                 tf_keras=tf_keras if tf_keras in ("auto", "none") else specifier(tf_keras),
                 packages=[] if current else list(self.packages),
                 tensorflow_package=self.tensorflow_package))
@@ -180,6 +195,7 @@ class EnvironmentPoint(BaseModel):
     label: str  # what variant ids and comparisons call it, e.g. "tf2.20"
     tensorflow: str  # a pip specifier, or "current"
     keras: str | None = None
+    jax: str | None = None  # a pip specifier; None: no JAX installed
     tf_keras: str = "auto"
     packages: list[str] = []
     tensorflow_package: TensorflowPackage = "auto"
