@@ -17,7 +17,14 @@ import re
 import sys
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, BeforeValidator, Field, ValidationError, field_validator
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    Field,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+)
 
 from bench.scenario.fields import STRICT
 
@@ -134,22 +141,15 @@ class EnvironmentConfig(BaseModel):
                 raise ValueError(f"'{CURRENT}' is this interpreter's {problem}")
         return values
 
-    @field_validator("keras")
+    @field_validator("keras", "jax")
     @classmethod
-    def _keras(cls, values: list[str] | None) -> list[str] | None:
+    def _pinned(cls, values: list[str] | None, info: ValidationInfo) -> list[str] | None:
+        example, left_out = {"keras": ("3.15.*", "the Keras the TensorFlow release brings"),
+                             "jax": ("0.10.*", "an environment without JAX")}[info.field_name]
         for text in values or []:
             if text in KEYWORDS:
-                raise ValueError(f"'{text}': give a version specifier (e.g. \"3.15.*\"), or "
-                                 "leave keras out for the Keras the TensorFlow release brings")
-        return values
-
-    @field_validator("jax")
-    @classmethod
-    def _jax(cls, values: list[str] | None) -> list[str] | None:
-        for text in values or []:
-            if text in KEYWORDS:
-                raise ValueError(f"'{text}': give a version specifier (e.g. \"0.10.*\"), or "
-                                 "leave jax out for an environment without JAX")
+                raise ValueError(f"'{text}': give a version specifier (e.g. \"{example}\"), or "
+                                 f"leave {info.field_name} out for {left_out}")
         return values
 
     @field_validator("tf_keras")
