@@ -55,6 +55,15 @@ class Placement:
                 "cross_device_ops": None, "collective_implementation": None}
 
 
+def keep_tensorflow_off_gpus() -> None:
+    """Hide the GPUs from TensorFlow in a JAX process: TensorFlow only feeds tf.data here, and
+    on first use it would take the memory of every GPU it sees, which JAX needs (the Keras JAX
+    guide does the same). Before any TensorFlow op; nothing changes on a host without GPUs."""
+    import tensorflow as tf
+
+    tf.config.set_visible_devices([], "GPU")
+
+
 def build(variant: Variant) -> Placement:
     """The variant's distribution over the devices JAX sees, set process-wide (Keras builds
     every variable under it). Fewer devices than replicas is a skip with the reason."""

@@ -105,6 +105,7 @@ def measure(variant: Variant, spawn_time: float, progress: ProgressFn,
     with phases("build"):
         if variant.scenario_dir and variant.scenario_dir not in sys.path:
             sys.path.insert(0, variant.scenario_dir)
+        jax_distribution.keep_tensorflow_off_gpus()
         precision.check_supported(variant.precision, "cpu", variant.train.float16_on_cpu)
         placement = jax_distribution.build(variant)
         policy = precision.apply_policy(variant.precision)
