@@ -64,7 +64,8 @@ class Timing(Section):
                                          "parameter-server block)")
     repeats: int | None = field("timed windows (rounds)")
     phases: dict[str, Number] | None = field("seconds per named phase of the worker")
-    harness_s: Number | None = field("bench's own per-step code (hooks, timer, progress)")
+    harness_s: Number | None = field("CPU seconds of bench's own per-step code (hooks, timer, "
+                                     "progress), its waits left out")
     harness_share: Number | None = field("its mean per step as a share of the median step")
     worker_s: Number | None = field("process start to the record written")
     start_s: Number | None = field("`[fault]` attempts: process start to the worker's code")

@@ -38,8 +38,10 @@ class LoopResult:
     samples: dict[str, list[list[float]]]  # per-step seconds, a list per segment, by kind
     clocks: dict[str, list[float]]  # each window's seconds, by kind (unobserved, observed, ...)
     notes: list[str] = field(default_factory=list)
-    # Seconds spent in bench's own per-step code (hooks, stamps, progress) during the warmup
-    # and the turns, outside the gate and the profiler: its cost on the figures it reports.
+    # CPU seconds of bench's own per-step code (hooks, stamps, progress) during the warmup and
+    # the turns, outside the gate and the profiler: its cost on the figures it reports. The
+    # threads' own CPU time, so a hook's wait (for a step, a lock, the GIL held by a dispatch
+    # in another thread, as Keras' JAX fit does from its callback thread) is not counted.
     harness_s: float = 0.0
     # The loop's input iterators, one per epoch (Keras fit's own, or the custom loop's), kept
     # alive on purpose: destroying a tf.data iterator waits for its background threads (0.3-3 s
@@ -131,39 +133,39 @@ class LoopClock:
 
     def wait_for(self, step: int) -> None:
         """Block until every step before `step` is complete."""
-        entered = time.perf_counter()
+        cpu = time.thread_time()
         with self._completed:
             self._completed.wait_for(lambda: self._done_through >= step - 1)
-        self._account(entered)
+        self._account(cpu)
 
     def begin(self, step: int) -> None:
         """Before the call that starts at `step`: the gate before a turn, the profiler and its
         step markers in the traced window. Call it once earlier steps are complete where
         `wait_before` says so."""
-        entered = time.perf_counter()
+        cpu = time.thread_time()
         if step == 0:
-            self._starts[0] = entered
+            self._starts[0] = time.perf_counter()
         segment, offset = self._segment(step)
         self._close_trace_step()
         if offset == 0 and segment.gated and step not in self._opened:
-            self._account(entered)
+            self._account(cpu)
             self.open_turn(step)
-            entered = time.perf_counter()
+            cpu = time.thread_time()
         if self._timing(segment) and self._settled(step - offset, offset):
             segment, offset = self._segment(step)  # the first window's first step now
         if not self._sized and segment.kind in (UNOBSERVED, OBSERVED) and segment.turn == 0:
             self.wait_for(step)  # once: the steps before it are what sizes the windows
             self._size_windows(step)
-            entered = time.perf_counter()
+            cpu = time.thread_time()
         if segment.kind == TRACED and self.trace is not None:
             if offset == 0:
-                self._account(entered)
+                self._account(cpu)
                 self.trace.start()
                 self._starts[step] = time.perf_counter()  # the profiler's start-up is in no step
             self._context = self.trace.step(offset // self.k)
             self._context.__enter__()
             return  # traced steps are the profiler's, not the harness's
-        self._account(entered)
+        self._account(cpu)
 
     def open_turn(self, step: int) -> None:
         """Wait at the gate before the turn that starts at `step`; its clock starts at the
@@ -246,9 +248,9 @@ class LoopClock:
 
     def end(self, step: int, when: float | None = None) -> None:
         """The call that started at `step` is complete, its result on the host."""
-        entered = when if when is not None else time.perf_counter()
+        cpu = time.thread_time()
         last = step + self.k - 1
-        self._stamps[last] = entered
+        self._stamps[last] = when if when is not None else time.perf_counter()
         with self._completed:  # Keras may run two steps' hooks at once, in either order
             self._done_through = max(self._done_through, last)
             self._completed.notify_all()
@@ -259,7 +261,7 @@ class LoopClock:
             self._last_report = now
             self.progress(last + 1, self.total)
         if self.steps[last][0].kind != TRACED:
-            self._account(entered)
+            self._account(cpu)
 
     def finish(self) -> None:
         """After the last step: close the trace (in the loop's thread)."""
@@ -268,8 +270,9 @@ class LoopClock:
         if self.trace is not None and self.schedule.trace_steps:
             self.trace.stop()
 
-    def _account(self, entered: float) -> None:
-        self.harness_s += time.perf_counter() - entered
+    def _account(self, cpu_entered: float) -> None:
+        """Charge the calling thread's CPU time since `cpu_entered` (time.thread_time)."""
+        self.harness_s += time.thread_time() - cpu_entered
 
     def result(self, notes: list[str], iterators: Sequence[Any] = ()) -> LoopResult:
         """Samples and clocks from the completion stamps: a window's clock runs from the
