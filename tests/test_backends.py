@@ -16,6 +16,8 @@ from bench.child_env import (
     backend_env,
 )
 from bench.launch.process import last_error_line
+from bench.report.backends import backend_charts
+from bench.report.derived import backend_pairs
 from bench.report.detail_charts import top_ops_chart
 from bench.report.runs import load_run
 from bench.scenario.loading import load_variants
@@ -40,6 +42,11 @@ replicas = 2
 
 [[strategies]]
 name = "model_parallel"
+replicas = 2
+api = "fit"
+
+[[strategies]]
+name = "mirrored"           # DataParallel's counterpart on TensorFlow
 replicas = 2
 api = "fit"
 
@@ -86,7 +93,8 @@ backends_run = early_fixture("both_backends", start_backends)
 JAX_OK = ["default-r1-jax-fit-float32-gb16", "default-r1-jax-ctl-float32-gb16",
           "data_parallel-r2-jax-fit-float32-gb32", "data_parallel-r2-jax-ctl-float32-gb32",
           "model_parallel-r2-jax-fit-float32-gb32", "data_parallel-r2-jax-ctl-mixed_bfloat16-gb32"]
-TF_OK = ["default-r1-fit-float32-gb16", "default-r1-ctl-float32-gb16"]
+TF_OK = ["default-r1-fit-float32-gb16", "default-r1-ctl-float32-gb16",
+         "mirrored-r2-fit-float32-gb32"]
 TF_OPS = "default-r1-model-jax-fit-float32-gb16"
 
 
@@ -109,6 +117,30 @@ def test_both_backends_run_through_the_same_run(backends_run: BenchRun) -> None:
         assert len(rec["measurement"]["observed_window_s"]) == rec["variant"]["measure"]["repeats"]
         assert rec["loss"]["final"] < rec["loss"]["initial"], vid  # it trained
     assert "fit jax" in run.proc.stdout  # the table's API column names the backend
+
+
+@pytest.mark.slow
+def test_each_jax_variant_is_shown_beside_its_tensorflow_counterpart(
+        backends_run: BenchRun) -> None:
+    run = load_run(backends_run.run_dir)
+    pairs = {str(jax.variant_id): str(tf.variant_id) for tf, jax in backend_pairs(run.records)}
+    # one device with one device, DataParallel with Mirrored; ModelParallel has no counterpart
+    assert pairs == {"default-r1-jax-fit-float32-gb16": "default-r1-fit-float32-gb16",
+                     "default-r1-jax-ctl-float32-gb16": "default-r1-ctl-float32-gb16",
+                     "data_parallel-r2-jax-fit-float32-gb32": "mirrored-r2-fit-float32-gb32"}
+    out = backends_run.proc.stdout
+    assert "JAX vs TensorFlow" in out and "JAX / TensorFlow" in out
+    by_id = backends_run.by_id()
+    ratio = (by_id["data_parallel-r2-jax-fit-float32-gb32"]["throughput"]["headline"]
+             / by_id["mirrored-r2-fit-float32-gb32"]["throughput"]["headline"])
+    assert f"×{ratio:.2f}" in out
+    chart = backend_charts(run)[0].figure
+    assert [bar["name"] for bar in chart["data"]] == ["TensorFlow", "JAX"]
+    assert chart["data"][0]["x"] == ["1 device · fit", "1 device · ctl", "2 replicas · fit"]
+    reports = backends_run.run_dir.parent.parent / "reports" / backends_run.run_dir.name
+    page = next(reports.glob("run-*.html")).read_text()
+    assert 'id="section-backends"' in page
+    assert "JAX vs TensorFlow (the same model, API and precision" in page
 
 
 @pytest.mark.slow

@@ -13,7 +13,7 @@ from bench.compare.noise import describe as describe_noise_floor
 from bench.compare.noise import within_noise
 from bench.record.model import OBSERVER_FLAG_RATIO, VariantRecord
 from bench.record.profiled import Accuracy, LossParity
-from bench.report import checkpoints, environments
+from bench.report import backends, checkpoints, environments
 from bench.report.derived import (
     Pair,
     describe_epoch_ends,
@@ -246,6 +246,7 @@ def summarize_run(run: RunView) -> list[str]:
     lines = [describe_ranking(target_rows(run.records)), describe_noise_floor(run.noise_floor),
              fastest(run), best_scaling(run),
              input_bound(run), precision_speedups(run), keras_flavours(run),
+             backends.summary_line(run),
              environments.summary_line(run.records, run.noise_floor),
              utilization(run), stragglers(run), measurement_cost(run), speed_modes(run),
              epoch_ends(run),

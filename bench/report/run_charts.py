@@ -9,6 +9,7 @@ from typing import Any
 import numpy as np
 
 from bench.record.model import VariantRecord
+from bench.report.backends import backend_charts
 from bench.report.chart import Chart, categories_axis, colour, layout, line_shape
 from bench.report.derived import (
     iqr_whiskers,
@@ -339,6 +340,7 @@ def precision_chart(run: RunView) -> Chart:
 
 def run_charts(run: RunView) -> list[Chart]:
     """Every chart of a run's page, in the order the page shows them."""
-    return [throughput_chart(run), *target_charts(run), scaling_chart(run), workers_chart(run),
+    return [throughput_chart(run), *backend_charts(run), *target_charts(run), scaling_chart(run),
+            workers_chart(run),
             breakdown_chart(run), top_ops_chart(run), distribution_chart(run), timeline_chart(run),
             precision_chart(run), measurement_cost_chart(run), *recovery_charts(run)]

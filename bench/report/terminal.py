@@ -13,6 +13,7 @@ from bench.compare.noise import describe as describe_noise_floor
 from bench.compare.noise import noise_floor, within_noise
 from bench.record.model import VariantRecord, scenario_data_sources
 from bench.report import environments
+from bench.report.backends import render_backend_pairs
 from bench.report.checkpoints import COLUMNS as CHECKPOINT_COLUMNS
 from bench.report.checkpoints import checkpoint_rows, format_size
 from bench.report.derived import (
@@ -245,6 +246,7 @@ def render_summary(console: Console, records: list[VariantRecord]) -> None:
                       f"[{style}]{rec.status}[/]")
     console.print(table)
     render_keras_pairs(console, records)
+    render_backend_pairs(console, records, floor)
     render_environment_pairs(console, records, floor)
     render_checkpoint_costs(console, records)
     render_targets(console, records)
