@@ -286,7 +286,8 @@ def _measure(variant: Variant, strategy: Any, loaded: Any, *, global_batch: int,
             to_target_cluster.coordinated_loop(variant, strategy, run, built, metrics, dataset)
         else:
             _custom_loop(variant, strategy, run, built, metrics, dataset)
-        print(f"target seed {seed}: trained in {time.perf_counter() - began:.2f} s", flush=True)
+        print(f"target seed {seed}: trained {run.examples} examples in "
+              f"{time.perf_counter() - began:.2f} s", flush=True)
         seeds.append(run.record(seed, size, time.perf_counter() - began))
     if not judges:
         return Target(status="skipped", reason=to_target_cluster.FOLLOWER_REASON, **common)
