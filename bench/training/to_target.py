@@ -7,6 +7,7 @@ examples: the same points of training for every global batch. Training time and 
 time are clocked apart. `fit` is one call whose epochs are the evaluation intervals (Keras keeps
 one iterator over the infinite pipeline across them, as a user's `fit(steps_per_epoch=...)`
 does); the custom loop is the tutorials' `strategy.run` under `tf.function`, one iterator.
+Across a cluster's tasks (who judges, and how the workers agree): bench.training.to_target_cluster.
 """
 
 from __future__ import annotations
@@ -189,7 +190,8 @@ def _custom_loop(variant: Variant, strategy: Any, run: SeedRun, built: workload.
 
 def _evaluator(variant: Variant, strategy: Any, built: workload.Workload, held: Any,
                probe: Any) -> Callable[[], float]:
-    """What reads the target's metric of the model being trained, on the held-out split."""
+    """What reads the target's metric of the model being trained, on the held-out split,
+    through `strategy` (None: in this process alone, to_target_cluster.eval_strategy)."""
     from bench.data import sources as data_mod
 
     metric = variant.target.metric
