@@ -17,8 +17,10 @@ from pathlib import Path
 import pytest
 
 from bench import fingerprint
+from bench.data.arrays import DEBIAN_FASHION_MNIST_DIR
 from bench.launch import netns
 from bench.timing import MAD_TO_SIGMA
+from tests.browser import IN_CI
 from tests.conftest import (
     NEEDS_NETNS,
     REPO,
@@ -198,6 +200,94 @@ def test_clusters_take_part_in_the_interleaved_rounds(clusters_run: BenchRun) ->
 def test_no_task_outlives_the_run(clusters_run: BenchRun) -> None:
     assert clusters_run.run_dir is not None
     assert leftover_processes(str(clusters_run.run_dir)) == []
+
+
+# [target] across a cluster's tasks, on real Fashion-MNIST: a target the seed MLP reaches after a
+# few evaluations, so the workers take the chief's verdict more than once; tf-keras `fit` runs
+# its evaluation inside the strategy's scope (its callbacks run there).
+TARGET_EVERY = 3840  # 30 steps of 128 (MultiWorkerMirrored x2), 60 of 64 (ParameterServer)
+CLUSTER_TARGET = f"""
+[data]
+name = "fashion_mnist"
+path = "{DEBIAN_FASHION_MNIST_DIR}"
+shuffle_buffer = 10000
+
+[batch]
+per_replica = 64
+
+[train]
+api = "ctl"
+
+[measure]
+timeout_s = 120
+control = false
+
+[target]
+value = 0.78
+every_examples = {TARGET_EVERY}
+max_examples = 76800
+max_seconds = 30
+
+[[strategies]]
+name = "multi_worker_mirrored"
+workers = 2
+
+[[strategies]]
+name = "multi_worker_mirrored"
+workers = 2
+api = "fit"
+keras = "tf_keras"
+
+[[strategies]]
+name = "parameter_server"
+ps = 1
+workers = 2
+"""
+CLUSTER_TARGETS = ("multi_worker_mirrored-w2x1-ctl-float32-gb128",
+                   "multi_worker_mirrored-w2x1-tf_keras-fit-float32-gb128",
+                   "parameter_server-ps1w2-ctl-float32-gb64")
+
+
+def start_cluster_target(context: EarlyContext) -> BenchRun:
+    directory = context.tmp_path_factory.mktemp("cluster_target")
+    return bench_run(write_scenario(directory, CLUSTER_TARGET, name="cluster_target"),
+                     directory / "results", "--no-report")
+
+
+cluster_target_run = early_fixture("cluster_target", start_cluster_target)
+
+
+def test_cluster_strategies_train_to_target_judged_on_the_chief(cluster_target_run: BenchRun
+                                                                 ) -> None:
+    if not DEBIAN_FASHION_MNIST_DIR.exists():
+        if IN_CI:
+            pytest.fail(f"CI=true but {DEBIAN_FASHION_MNIST_DIR} is missing", pytrace=False)
+        pytest.skip("Debian package dataset-fashion-mnist is not installed")
+    run = cluster_target_run
+    assert run.proc.returncode == 0, run.proc.stdout[-3000:] + run.proc.stderr[-3000:]
+    records = run.by_id()
+    assert sorted(records) == sorted(CLUSTER_TARGETS)
+    for vid in CLUSTER_TARGETS:
+        rec = records[vid]
+        target = rec["target"]
+        assert rec["status"] == "ok" and target["status"] == "ok", (vid, target)
+        (seed,) = target["seeds"]
+        assert seed["status"] == "reached" and seed["examples"] > 0, (vid, seed)
+        examples = [p["examples"] for p in seed["curve"]]
+        assert examples == [TARGET_EVERY * (i + 1) for i in range(len(examples))], vid
+        assert len(examples) >= 2 and seed["examples"] == examples[-1], (vid, seed["curve"])
+        assert seed["curve"][-1]["value"] >= 0.78 > max(p["value"] for p in seed["curve"][:-1])
+        assert seed["eval_s"] > 0 and 0 < seed["seconds"] < seed["wall_s"]
+        assert target["eval_source"].endswith("(test, 10000 examples)")
+        assert target["projected_s"] == pytest.approx(
+            target["examples"]["median"] / rec["throughput"]["headline"])
+        assert run.run_dir is not None
+        logs = run.run_dir / "logs"
+        if vid.startswith("multi_worker_mirrored"):
+            # the other worker stepped with the chief to its verdict, no step more or fewer
+            follower = (logs / f"{vid}.worker-1.log").read_text()
+            assert f"target seed 0: trained {seed['examples']} examples in" in follower, vid
+    assert leftover_processes(str(run.run_dir)) == []
 
 
 # Three ways a worker fails, each a MultiWorkerMirrored variant of one run (its model's builder

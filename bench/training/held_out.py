@@ -14,10 +14,12 @@ def accuracy_counts(strategy: Any, model: Any, dataset: Any, threshold: float = 
     return accuracy_counter(strategy, model, threshold)(dataset)
 
 
-def accuracy_counter(strategy: Any, model: Any, threshold: float = 0.5
+def accuracy_counter(strategy: Any | None, model: Any, threshold: float = 0.5
                      ) -> Callable[[Any], tuple[int, int]]:
     """`accuracy_counts` of `model` as a function of the dataset, traced once for every call
-    (a model judged at every evaluation of a training to target)."""
+    (a model judged at every evaluation of a training to target). With no strategy the whole
+    dataset is counted in this process alone, with no collective and no strategy entered (a
+    cluster's chief judging for its peers, inside or outside the strategy's scope)."""
     import tensorflow as tf
 
     def classes(values: Any, binary: bool) -> Any:
@@ -40,6 +42,8 @@ def accuracy_counter(strategy: Any, model: Any, threshold: float = 0.5
 
     @tf.function(reduce_retracing=True)
     def counts(x: Any, y: Any) -> tuple[Any, Any]:
+        if strategy is None:
+            return replica_counts(x, y)
         hits, seen = strategy.run(replica_counts, args=(x, y))
         total = tf.distribute.ReduceOp.SUM
         return strategy.reduce(total, hits, axis=None), strategy.reduce(total, seen, axis=None)
@@ -49,7 +53,8 @@ def accuracy_counter(strategy: Any, model: Any, threshold: float = 0.5
     def count(dataset: Any) -> tuple[int, int]:
         if id(dataset) not in distributed:
             distributed.clear()
-            distributed[id(dataset)] = (dataset, strategy.experimental_distribute_dataset(dataset))
+            distributed[id(dataset)] = (dataset, dataset if strategy is None else
+                                        strategy.experimental_distribute_dataset(dataset))
         correct = examples = 0
         for x, y in distributed[id(dataset)][1]:
             hits, seen = counts(x, y)

@@ -7,6 +7,7 @@ examples: the same points of training for every global batch. Training time and 
 time are clocked apart. `fit` is one call whose epochs are the evaluation intervals (Keras keeps
 one iterator over the infinite pipeline across them, as a user's `fit(steps_per_epoch=...)`
 does); the custom loop is the tutorials' `strategy.run` under `tf.function`, one iterator.
+Across a cluster's tasks (who judges, and how the workers agree): bench.training.to_target_cluster.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from bench.record.failure import extra_failed
 from bench.record.target import CurvePoint, Spread, Target, TargetSeed, spread
 from bench.scenario.schema import Variant
 from bench.scenario.target_rules import budget_examples
-from bench.training import held_out, loop_choice, loops, workload
+from bench.training import held_out, loop_choice, loops, to_target_cluster, workload
 from bench.training.flavour import chosen as chosen_flavour
 from bench.training.flavour import keras as keras_module
 
@@ -133,12 +134,6 @@ def _fit(variant: Variant, run: SeedRun, built: workload.Workload, metrics: list
         def on_train_begin(self, logs: Any = None) -> None:
             self.started = time.perf_counter()
 
-        def on_train_batch_end(self, batch: int, logs: Any = None) -> None:
-            if run.first_step_s is None:  # the first step's logs are on the host
-                if legacy:
-                    float((logs or {}).get("loss", 0.0))
-                run.first_step_s = time.perf_counter() - self.started
-
         def on_epoch_begin(self, epoch: int, logs: Any = None) -> None:
             if epoch:
                 self.started = time.perf_counter()
@@ -149,13 +144,24 @@ def _fit(variant: Variant, run: SeedRun, built: workload.Workload, metrics: list
             if not run.after_interval(time.perf_counter() - self.started, None):
                 self.model.stop_training = True
 
+    class EvaluateAndFirstStep(Evaluate):
+        def on_train_batch_end(self, batch: int, logs: Any = None) -> None:
+            if run.first_step_s is None:  # the first step's logs are on the host
+                if legacy:
+                    float((logs or {}).get("loss", 0.0))
+                run.first_step_s = time.perf_counter() - self.started
+
     model = built.model
     model.compile(optimizer=built.optimizer, loss=built.objectives.loss(), metrics=metrics,
                   jit_compile=variant.train.jit_compile)
-    feed = (loops.FitInput(*arrays, batch_size=run.global_batch) if arrays is not None
+    creator = to_target_cluster.fit_input(variant, dataset_fn)
+    feed = (loops.FitInput(creator) if creator is not None
+            else loops.FitInput(*arrays, batch_size=run.global_batch) if arrays is not None
             else loops.FitInput(dataset_fn()))
+    # tf-keras refuses batch-level callbacks under ParameterServer: no first step there
+    callback = Evaluate() if variant.kind.coordinated else EvaluateAndFirstStep()
     model.fit(**feed.kwargs(), epochs=run.intervals(), steps_per_epoch=run.interval_steps,
-              verbose=0, callbacks=[Evaluate()])
+              verbose=0, callbacks=[callback])
 
 
 def _custom_loop(variant: Variant, strategy: Any, run: SeedRun, built: workload.Workload,
@@ -184,7 +190,8 @@ def _custom_loop(variant: Variant, strategy: Any, run: SeedRun, built: workload.
 
 def _evaluator(variant: Variant, strategy: Any, built: workload.Workload, held: Any,
                probe: Any) -> Callable[[], float]:
-    """What reads the target's metric of the model being trained, on the held-out split."""
+    """What reads the target's metric of the model being trained, on the held-out split,
+    through `strategy` (None: in this process alone, to_target_cluster.eval_strategy)."""
     from bench.data import sources as data_mod
 
     metric = variant.target.metric
@@ -244,10 +251,11 @@ def _measure(variant: Variant, strategy: Any, loaded: Any, *, global_batch: int,
               "global_batch": global_batch, "learning_rate": variant.learning_rate,
               "warmup_examples": variant.lr_warmup_examples, "train_examples": size,
               "headline": headline}
-    if variant.is_cluster:
-        return Target(status="skipped", reason="training to a target runs for single-process "
-                      "strategies only (cluster strategies: not yet)", **common)
+    judges = to_target_cluster.judges_here(variant)  # in a cluster: its chief or coordinator
+    # built on every task alike: one that fails fails on all of them, before any collective
     held = data_mod.load(variant.data, split=target.eval_split)
+    judged_by = to_target_cluster.eval_strategy(variant, strategy)
+    make_run = to_target_cluster.seed_run(variant, strategy, SeedRun)
     inputs = data_mod.model_inputs(loaded, variant.data)
     seeds = []
     for i in range(target.seeds):
@@ -267,18 +275,24 @@ def _measure(variant: Variant, strategy: Any, loaded: Any, *, global_batch: int,
                 linear_warmup(built.optimizer, variant.learning_rate / variant.lr_factor,
                               variant.learning_rate,
                               max(1, variant.lr_warmup_examples // global_batch))
-        run = SeedRun(target, target.every_examples // global_batch, global_batch, budget,
-                      target.max_seconds, _evaluator(variant, strategy, built, held, probe),
-                      lambda model=built.model: all_finite(model))
+        run = make_run(target, target.every_examples // global_batch, global_batch, budget,
+                       target.max_seconds,
+                       _evaluator(variant, judged_by, built, held, probe),
+                       lambda model=built.model: all_finite(model))
         print(f"target seed {seed}: built in {time.perf_counter() - began:.2f} s", flush=True)
         if variant.api == "fit":
             with strategy.scope():
                 _fit(variant, run, built, metrics, dataset,
                      arrays(size or budget) if arrays is not None else None)
+        elif variant.kind.coordinated:
+            to_target_cluster.coordinated_loop(variant, strategy, run, built, metrics, dataset)
         else:
             _custom_loop(variant, strategy, run, built, metrics, dataset)
-        print(f"target seed {seed}: trained in {time.perf_counter() - began:.2f} s", flush=True)
+        print(f"target seed {seed}: trained {run.examples} examples in "
+              f"{time.perf_counter() - began:.2f} s", flush=True)
         seeds.append(run.record(seed, size, time.perf_counter() - began))
+    if not judges:
+        return Target(status="skipped", reason=to_target_cluster.FOLLOWER_REASON, **common)
     return summarize(seeds, held.source, common)
 
 
