@@ -276,7 +276,9 @@ def measure(variant: Variant, spawn_time: float, progress: ProgressFn) -> dict[s
         **loop_sections(result, schedule, gate, rates, step_stats, global_batch=global_batch,
                         steps_per_call=k, repeats=m.repeats,
                         startup_s=result.first_step_end - spawn_time, phases_s=phases.seconds,
-                        epoch_ends=ends, coordinated=coordinated),
+                        epoch_ends=ends, coordinated=coordinated,
+                        cached_examples=None if variant.is_cluster
+                        else data_mod.cached_examples(loaded, variant.data)),
         "checkpoint": profiled.Checkpoint(**checkpoint) if checkpoint is not None else None,
         "trace": traced_turn.summary(trace, result, variant),
         "loss": measured.Loss(initial=initial_loss, final=final_loss),

@@ -108,6 +108,14 @@ def numpy_feed(data: Data, examples: int) -> tuple[Any, Any]:
     return fit_arrays(data, examples)
 
 
+def cached_examples(data: Data, cfg: DataConfig) -> int | None:
+    """How many examples a cached training pipeline makes its first pass over (tf.data's cache
+    fills in it): in-memory arrays only; None when not cached, or the size is not known."""
+    if not cfg.cache or cfg.feed == "numpy" or not isinstance(data, LoadedData):
+        return None
+    return len(data.y)
+
+
 @dataclass(frozen=True)
 class ModelInputs:
     """What a model builder is told about the data: one example's shape after preprocessing (or

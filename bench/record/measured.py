@@ -101,6 +101,17 @@ class EpochEnd(Section):
                                 "thread")
 
 
+class FirstPass(Section):
+    """A cached pipeline's first pass against the timed steps: tf.data's cache fills while the
+    first pass over the training set runs its map work, which later passes skip."""
+
+    train_examples: int | None = field("examples in one pass over the training set")
+    pass_steps: int | None = field("steps of the global batch in that pass")
+    timed_steps_inside: int | None = field(
+        "unobserved (headline) steps that ran inside the first pass")
+    timed_steps: int | None = field("unobserved steps in all")
+
+
 class Measurement(Section):
     """How the timed windows were run."""
 
@@ -128,6 +139,9 @@ class Measurement(Section):
     epoch_ends: list[EpochEnd] | None = field(
         "the short epochs at the finish: what an epoch's end costs a loop that starts a fresh "
         "input iterator every epoch")
+    first_pass: FirstPass | None = field(
+        "where the timed steps fell against a cached pipeline's first pass (absent: not cached, "
+        "or its size unknown)")
 
 
 class Observer(Section):

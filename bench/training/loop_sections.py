@@ -15,14 +15,28 @@ from bench.training.loop_clock import LoopResult
 from bench.training.schedule import Schedule
 
 
+def first_pass(schedule: Schedule, global_batch: int,
+               cached_examples: int | None) -> measured.FirstPass | None:
+    """Where the headline's steps fell against a cached pipeline's first pass, for a loop on
+    one iterator (fresh iterators pass over the set afresh); None otherwise."""
+    if not cached_examples or schedule.iterators != 1:
+        return None
+    steps = -(-cached_examples // global_batch)
+    return measured.FirstPass(train_examples=cached_examples, pass_steps=steps,
+                              timed_steps_inside=schedule.timed_steps_before(steps),
+                              timed_steps=schedule.timed_steps)
+
+
 def loop_sections(result: LoopResult, schedule: Schedule, gate: Gate, rates: Throughput,
                   step_stats: Stats, *, global_batch: int, steps_per_call: int,
                   repeats: int, startup_s: float,
                   phases_s: dict[str, float], epoch_ends: Any = None,
-                  coordinated: bool = False) -> dict[str, Any]:
+                  coordinated: bool = False, cached_examples: int | None = None
+                  ) -> dict[str, Any]:
     """The sections of `result` run on `schedule` (as sized), with its headline `rates` and
     its observed steps' `step_stats` (which the caller's MFU reads too); a coordinated loop
-    (the ParameterServer's) has no per-step observer to judge."""
+    (the ParameterServer's) has no per-step observer to judge. `cached_examples`: the size of
+    the training set a cached pipeline passes over (None: not cached, or unknown)."""
     k, steps = steps_per_call, schedule.window_steps
     warmup = (result.samples.get("warmup") or [[]])[0]
     windows = result.samples.get("observed") or []
@@ -48,7 +62,8 @@ def loop_sections(result: LoopResult, schedule: Schedule, gate: Gate, rates: Thr
             speeds=measured.Speeds(**iterator_speeds(
                 unobserved_s, [schedule.iterator_of(t) for t in range(len(unobserved_s))],
                 global_batch * steps)),
-            window_started_at=result.window_started_at, epoch_ends=epoch_ends),
+            window_started_at=result.window_started_at, epoch_ends=epoch_ends,
+            first_pass=first_pass(schedule, global_batch, cached_examples)),
         "observer": (measured.Observer(**observer.summary(
             [w / steps for w in unobserved_s],
             [w / schedule.observed_window_steps for w in observed_s]))

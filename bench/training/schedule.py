@@ -180,6 +180,17 @@ class Schedule:
         """Steps in the unobserved windows: what the headline counts."""
         return self.window_steps * self.repeats
 
+    def timed_steps_before(self, step: int) -> int:
+        """Unobserved (headline) steps among the plan's first `step` loop steps."""
+        done = 0
+        for segment in self.segments:
+            if step <= 0:
+                break
+            if segment.kind == UNOBSERVED:
+                done += min(segment.steps, step)
+            step -= segment.steps
+        return done
+
     def step_map(self) -> list[tuple[Segment, int]]:
         """For every loop step, its segment and its offset in it."""
         return [(segment, k) for segment in self.segments for k in range(segment.steps)]
