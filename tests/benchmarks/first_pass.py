@@ -15,6 +15,9 @@ import statistics
 import subprocess
 import sys
 import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 INTERVAL, INTERVALS = 240, 8  # 1,920 steps of 64: a little over two passes of 60,000
 
@@ -30,11 +33,11 @@ def one(cache: bool) -> list[float]:
     variant = variants[0]
     cfg = variant.data.model_copy(update={"cache": cache})
     dataset = sources.make_dataset(sources.load_for(variant), cfg, 64)
-    model = keras.Sequential([
-        keras.Input((28, 28, 1)), keras.layers.Flatten(),
-        keras.layers.Dense(256, activation="relu"), keras.layers.Dense(128, activation="relu"),
-        keras.layers.Dense(10)])
-    model.compile(optimizer=keras.optimizers.Adam(1e-3),
+    import tensorflow as tf
+    from plain_loop import seed_mlp
+
+    model, optimizer = seed_mlp(tf.distribute.get_strategy())
+    model.compile(optimizer=optimizer,
                   loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
     stamps: list[float] = []
     clock = keras.callbacks.LambdaCallback(
