@@ -62,8 +62,9 @@ KINDS = (LOSS_PARITY, ACCURACY)
 class ParityJudge:
     """Compares each record's parity loss with the first baseline of the same precision, on
     either backend. The runner runs the baseline strategies first, in the matrix's order, which
-    takes the backends in the order `backend` lists them: with ["tensorflow", "jax"], JAX's variants (its `default` too) are
-    judged against TensorFlow's one-device baseline; a run of JAX alone, against JAX's own."""
+    takes the backends in the order `backend` lists them: with ["tensorflow", "jax"], JAX's
+    variants (its `default` too) are judged against TensorFlow's one-device baseline; a run of
+    JAX alone, against JAX's own."""
 
     def __init__(self) -> None:
         self.baselines: dict[str, VariantRecord] = {}
