@@ -23,12 +23,17 @@ from bench.data import sources as data_mod
 from bench.errors import VariantSkipped
 from bench.protocol import FINISH, ProgressFn
 from bench.record import measured, profiled, provenance
+from bench.record.target import Target
 from bench.scenario.schema import Variant
 from bench.timing import Phases, summarize, throughput
 from bench.training import flavour, models, precision, traced_turn, workload
 from bench.training.gate import Gate
 from bench.training.loop_sections import loop_sections
 from bench.training.schedule import Schedule
+
+# Said in the record of a JAX variant whose scenario asks for `[target]`.
+TARGET_NOT_YET = ("training to a target runs on the TensorFlow backend only so far (its "
+                  "evaluation and custom loop are tf.function's)")
 
 
 def _versions(keras: Any) -> provenance.WorkerVersions:
@@ -145,4 +150,6 @@ def measure(variant: Variant, spawn_time: float, progress: ProgressFn,
         "metric_results": metric_results,
         "utilization": profiled.Utilization(**utilised),
         "checks": profiled.Checks(**checked),
+        **({"target": Target(status="skipped", reason=TARGET_NOT_YET)}
+           if variant.target is not None else {}),
     }

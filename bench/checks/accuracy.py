@@ -13,13 +13,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from bench.checks.train_copy import Route
+from bench.checks.train_copy import Route, train_copy
 from bench.scenario.schema import Variant
 
 
 def measure(variant: Variant, route: Route, data: Any) -> dict[str, Any]:
     """Train `steps` steps, evaluate on `eval_split`, compare with the bound."""
-    from bench.checks.train_copy import train_copy
     from bench.data import sources as data_mod
 
     cfg = variant.check.accuracy
@@ -30,9 +29,9 @@ def measure(variant: Variant, route: Route, data: Any) -> dict[str, Any]:
     if held_out.num_classes != data.num_classes:
         raise ValueError(f"the {cfg.eval_split} split has {held_out.num_classes} classes, the "
                          f"training data {data.num_classes}")
-    correct, total = route.accuracy_counts(copy.model,
-                              data_mod.make_dataset(held_out, variant.data, batch, train=False),
-                              0.0 if copy.objectives.from_logits() else 0.5)
+    correct, total = route.accuracy_counts(
+        copy.model, data_mod.make_dataset(held_out, variant.data, batch, train=False),
+        0.0 if copy.objectives.from_logits() else 0.5)
     accuracy = correct / total
     return {"status": "ok" if accuracy >= cfg.min else "below", "accuracy": accuracy,
             "min": cfg.min, "steps": cfg.steps, "batch": batch,

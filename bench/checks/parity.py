@@ -15,14 +15,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from bench.checks.train_copy import Route
+from bench.checks.train_copy import Route, train_copy
 from bench.scenario.schema import Variant
 
 
 def measure(variant: Variant, route: Route, data: Any) -> dict[str, Any]:
     """Train a seeded copy for `steps` steps through the variant's API; the loss afterwards."""
-    from bench.checks.train_copy import train_copy
-
     cfg = variant.check.loss_parity
     # Unshuffled, and augmented in one thread (seeded random ops then draw in a fixed order):
     # every variant must see the very same batches.
