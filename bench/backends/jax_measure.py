@@ -26,7 +26,7 @@ from bench.record import measured, profiled, provenance
 from bench.record.target import Target
 from bench.scenario.schema import Variant
 from bench.timing import Phases, summarize, throughput
-from bench.training import flavour, models, precision, traced_turn, workload
+from bench.training import flavour, models, precision, to_target, traced_turn, workload
 from bench.training.gate import Gate
 from bench.training.loop_sections import loop_sections
 from bench.training.schedule import Schedule
@@ -124,6 +124,7 @@ def measure(variant: Variant, spawn_time: float, progress: ProgressFn,
                                          peak_measured_here)
     with phases("checks"):  # after the measurement, so the checks cannot disturb it
         checked = checks_suite.run(variant, jax_checks.JaxRoute(placement), loaded)
+    rates = throughput(windows, global_batch, unobserved_s, 1, steps)
     metric_results = {m.name: float(m.result()) for m in metrics
                       if getattr(m.result(), "shape", ()) == ()}
     return {
@@ -141,7 +142,7 @@ def measure(variant: Variant, spawn_time: float, progress: ProgressFn,
         "workload": provenance.Workload(**built.describe()),
         "env": _versions(keras),
         **loop_sections(result, schedule, gate,
-                        throughput(windows, global_batch, unobserved_s, 1, steps), step_stats,
+                        rates, step_stats,
                         global_batch=global_batch, steps_per_call=1,
                         repeats=variant.measure.repeats,
                         startup_s=result.first_step_end - spawn_time, phases_s=phases.seconds),
@@ -150,6 +151,7 @@ def measure(variant: Variant, spawn_time: float, progress: ProgressFn,
         "metric_results": metric_results,
         "utilization": profiled.Utilization(**utilised),
         "checks": profiled.Checks(**checked),
-        **({"target": Target(status="skipped", reason=TARGET_NOT_YET)}
+        **({"target": Target(status="skipped", reason=TARGET_NOT_YET, **to_target.settings(
+            variant, loaded, global_batch=global_batch, headline=rates.headline))}
            if variant.target is not None else {}),
     }
