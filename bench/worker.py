@@ -18,6 +18,7 @@ from typing import Any
 from bench import fingerprint, leaving, protocol, results
 from bench.backends import measurer
 from bench.checks import suite as checks_suite
+from bench.checks.train_copy import StrategyRoute
 from bench.child_env import ChildEnv
 from bench.data import sources as data_mod
 from bench.errors import BenchError, DataUnavailable, VariantSkipped, WorkloadError
@@ -262,7 +263,7 @@ def measure(variant: Variant, spawn_time: float, progress: ProgressFn) -> dict[s
                                    peak_measured_here)
     with phases("checks"):
         # after the measurement, so the checks cannot disturb it
-        checked = checks_suite.run(variant, strategy, loaded)
+        checked = checks_suite.run(variant, StrategyRoute(strategy), loaded)
     unobserved_s = result.clocks.get("unobserved") or []
     rates = throughput(windows, global_batch, unobserved_s, k, steps)
     with phases("target"):  # after everything it measured: it trains fresh models

@@ -1,7 +1,8 @@
 """The Keras backend axis through the real `bench run`: the same model on TensorFlow and on JAX
 (one device, keras.distribution's DataParallel over two XLA host devices, ModelParallel with
-the built-in layout), both APIs, one run shared by the tests; a user's model written with
-TensorFlow ops failing its JAX variant in one line; the axis' validation errors."""
+the built-in layout), both APIs, one run shared by the tests, its JAX variants checked for loss
+parity against TensorFlow's baseline and for accuracy; a user's model written with TensorFlow
+ops failing its JAX variant in one line; the axis' validation errors."""
 
 from __future__ import annotations
 
@@ -32,6 +33,10 @@ api = ["fit", "ctl"]
 [measure]
 trace_steps = 4
 control = false
+
+[check]
+loss_parity = { steps = 5, batch = 32 }
+accuracy = { min = 0.05, steps = 5 }
 
 [[strategies]]
 name = "default"
@@ -141,6 +146,35 @@ def test_each_jax_variant_is_shown_beside_its_tensorflow_counterpart(
     page = next(reports.glob("run-*.html")).read_text()
     assert 'id="section-backends"' in page
     assert "JAX vs TensorFlow (the same model, API and precision" in page
+
+
+@pytest.mark.slow
+def test_jax_variants_train_the_same_model_as_tensorflows_baseline(backends_run: BenchRun
+                                                                    ) -> None:
+    by_id = backends_run.by_id()
+    base = by_id["default-r1-fit-float32-gb16"]["checks"]["loss_parity"]
+    assert base["status"] == "baseline"  # TensorFlow's: the backend listed first
+    for vid in [*JAX_OK[:-1], "default-r1-ctl-float32-gb16"]:
+        parity = by_id[vid]["checks"]["loss_parity"]
+        assert parity["status"] == "ok", (vid, parity)
+        assert parity["baseline"] == "default-r1-fit-float32-gb16"
+        assert parity["baseline_backend"] == "tensorflow"
+        assert parity["backend"] == by_id[vid]["variant"]["backend"]
+        # the same start, batches and steps: the same loss, to float32's rounding
+        assert parity["relative_difference"] < 1e-3, (vid, parity)
+    # JAX's default is compared, not made a second baseline
+    assert by_id["default-r1-jax-fit-float32-gb16"]["checks"]["loss_parity"]["status"] == "ok"
+    assert "loss parity ok (0.00% vs tensorflow)" in backends_run.proc.stdout
+    bf16 = by_id["data_parallel-r2-jax-ctl-mixed_bfloat16-gb32"]["checks"]["loss_parity"]
+    assert bf16["status"] == "no-baseline"  # no mixed_bfloat16 baseline in this run
+
+
+@pytest.mark.slow
+def test_a_jax_variant_checks_its_accuracy(backends_run: BenchRun) -> None:
+    for vid in JAX_OK:
+        accuracy = backends_run.by_id()[vid]["checks"]["accuracy"]
+        assert accuracy["status"] == "ok", (vid, accuracy)
+        assert accuracy["eval_examples"] > 0 and accuracy["accuracy"] >= 0.05
 
 
 @pytest.mark.slow

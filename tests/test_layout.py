@@ -30,7 +30,7 @@ PARENT_SIDE = ("bench.runner", "bench.nightly", "bench.report", "bench.compare",
 # What runs in a worker process (TensorFlow, Keras, tf.data), and the fork server's own process.
 WORKER_SIDE = ("bench.training", "bench.backends", "bench.data", "bench.utilization", "bench.worker",
                "bench.checks.suite", "bench.checks.train_copy", "bench.checks.parity",
-               "bench.checks.accuracy", "bench.launch.forkserver_main")
+               "bench.checks.accuracy", "bench.checks.alignment", "bench.launch.forkserver_main")
 
 
 def module_name(path: Path) -> str:

@@ -15,10 +15,13 @@ from typing import Any
 
 from bench.backends.jax_distribution import Placement
 from bench.protocol import ProgressFn
+from bench.scenario.schema import Variant
+from bench.training import loops
 from bench.training.loop_clock import LoopClock, LoopResult
 from bench.training.objectives import Objectives
 from bench.training.schedule import Schedule
 from bench.training.tracing import TraceWindow
+from bench.training.workload import Workload
 
 
 def train_step_fn(model: Any, optimizer: Any, objectives: Objectives) -> Callable[..., Any]:
@@ -119,3 +122,20 @@ def run_custom_loop(model: Any, optimizer: Any, dataset_fn: Callable[[], Any],
 
     result.run_epoch = run_epoch
     return result
+
+
+def train(variant: Variant, built: Workload, metrics: list[Any], dataset_fn: Callable[..., Any],
+          placement: Placement, *, schedule: Schedule, global_batch: int, progress: ProgressFn,
+          trace: TraceWindow | None = None, arrays: tuple[Any, Any] | None = None) -> LoopResult:
+    """Train through the variant's own path: Keras fit (bench's own fit path, which runs on any
+    backend; from `arrays` with feed = "numpy", else the pipeline) or the guide's loop. The
+    distribution is the process's (bench.backends.jax_distribution.build set it)."""
+    if variant.api == "fit":
+        feed = (loops.FitInput(*arrays, batch_size=global_batch) if arrays is not None
+                else loops.FitInput(dataset_fn()))
+        return loops.run_fit(built.model, built.optimizer, feed, objectives=built.objectives,
+                             metrics=metrics, schedule=schedule, steps_per_execution=1,
+                             jit_compile=True, progress=progress, trace=trace)
+    return run_custom_loop(built.model, built.optimizer, dataset_fn, placement,
+                           objectives=built.objectives, schedule=schedule, progress=progress,
+                           trace=trace)

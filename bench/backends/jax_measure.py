@@ -16,32 +16,24 @@ import time
 from typing import Any
 
 from bench import fingerprint
-from bench.backends import jax_distribution, jax_flops, jax_loops, jax_trace, tf_ops
+from bench.backends import jax_checks, jax_distribution, jax_flops, jax_loops, jax_trace, tf_ops
+from bench.checks import suite as checks_suite
 from bench.child_env import KERAS_BACKEND_ENV, ChildEnv
 from bench.data import sources as data_mod
 from bench.errors import VariantSkipped
 from bench.protocol import FINISH, ProgressFn
 from bench.record import measured, profiled, provenance
+from bench.record.target import Target
 from bench.scenario.schema import Variant
 from bench.timing import Phases, summarize, throughput
-from bench.training import flavour, loops, models, precision, traced_turn, workload
+from bench.training import flavour, models, precision, to_target, traced_turn, workload
 from bench.training.gate import Gate
 from bench.training.loop_sections import loop_sections
 from bench.training.schedule import Schedule
 
-# What a JAX variant does not measure yet, said in its record.
-NOT_YET = {
-    "checks": "loss parity and accuracy are checked on the TensorFlow backend only so far",
-}
-
-
-def batch_loss(objectives: Any, model: Any, batch: tuple[Any, Any]) -> float:
-    """The mean loss of the model on one fixed batch (the yardstick every path reports)."""
-    import numpy as np
-
-    x, y = batch
-    per_example = objectives.loss(per_example=True)(y, model(x, training=False))
-    return float(np.mean(np.asarray(per_example, dtype=np.float32)))
+# Said in the record of a JAX variant whose scenario asks for `[target]`.
+TARGET_NOT_YET = ("training to a target runs on the TensorFlow backend only so far (its "
+                  "evaluation and custom loop are tf.function's)")
 
 
 def _versions(keras: Any) -> provenance.WorkerVersions:
@@ -63,23 +55,6 @@ def _schedule(variant: Variant, gate: Gate, trace_steps: int, sizing_file: str |
     return Schedule(m.warmup_steps, m.steps, m.repeats, gate, settle, trace_steps,
                     m.iterators, m.min_window_s, sizing_file, observed_steps=m.steps,
                     settle_s=m.settle_s if settle else 0.0)
-
-
-def _train(variant: Variant, built: Any, metrics: list[Any], dataset: Any,
-           placement: jax_distribution.Placement, loaded: Any, planned: Schedule,
-           global_batch: int, trace: Any, progress: ProgressFn) -> Any:
-    """Keras fit (bench's own fit path, which runs on any backend) or the guide's loop."""
-    model = built.model
-    if variant.api == "fit":
-        feed = (loops.FitInput(*data_mod.numpy_feed(
-            loaded, planned.longest().total_steps * global_batch), batch_size=global_batch)
-            if variant.data.feed == "numpy" else loops.FitInput(dataset()))
-        return loops.run_fit(model, built.optimizer, feed, objectives=built.objectives,
-                             metrics=metrics, schedule=planned, steps_per_execution=1,
-                             jit_compile=True, progress=progress, trace=trace)
-    return jax_loops.run_custom_loop(model, built.optimizer, dataset, placement,
-                                     objectives=built.objectives, schedule=planned,
-                                     progress=progress, trace=trace)
 
 
 def measure(variant: Variant, spawn_time: float, progress: ProgressFn,
@@ -122,7 +97,7 @@ def measure(variant: Variant, spawn_time: float, progress: ProgressFn,
         built = tf_ops.checked(lambda: workload.build(variant, inputs), variant.model.name)
         model = built.model
         probe_batch = next(iter(dataset().take(1).as_numpy_iterator()))
-        initial_loss = tf_ops.checked(lambda: batch_loss(built.objectives, model, probe_batch),
+        initial_loss = tf_ops.checked(lambda: built.objectives.batch_loss(model, probe_batch),
                                       variant.model.name)
         metrics = built.objectives.metrics(probe_batch, model) if variant.api == "fit" else []
 
@@ -131,16 +106,19 @@ def measure(variant: Variant, spawn_time: float, progress: ProgressFn,
     trace = jax_trace.window(base)
     planned = _schedule(variant, gate, trace.steps if trace else 0, sizing_file)
     with phases("loop"):
-        result = tf_ops.checked(lambda: _train(variant, built, metrics, dataset, placement,
-                                               loaded, planned, global_batch, trace, progress),
-                                variant.model.name)
+        arrays = (data_mod.numpy_feed(loaded, planned.longest().total_steps * global_batch)
+                  if variant.data.feed == "numpy" else None)
+        result = tf_ops.checked(lambda: jax_loops.train(
+            variant, built, metrics, dataset, placement, schedule=planned,
+            global_batch=global_batch, progress=progress, trace=trace, arrays=arrays),
+            variant.model.name)
     schedule = result.schedule or planned
     steps = schedule.window_steps
     with phases("peak"):  # before FINISH: no other variant runs beside it
         peak_measured_here = jax_flops.settle_peak(variant, placement)
     gate.wait(FINISH)
     with phases("final_loss"):
-        final_loss = batch_loss(built.objectives, model, probe_batch)
+        final_loss = built.objectives.batch_loss(model, probe_batch)
     windows = result.samples.get("observed") or []
     timed = [s for w in windows for s in w]
     step_stats = summarize(timed)
@@ -149,6 +127,9 @@ def measure(variant: Variant, spawn_time: float, progress: ProgressFn,
         utilised = jax_flops.utilization(variant, placement, model, built.optimizer,
                                          built.objectives, probe_batch, step_stats.median,
                                          peak_measured_here)
+    with phases("checks"):  # after the measurement, so the checks cannot disturb it
+        checked = checks_suite.run(variant, jax_checks.JaxRoute(placement), loaded)
+    rates = throughput(windows, global_batch, unobserved_s, 1, steps)
     metric_results = {m.name: float(m.result()) for m in metrics
                       if getattr(m.result(), "shape", ()) == ()}
     return {
@@ -166,7 +147,7 @@ def measure(variant: Variant, spawn_time: float, progress: ProgressFn,
         "workload": provenance.Workload(**built.describe()),
         "env": _versions(keras),
         **loop_sections(result, schedule, gate,
-                        throughput(windows, global_batch, unobserved_s, 1, steps), step_stats,
+                        rates, step_stats,
                         global_batch=global_batch, steps_per_call=1,
                         repeats=variant.measure.repeats,
                         startup_s=result.first_step_end - spawn_time, phases_s=phases.seconds,
@@ -175,6 +156,8 @@ def measure(variant: Variant, spawn_time: float, progress: ProgressFn,
         "loss": measured.Loss(initial=initial_loss, final=final_loss),
         "metric_results": metric_results,
         "utilization": profiled.Utilization(**utilised),
-        "notes": [f"{NOT_YET['checks']}"] if (variant.check.loss_parity
-                                              or variant.check.accuracy) else [],
+        "checks": profiled.Checks(**checked),
+        **({"target": Target(status="skipped", reason=TARGET_NOT_YET, **to_target.settings(
+            variant, loaded, global_batch=global_batch, headline=rates.headline))}
+           if variant.target is not None else {}),
     }

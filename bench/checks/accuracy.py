@@ -13,26 +13,25 @@ from __future__ import annotations
 
 from typing import Any
 
+from bench.checks.train_copy import Route, train_copy
 from bench.scenario.schema import Variant
-from bench.training.held_out import accuracy_counts as evaluate
 
 
-def measure(variant: Variant, strategy: Any, data: Any) -> dict[str, Any]:
+def measure(variant: Variant, route: Route, data: Any) -> dict[str, Any]:
     """Train `steps` steps, evaluate on `eval_split`, compare with the bound."""
-    from bench.checks.train_copy import train_copy
     from bench.data import sources as data_mod
 
     cfg = variant.check.accuracy
     batch = variant.global_batch
-    copy, _ = train_copy(variant, strategy, data, variant.data, batch=batch,
+    copy, _ = train_copy(variant, route, data, variant.data, batch=batch,
                          learning_rate=variant.learning_rate, steps=cfg.steps)
     held_out = data_mod.load(variant.data, split=cfg.eval_split)
     if held_out.num_classes != data.num_classes:
         raise ValueError(f"the {cfg.eval_split} split has {held_out.num_classes} classes, the "
                          f"training data {data.num_classes}")
-    correct, total = evaluate(strategy, copy.model,
-                              data_mod.make_dataset(held_out, variant.data, batch, train=False),
-                              threshold=0.0 if copy.objectives.from_logits() else 0.5)
+    correct, total = route.accuracy_counts(
+        copy.model, data_mod.make_dataset(held_out, variant.data, batch, train=False),
+        0.0 if copy.objectives.from_logits() else 0.5)
     accuracy = correct / total
     return {"status": "ok" if accuracy >= cfg.min else "below", "accuracy": accuracy,
             "min": cfg.min, "steps": cfg.steps, "batch": batch,

@@ -38,9 +38,13 @@ class CheckKind:
 
 
 def _parity_detail(check: LossParity) -> str:
+    """The difference; where the baseline is on another backend, the backend it is from (a
+    diverged one names its baseline too)."""
+    across = check.baseline_backend is not None and check.backend != check.baseline_backend
     if check.status == "diverged":
-        return f"{check.relative_difference:.1%} from {check.baseline}"
-    return f"{check.relative_difference:.2%}"
+        return (f"{check.relative_difference:.1%} from {check.baseline}"
+                + (f" on {check.baseline_backend}" if across else ""))
+    return f"{check.relative_difference:.2%}" + (f" vs {check.baseline_backend}" if across else "")
 
 
 def _accuracy_detail(check: Accuracy) -> str:
@@ -56,7 +60,11 @@ KINDS = (LOSS_PARITY, ACCURACY)
 
 
 class ParityJudge:
-    """Compares each record's parity loss with the first baseline of the same precision."""
+    """Compares each record's parity loss with the first baseline of the same precision, on
+    either backend. The runner runs the baseline strategies first, in the matrix's order, which
+    takes the backends in the order `backend` lists them: with ["tensorflow", "jax"], JAX's
+    variants (its `default` too) are judged against TensorFlow's one-device baseline; a run of
+    JAX alone, against JAX's own."""
 
     def __init__(self) -> None:
         self.baselines: dict[str, VariantRecord] = {}
@@ -66,6 +74,7 @@ class ParityJudge:
         if parity is None or parity.status != "measured":
             return record
         variant = record.variant
+        parity.backend = variant.backend or "tensorflow"
         precision = str(variant.precision)
         tolerance = ((variant.check or {}).get("loss_parity") or {})["tolerance"]
         if variant.on_baseline_strategy and precision not in self.baselines:
@@ -82,5 +91,6 @@ class ParityJudge:
         difference = abs(parity.loss - reference) / max(abs(reference), 1e-12)
         parity.status = "ok" if difference <= tolerance else "diverged"
         parity.baseline, parity.baseline_loss = base.variant_id, reference
+        parity.baseline_backend = base.variant.backend or "tensorflow"
         parity.relative_difference, parity.tolerance = difference, tolerance
         return record

@@ -178,6 +178,8 @@ class CheckVerdict(Section):
 class LossParity(CheckVerdict):
     loss: Number | None = field("the copy's loss on a fixed batch after its steps")
     baseline: str | None = field("the baseline variant it was judged against")
+    backend: str | None = field("the Keras backend it trained on (tensorflow or jax)")
+    baseline_backend: str | None = field("the baseline's Keras backend")
     baseline_loss: Number | None = field("the baseline's loss")
     relative_difference: Number | None = field("|loss - baseline's| ÷ baseline's")
     tolerance: Number | None = field("the largest difference that holds")

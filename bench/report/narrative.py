@@ -151,9 +151,12 @@ def _check_line(run: RunView, kind: CheckKind, flagged: str, item: Callable[[Any
 
 def _parity_holds(judged: list[tuple[str, LossParity]]) -> str:
     worst = max(c.relative_difference or 0.0 for _, c in judged)
+    across = sorted({f"{c.baseline} on {c.baseline_backend}" for _, c in judged
+                     if c.baseline_backend is not None and c.backend != c.baseline_backend})
     return (f"Loss parity holds: {len(judged)} variant(s) within {judged[0][1].tolerance:.1%} "
             f"of the baseline's loss after {judged[0][1].steps} steps (largest difference "
-            f"{worst:.2%}).")
+            f"{worst:.2%})" + (f", across backends against {', '.join(across)}" if across else "")
+            + ".")
 
 
 def _accuracy_holds(judged: list[tuple[str, Accuracy]]) -> str:

@@ -206,12 +206,12 @@ class Objectives:
     def batch_loss(self, model: Any, batch: tuple[Any, Any]) -> float:
         """Mean loss of the model on one fixed batch: the same yardstick for every path, inside
         a strategy's scope or not (the per-example losses, averaged here: tf-keras refuses a
-        batch-mean loss object inside a strategy's scope)."""
-        import tensorflow as tf
+        batch-mean loss object inside a strategy's scope), on either Keras backend."""
+        import numpy as np
 
         x, y = batch
         per_example = self.loss(per_example=True)(y, model(x, training=False))
-        return float(tf.reduce_mean(tf.cast(per_example, tf.float32)))
+        return float(np.mean(np.asarray(per_example, dtype=np.float32)))
 
     def from_logits(self) -> bool:
         """Whether the loss reads the model's outputs as logits (a binary prediction is then

@@ -223,6 +223,22 @@ def _evaluator(variant: Variant, strategy: Any, built: workload.Workload, held: 
     return lambda: value(dataset())
 
 
+def settings(variant: Variant, loaded: Any, *, global_batch: int, headline: float | None
+             ) -> dict[str, Any]:
+    """The target section's settings, whatever came of the training: the target, its budget,
+    the batch and learning rate it trains at, the headline it is projected from."""
+    target = variant.target
+    assert target is not None
+    size = len(loaded.y) if hasattr(loaded, "y") else None
+    return {"metric": target.metric, "value": target.value, "direction": target.reached_when,
+            "eval_split": target.eval_split, "every_examples": target.every_examples,
+            "budget_examples": budget_examples(target, size) or target.max_examples or 0,
+            "max_seconds": target.max_seconds, "global_batch": global_batch,
+            "learning_rate": variant.learning_rate,
+            "warmup_examples": variant.lr_warmup_examples, "train_examples": size,
+            "headline": headline}
+
+
 def measure(variant: Variant, strategy: Any, loaded: Any, *, global_batch: int,
             headline: float | None, arrays: Callable[[int], tuple[Any, Any]] | None
             ) -> Target:
@@ -243,14 +259,8 @@ def _measure(variant: Variant, strategy: Any, loaded: Any, *, global_batch: int,
     target = variant.target
     assert target is not None
     keras = keras_module()
-    size = len(loaded.y) if hasattr(loaded, "y") else None
-    budget = budget_examples(target, size) or target.max_examples or 0
-    common = {"metric": target.metric, "value": target.value, "direction": target.reached_when,
-              "eval_split": target.eval_split, "every_examples": target.every_examples,
-              "budget_examples": budget, "max_seconds": target.max_seconds,
-              "global_batch": global_batch, "learning_rate": variant.learning_rate,
-              "warmup_examples": variant.lr_warmup_examples, "train_examples": size,
-              "headline": headline}
+    common = settings(variant, loaded, global_batch=global_batch, headline=headline)
+    size, budget = common["train_examples"], common["budget_examples"]
     judges = to_target_cluster.judges_here(variant)  # in a cluster: its chief or coordinator
     # built on every task alike: one that fails fails on all of them, before any collective
     held = data_mod.load(variant.data, split=target.eval_split)
