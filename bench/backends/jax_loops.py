@@ -1,7 +1,8 @@
 """The custom training loop on JAX, as the Keras JAX guide writes one ("Writing a training loop
 from scratch in JAX"): `model.stateless_call` inside a loss function, `jax.value_and_grad`,
 `optimizer.stateless_apply`, the whole step under `jax.jit`, the state carried in Python; each
-batch taken from the scenario's tf.data pipeline and placed by the distribution's data layout.
+batch taken from the scenario's tf.data pipeline (or, with feed = "numpy", sliced from its
+arrays) and placed by the distribution's data layout.
 
 It runs on the same plan and clock as every other loop (bench.training.loop_clock): the loss is
 brought to the host only where the plan says (every observed step; an unobserved window's last).
@@ -66,25 +67,50 @@ def write_back(model: Any, optimizer: Any, state: Any) -> None:
         variable.assign(value)
 
 
-def placed_batches(dataset: Any, placement: Placement) -> Iterator[tuple[Any, Any]]:
-    """The pipeline's batches as NumPy, each put where the distribution's data layout says
-    (split over the batch axis under DataParallel), as Keras' own JAX trainer places them."""
+def array_batches(arrays: tuple[Any, Any], batch: int) -> Iterator[tuple[Any, Any]]:
+    """feed = "numpy": consecutive slices of `batch` examples of the in-memory arrays (features
+    an array or a dict of them), in their order, as a plain NumPy loop takes them, from the
+    start again after the last whole batch (bench.data.examples.fit_arrays sizes them to hold
+    the whole plan, so the loop's timed steps never wrap)."""
     import jax
 
-    for x, y in dataset.as_numpy_iterator():
-        layout = placement.data_layout(x.shape)
-        if layout is None:
-            yield x, y
-        else:
-            yield (jax.device_put(x, layout),
-                   jax.device_put(y, placement.data_layout(y.shape)))
+    x, y = arrays
+    count = len(y) // batch
+    if count == 0:
+        raise ValueError(f"feed = \"numpy\" holds {len(y)} examples, fewer than one batch "
+                         f"of {batch}")
+    index = 0
+    while True:
+        rows = slice(index * batch, (index + 1) * batch)
+        yield jax.tree_util.tree_map(lambda values, rows=rows: values[rows], x), y[rows]
+        index = (index + 1) % count
 
 
-def run_custom_loop(model: Any, optimizer: Any, dataset_fn: Callable[[], Any],
-                    placement: Placement, *, objectives: Objectives, schedule: Schedule,
-                    progress: ProgressFn, trace: TraceWindow | None = None) -> LoopResult:
-    """The guide's loop on bench's plan: a fresh iterator where the plan starts one, the gate
-    before each turn, the loss on the host where the plan syncs."""
+def placed_batches(batches: Iterator[tuple[Any, Any]], placement: Placement
+                   ) -> Iterator[tuple[Any, Any]]:
+    """Host batches (features an array or a dict of them), each array put where the
+    distribution's data layout says (split over the batch axis under DataParallel), as Keras'
+    own JAX trainer places them."""
+    import jax
+
+    if placement.distribution is None:
+        yield from batches
+        return
+
+    def put(values: Any) -> Any:
+        return jax.device_put(values, placement.data_layout(values.shape))
+
+    for x, y in batches:
+        yield jax.tree_util.tree_map(put, x), put(y)
+
+
+def run_custom_loop(model: Any, optimizer: Any,
+                    batches_fn: Callable[[], Iterator[tuple[Any, Any]]], placement: Placement,
+                    *, objectives: Objectives, schedule: Schedule, progress: ProgressFn,
+                    trace: TraceWindow | None = None) -> LoopResult:
+    """The guide's loop on bench's plan: a fresh iterator of host batches (`batches_fn()`: the
+    tf.data pipeline's, or the arrays') where the plan starts one, the gate before each turn,
+    the loss on the host where the plan syncs."""
     train_step = train_step_fn(model, optimizer, objectives)
     state = initial_state(model, optimizer)
     clock = LoopClock(schedule, progress, trace, 1)
@@ -94,7 +120,7 @@ def run_custom_loop(model: Any, optimizer: Any, dataset_fn: Callable[[], Any],
         if len(iterators) < len(clock.spans) and step == clock.spans[len(iterators)][0]:
             if step:
                 clock.open_turn(step)  # before the new iterator starts filling: in our turn
-            iterators.append(placed_batches(dataset_fn(), placement))
+            iterators.append(placed_batches(batches_fn(), placement))
         clock.begin(step)
         x, y = next(iterators[-1])
         loss, state = train_step(state, x, y)
@@ -108,7 +134,7 @@ def run_custom_loop(model: Any, optimizer: Any, dataset_fn: Callable[[], Any],
 
     def run_epoch(steps: int) -> Any:
         nonlocal state
-        batches = placed_batches(dataset_fn(), placement)
+        batches = placed_batches(batches_fn(), placement)
         loss = None
         for _ in range(steps):
             x, y = next(batches)

@@ -68,16 +68,20 @@ def _schedule(variant: Variant, gate: Gate, trace_steps: int, sizing_file: str |
 def _train(variant: Variant, built: Any, metrics: list[Any], dataset: Any,
            placement: jax_distribution.Placement, loaded: Any, planned: Schedule,
            global_batch: int, trace: Any, progress: ProgressFn) -> Any:
-    """Keras fit (bench's own fit path, which runs on any backend) or the guide's loop."""
+    """Keras fit (bench's own fit path, which runs on any backend) or the guide's loop, fed by
+    the tf.data pipeline or, with feed = "numpy", the in-memory arrays."""
     model = built.model
+    arrays = (data_mod.numpy_feed(loaded, planned.longest().total_steps * global_batch)
+              if variant.data.feed == "numpy" else None)
     if variant.api == "fit":
-        feed = (loops.FitInput(*data_mod.numpy_feed(
-            loaded, planned.longest().total_steps * global_batch), batch_size=global_batch)
-            if variant.data.feed == "numpy" else loops.FitInput(dataset()))
+        feed = (loops.FitInput(*arrays, batch_size=global_batch) if arrays is not None
+                else loops.FitInput(dataset()))
         return loops.run_fit(model, built.optimizer, feed, objectives=built.objectives,
                              metrics=metrics, schedule=planned, steps_per_execution=1,
                              jit_compile=True, progress=progress, trace=trace)
-    return jax_loops.run_custom_loop(model, built.optimizer, dataset, placement,
+    batches = ((lambda: jax_loops.array_batches(arrays, global_batch)) if arrays is not None
+               else (lambda: dataset().as_numpy_iterator()))
+    return jax_loops.run_custom_loop(model, built.optimizer, batches, placement,
                                      objectives=built.objectives, schedule=planned,
                                      progress=progress, trace=trace)
 

@@ -221,6 +221,15 @@ class StrategyConfig(Strict):
     min_effect: Annotated[float, Field(ge=0, lt=1)] | None = Field(None, description=(
         "Overrides compare.min_effect for this entry's variants."))
 
+    def backends(self, train: TrainConfig) -> list[str]:
+        """The Keras backends this entry runs on, not yet judged (bench.scenario.matrix judges
+        them): its own `backend`, else train.backend's that have the strategy, else the
+        strategy's own."""
+        if self.backend is not None:
+            return list(self.backend)
+        kind = strategy_kind(self.name)
+        return [b for b in train.backend if b in kind.backends] or [kind.backends[0]]
+
     @model_validator(mode="after")
     def _consistent(self) -> StrategyConfig:
         given = self.model_fields_set
