@@ -51,7 +51,7 @@ model = { name = "tf_ops_model:model" }
 name = "data_parallel"
 replicas = 2
 api = "ctl"
-precision = "mixed_bfloat16"
+precision = ["mixed_bfloat16", "mixed_float16"]
 """
 
 # A user's model whose layer calls a TensorFlow op: it runs on TensorFlow, not on JAX.
@@ -83,7 +83,8 @@ backends_run = early_fixture("both_backends", start_backends)
 
 JAX_OK = ["default-r1-jax-fit-float32-gb16", "default-r1-jax-ctl-float32-gb16",
           "data_parallel-r2-jax-fit-float32-gb32", "data_parallel-r2-jax-ctl-float32-gb32",
-          "model_parallel-r2-jax-fit-float32-gb32", "data_parallel-r2-jax-ctl-mixed_bfloat16-gb32"]
+          "model_parallel-r2-jax-fit-float32-gb32", "data_parallel-r2-jax-ctl-mixed_bfloat16-gb32",
+          "data_parallel-r2-jax-ctl-mixed_float16-gb32"]
 TF_OK = ["default-r1-fit-float32-gb16", "default-r1-ctl-float32-gb16"]
 TF_OPS = "default-r1-model-jax-fit-float32-gb16"
 
@@ -145,8 +146,16 @@ def test_data_parallel_splits_the_batch_over_two_host_devices(backends_run: Benc
 
 @pytest.mark.slow
 def test_a_jax_variant_trains_under_its_precision_policy(backends_run: BenchRun) -> None:
-    rec = backends_run.by_id()["data_parallel-r2-jax-ctl-mixed_bfloat16-gb32"]
+    by_id = backends_run.by_id()
+    rec = by_id["data_parallel-r2-jax-ctl-mixed_bfloat16-gb32"]
     assert rec["precision_policy"] == "mixed_bfloat16"
+    assert not any("loss scaling" in note for note in rec["notes"])
+    # mixed_float16 runs on a CPU (float16_on_cpu skips TensorFlow's only), the custom loop's
+    # loss scaled by a LossScaleOptimizer, as on TensorFlow
+    rec = by_id["data_parallel-r2-jax-ctl-mixed_float16-gb32"]
+    assert rec["precision_policy"] == "mixed_float16"
+    assert any(note.startswith("loss scaling: LossScaleOptimizer, dynamic, scale ")
+               for note in rec["notes"]), rec["notes"]
 
 
 @pytest.mark.slow

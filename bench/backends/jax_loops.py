@@ -16,30 +16,45 @@ from typing import Any
 
 from bench.backends.jax_distribution import Placement
 from bench.protocol import ProgressFn
+from bench.training import precision as precision_policy
 from bench.training.loop_clock import LoopClock, LoopResult
 from bench.training.objectives import Objectives
 from bench.training.schedule import Schedule
 from bench.training.tracing import TraceWindow
 
 
-def train_step_fn(model: Any, optimizer: Any, objectives: Objectives) -> Callable[..., Any]:
+def train_step_fn(model: Any, optimizer: Any, objectives: Objectives,
+                  scale_loss: bool = False) -> Callable[..., Any]:
     """The guide's jitted step: (state, x, y) -> (loss, state), the state being the trainable,
-    non-trainable and optimizer variables' values."""
+    non-trainable and optimizer variables' values. With `scale_loss` (mixed_float16; the
+    optimizer a LossScaleOptimizer) the gradients are taken of the loss times the optimizer's
+    current scale, read from the state as Keras' own JAX trainer reads it, and the optimizer
+    unscales them, skips a step whose gradients overflowed and moves the scale; the loss
+    returned is the unscaled one."""
     import jax
+    import keras
 
     loss_fn = objectives.loss()
 
-    def compute_loss(trainable: Any, non_trainable: Any, x: Any, y: Any) -> Any:
+    def compute_loss(trainable: Any, non_trainable: Any, optimizer_vars: Any, x: Any,
+                     y: Any) -> Any:
         predicted, non_trainable = model.stateless_call(trainable, non_trainable, x,
                                                         training=True)
-        return loss_fn(y, predicted), non_trainable
+        loss = loss_fn(y, predicted)
+        scaled = loss
+        if scale_loss:
+            mapping = list(zip(optimizer.variables, optimizer_vars, strict=True))
+            with keras.StatelessScope(state_mapping=mapping):
+                scaled = optimizer.scale_loss(loss)
+        return scaled, (loss, non_trainable)
 
     grad_fn = jax.value_and_grad(compute_loss, has_aux=True)
 
     @jax.jit
     def train_step(state: Any, x: Any, y: Any) -> Any:
         trainable, non_trainable, optimizer_vars = state
-        (loss, non_trainable), grads = grad_fn(trainable, non_trainable, x, y)
+        (_, (loss, non_trainable)), grads = grad_fn(trainable, non_trainable, optimizer_vars,
+                                                    x, y)
         trainable, optimizer_vars = optimizer.stateless_apply(optimizer_vars, grads, trainable)
         return loss, (trainable, non_trainable, optimizer_vars)
 
@@ -106,12 +121,15 @@ def placed_batches(batches: Iterator[tuple[Any, Any]], placement: Placement
 
 def run_custom_loop(model: Any, optimizer: Any,
                     batches_fn: Callable[[], Iterator[tuple[Any, Any]]], placement: Placement,
-                    *, objectives: Objectives, schedule: Schedule, progress: ProgressFn,
-                    trace: TraceWindow | None = None) -> LoopResult:
+                    *, objectives: Objectives, precision: str, schedule: Schedule,
+                    progress: ProgressFn, trace: TraceWindow | None = None) -> LoopResult:
     """The guide's loop on bench's plan: a fresh iterator of host batches (`batches_fn()`: the
     tf.data pipeline's, or the arrays') where the plan starts one, the gate before each turn,
-    the loss on the host where the plan syncs."""
-    train_step = train_step_fn(model, optimizer, objectives)
+    the loss on the host where the plan syncs. Under mixed_float16 the optimizer is wrapped in a
+    LossScaleOptimizer and the loss scaled, as bench's TensorFlow custom loop does."""
+    optimizer = precision_policy.wrap_for_custom_loop(optimizer, precision)
+    train_step = train_step_fn(model, optimizer, objectives,
+                               precision_policy.needs_loss_scaling(precision))
     state = initial_state(model, optimizer)
     clock = LoopClock(schedule, progress, trace, 1)
     iterators: list[Iterator[tuple[Any, Any]]] = []
@@ -130,7 +148,7 @@ def run_custom_loop(model: Any, optimizer: Any,
         step += 1
     clock.finish()
     write_back(model, optimizer, state)
-    result = clock.result([], iterators)
+    result = clock.result(precision_policy.loss_scale_notes(optimizer), iterators)
 
     def run_epoch(steps: int) -> Any:
         nonlocal state

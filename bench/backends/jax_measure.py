@@ -82,7 +82,8 @@ def _train(variant: Variant, built: Any, metrics: list[Any], dataset: Any,
     batches = ((lambda: jax_loops.array_batches(arrays, global_batch)) if arrays is not None
                else (lambda: dataset().as_numpy_iterator()))
     return jax_loops.run_custom_loop(model, built.optimizer, batches, placement,
-                                     objectives=built.objectives, schedule=planned,
+                                     objectives=built.objectives,
+                                     precision=variant.precision, schedule=planned,
                                      progress=progress, trace=trace)
 
 
@@ -105,8 +106,9 @@ def measure(variant: Variant, spawn_time: float, progress: ProgressFn,
     with phases("build"):
         if variant.scenario_dir and variant.scenario_dir not in sys.path:
             sys.path.insert(0, variant.scenario_dir)
-        precision.check_supported(variant.precision, "cpu", variant.train.float16_on_cpu)
         placement = jax_distribution.build(variant)
+        precision.check_supported(variant.precision, placement.kind,
+                                  variant.train.float16_on_cpu, "jax")
         policy = precision.apply_policy(variant.precision)
         loaded = data_mod.load_for(variant)
         keras.utils.set_random_seed(variant.data.seed)
@@ -148,6 +150,7 @@ def measure(variant: Variant, spawn_time: float, progress: ProgressFn,
         utilised = jax_flops.utilization(variant, placement, model, built.optimizer,
                                          built.objectives, probe_batch, step_stats.median,
                                          peak_measured_here)
+    strategy_info = placement.describe(model)
     metric_results = {m.name: float(m.result()) for m in metrics
                       if getattr(m.result(), "shape", ()) == ()}
     return {
@@ -158,7 +161,7 @@ def measure(variant: Variant, spawn_time: float, progress: ProgressFn,
         "data_fallback_reason": loaded.fallback_reason,
         "devices": provenance.Devices(**jax_distribution.devices_section(placement)),
         "environment": provenance.WorkerEnvironment(**fingerprint.installed_environment()),
-        "strategy_info": provenance.StrategyInfo(**placement.describe()),
+        "strategy_info": provenance.StrategyInfo(**strategy_info),
         "precision_policy": policy,
         "keras": provenance.KerasInfo(flavour="keras3", version=str(keras.__version__)),
         "model_params": provenance.ModelParams(**models.parameter_counts(model)),
@@ -173,6 +176,8 @@ def measure(variant: Variant, spawn_time: float, progress: ProgressFn,
         "loss": measured.Loss(initial=initial_loss, final=final_loss),
         "metric_results": metric_results,
         "utilization": profiled.Utilization(**utilised),
-        "notes": [f"{NOT_YET['checks']}"] if (variant.check.loss_parity
-                                              or variant.check.accuracy) else [],
+        "notes": [*result.notes, *jax_distribution.layout_notes(strategy_info, variant),
+                  *(precision.loss_scale_notes(model.optimizer) if variant.api == "fit" else []),
+                  *([NOT_YET["checks"]] if variant.check.loss_parity or variant.check.accuracy
+                    else [])],
     }

@@ -247,6 +247,7 @@ def expand(scenario: Scenario, source: str = "<scenario>") -> list[Variant]:
                     devices=strat.devices, cross_device_ops=shape["cross_device_ops"],
                     workers=shape["workers"], devices_per_worker=shape["devices_per_worker"],
                     ps=shape["ps"], collective=shape["collective"], partitioner=strat.partitioner,
+                    layout=strat.layout,
                     tpu=strat.tpu, network=scenario.cluster.network,
                     ps_devices=scenario.cluster.ps_devices,
                     min_effect=strat.min_effect if strat.min_effect is not None
