@@ -11,7 +11,7 @@ Keras `fit` needs no loop of its own: bench.training.loops.run_fit runs it on an
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 from bench.backends.jax_distribution import Placement
@@ -22,15 +22,19 @@ from bench.training.objectives import Objectives
 from bench.training.schedule import Schedule
 from bench.training.tracing import TraceWindow
 
+# The loop's state: the trainable, non-trainable, optimizer and metric variables' values
+State = tuple[list[Any], list[Any], list[Any], list[list[Any]]]
+
 
 def train_step_fn(model: Any, optimizer: Any, objectives: Objectives,
-                  scale_loss: bool = False) -> Callable[..., Any]:
+                  metrics: Sequence[Any] = (), scale_loss: bool = False) -> Callable[..., Any]:
     """The guide's jitted step: (state, x, y) -> (loss, state), the state being the trainable,
-    non-trainable and optimizer variables' values. With `scale_loss` (mixed_float16; the
-    optimizer a LossScaleOptimizer) the gradients are taken of the loss times the optimizer's
-    current scale, read from the state as Keras' own JAX trainer reads it, and the optimizer
-    unscales them, skips a step whose gradients overflowed and moves the scale; the loss
-    returned is the unscaled one."""
+    non-trainable, optimizer and metric variables' values (`initial_state`); the metrics
+    updated as the guide updates them (`stateless_update_state`), as fit updates them. With
+    `scale_loss` (mixed_float16; the optimizer a LossScaleOptimizer) the gradients are taken of
+    the loss times the optimizer's current scale, read from the state as Keras' own JAX trainer
+    reads it, and the optimizer unscales them, skips a step whose gradients overflowed and
+    moves the scale; the loss returned is the unscaled one."""
     import jax
     import keras
 
@@ -46,39 +50,45 @@ def train_step_fn(model: Any, optimizer: Any, objectives: Objectives,
             mapping = list(zip(optimizer.variables, optimizer_vars, strict=True))
             with keras.StatelessScope(state_mapping=mapping):
                 scaled = optimizer.scale_loss(loss)
-        return scaled, (loss, non_trainable)
+        return scaled, (loss, predicted, non_trainable)
 
     grad_fn = jax.value_and_grad(compute_loss, has_aux=True)
 
     @jax.jit
     def train_step(state: Any, x: Any, y: Any) -> Any:
-        trainable, non_trainable, optimizer_vars = state
-        (_, (loss, non_trainable)), grads = grad_fn(trainable, non_trainable, optimizer_vars,
-                                                    x, y)
+        trainable, non_trainable, optimizer_vars, metric_vars = state
+        (_, (loss, predicted, non_trainable)), grads = grad_fn(
+            trainable, non_trainable, optimizer_vars, x, y)
         trainable, optimizer_vars = optimizer.stateless_apply(optimizer_vars, grads, trainable)
-        return loss, (trainable, non_trainable, optimizer_vars)
+        metric_vars = [metric.stateless_update_state(values, y, predicted)
+                       for metric, values in zip(metrics, metric_vars, strict=True)]
+        return loss, (trainable, non_trainable, optimizer_vars, metric_vars)
 
     return train_step
 
 
-def initial_state(model: Any, optimizer: Any) -> tuple[list[Any], list[Any], list[Any]]:
+def initial_state(model: Any, optimizer: Any, metrics: Sequence[Any] = ()) -> State:
     """The variables' values the loop starts from (the optimizer built first, as the guide
     does, so its slots exist)."""
-    optimizer.build(model.trainable_variables)
+    if not optimizer.built:
+        optimizer.build(model.trainable_variables)
     return ([v.value for v in model.trainable_variables],
             [v.value for v in model.non_trainable_variables],
-            [v.value for v in optimizer.variables])
+            [v.value for v in optimizer.variables],
+            [[v.value for v in metric.variables] for metric in metrics])
 
 
-def write_back(model: Any, optimizer: Any, state: Any) -> None:
-    """Put the loop's state back into the model and optimizer variables (the guide's last
-    step), so the final loss and the checks read the trained model."""
-    trainable, non_trainable, optimizer_vars = state
-    for variable, value in zip(model.trainable_variables, trainable, strict=True):
-        variable.assign(value)
-    for variable, value in zip(model.non_trainable_variables, non_trainable, strict=True):
-        variable.assign(value)
-    for variable, value in zip(optimizer.variables, optimizer_vars, strict=True):
+def write_back(model: Any, optimizer: Any, metrics: Sequence[Any], state: State) -> None:
+    """Put the loop's state back into the model, optimizer and metric variables (the guide's
+    last step), so the final loss, the metrics' results and the checks read the trained
+    model."""
+    trainable, non_trainable, optimizer_vars, metric_vars = state
+    pairs = [*zip(model.trainable_variables, trainable, strict=True),
+             *zip(model.non_trainable_variables, non_trainable, strict=True),
+             *zip(optimizer.variables, optimizer_vars, strict=True),
+             *((v, value) for metric, values in zip(metrics, metric_vars, strict=True)
+               for v, value in zip(metric.variables, values, strict=True))]
+    for variable, value in pairs:
         variable.assign(value)
 
 
@@ -121,16 +131,17 @@ def placed_batches(batches: Iterator[tuple[Any, Any]], placement: Placement
 
 def run_custom_loop(model: Any, optimizer: Any,
                     batches_fn: Callable[[], Iterator[tuple[Any, Any]]], placement: Placement,
-                    *, objectives: Objectives, precision: str, schedule: Schedule,
+                    *, objectives: Objectives, metrics: Sequence[Any], precision: str,
+                    schedule: Schedule,
                     progress: ProgressFn, trace: TraceWindow | None = None) -> LoopResult:
     """The guide's loop on bench's plan: a fresh iterator of host batches (`batches_fn()`: the
     tf.data pipeline's, or the arrays') where the plan starts one, the gate before each turn,
     the loss on the host where the plan syncs. Under mixed_float16 the optimizer is wrapped in a
     LossScaleOptimizer and the loss scaled, as bench's TensorFlow custom loop does."""
     optimizer = precision_policy.wrap_for_custom_loop(optimizer, precision)
-    train_step = train_step_fn(model, optimizer, objectives,
+    train_step = train_step_fn(model, optimizer, objectives, metrics,
                                precision_policy.needs_loss_scaling(precision))
-    state = initial_state(model, optimizer)
+    state = initial_state(model, optimizer, metrics)
     clock = LoopClock(schedule, progress, trace, 1)
     iterators: list[Iterator[tuple[Any, Any]]] = []
     step = 0
@@ -147,7 +158,7 @@ def run_custom_loop(model: Any, optimizer: Any,
             clock.end(step)
         step += 1
     clock.finish()
-    write_back(model, optimizer, state)
+    write_back(model, optimizer, metrics, state)
     result = clock.result(precision_policy.loss_scale_notes(optimizer), iterators)
 
     def run_epoch(steps: int) -> Any:
@@ -158,7 +169,7 @@ def run_custom_loop(model: Any, optimizer: Any,
             x, y = next(batches)
             loss, state = train_step(state, x, y)
         float(loss)
-        write_back(model, optimizer, state)
+        write_back(model, optimizer, metrics, state)
         return batches
 
     result.run_epoch = run_epoch

@@ -82,7 +82,7 @@ def _train(variant: Variant, built: Any, metrics: list[Any], dataset: Any,
     batches = ((lambda: jax_loops.array_batches(arrays, global_batch)) if arrays is not None
                else (lambda: dataset().as_numpy_iterator()))
     return jax_loops.run_custom_loop(model, built.optimizer, batches, placement,
-                                     objectives=built.objectives,
+                                     objectives=built.objectives, metrics=metrics,
                                      precision=variant.precision, schedule=planned,
                                      progress=progress, trace=trace)
 
@@ -125,7 +125,7 @@ def measure(variant: Variant, spawn_time: float, progress: ProgressFn,
         probe_batch = next(iter(dataset().take(1).as_numpy_iterator()))
         initial_loss = tf_ops.checked(lambda: batch_loss(built.objectives, model, probe_batch),
                                       variant.model.name)
-        metrics = built.objectives.metrics(probe_batch, model) if variant.api == "fit" else []
+        metrics = built.objectives.metrics(probe_batch, model)
 
     gate = Gate.from_env(ChildEnv.from_env().gate_timeout_s or variant.measure.timeout_s)
     base = traced_turn.window(variant, 1)
