@@ -53,6 +53,12 @@ api = "fit"
 model = { name = "tf_ops_model:model" }
 
 [[strategies]]
+name = "default"
+backend = "jax"
+api = "fit"
+model = { name = "tf_ops_model:functional" }
+
+[[strategies]]
 name = "data_parallel"
 replicas = 2
 api = "ctl"
@@ -87,6 +93,12 @@ def model(input_shape):
     inputs = keras.Input(shape=input_shape)
     x = keras.layers.Dense(32)(keras.layers.Flatten()(inputs))
     return keras.Model(inputs, keras.layers.Dense(10)(Relu()(x)))
+
+
+def functional(input_shape):
+    inputs = keras.Input(shape=input_shape)
+    x = keras.layers.Dense(32)(keras.layers.Flatten()(inputs))
+    return keras.Model(inputs, keras.layers.Dense(10)(tf.math.tanh(x)))
 '''
 
 
@@ -121,6 +133,7 @@ JAX_OK = ["default-r1-jax-fit-float32-gb16", "default-r1-jax-ctl-float32-gb16",
           "data_parallel-r2-jax-ctl-mixed_float16-gb32", NUMPY_CTL, USER_LAYOUT]
 TF_OK = ["default-r1-fit-float32-gb16", "default-r1-ctl-float32-gb16"]
 TF_OPS = "default-r1-model-jax-fit-float32-gb16"
+TF_OPS_FUNCTIONAL = "default-r1-functional-jax-fit-float32-gb16"
 
 
 @pytest.mark.slow
@@ -129,7 +142,7 @@ def test_both_backends_run_through_the_same_run(backends_run: BenchRun) -> None:
     # exit 1: a variant failed (the model with TensorFlow ops), the run went on
     assert run.proc.returncode == 1, run.proc.stdout + run.proc.stderr
     by_id = run.by_id()
-    assert sorted(by_id) == sorted([*JAX_OK, *TF_OK, TF_OPS])
+    assert sorted(by_id) == sorted([*JAX_OK, *TF_OK, TF_OPS, TF_OPS_FUNCTIONAL])
     for vid in [*JAX_OK, *TF_OK]:
         rec = by_id[vid]
         assert rec["status"] == "ok", (vid, rec.get("reason"))
@@ -237,6 +250,11 @@ def test_a_model_with_tensorflow_ops_fails_its_jax_variant_in_one_line(
     assert "\n" not in reason
     assert "model 'tf_ops_model:model' uses TensorFlow ops (tf.nn.relu" in reason
     assert reason.endswith("write it with keras.ops to run on JAX")
+    # a functional builder's TensorFlow op, met on a KerasTensor as the model is built
+    rec = backends_run.by_id()[TF_OPS_FUNCTIONAL]
+    assert rec["status"] == "failed" and "\n" not in rec["reason"]
+    assert rec["reason"].startswith("model 'tf_ops_model:functional' uses TensorFlow ops "
+                                    "(tf.math.tanh (tf_ops_model.py:"), rec["reason"]
 
 
 INVALID = {
