@@ -6,6 +6,11 @@ ops failing its JAX variant in one line; the axis' validation errors."""
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
+import sys
+import textwrap
 from pathlib import Path
 
 import pytest
@@ -62,10 +67,29 @@ api = "fit"
 model = { name = "tf_ops_model:model" }
 
 [[strategies]]
+name = "default"
+backend = "jax"
+api = "fit"
+model = { name = "tf_ops_model:functional" }
+
+[[strategies]]
 name = "data_parallel"
 replicas = 2
 api = "ctl"
-precision = "mixed_bfloat16"
+precision = ["mixed_bfloat16", "mixed_float16"]
+
+[[strategies]]
+name = "data_parallel"
+replicas = 2
+api = "ctl"
+feed = "numpy"
+
+[[strategies]]
+name = "model_parallel"
+replicas = 2
+api = "fit"
+model = { name = "user_layers:layered" }
+layout = { "hidden/kernel" = ["none", "model"], "hidden/bias" = ["model"] }
 """
 
 # A user's model whose layer calls a TensorFlow op: it runs on TensorFlow, not on JAX.
@@ -83,6 +107,25 @@ def model(input_shape):
     inputs = keras.Input(shape=input_shape)
     x = keras.layers.Dense(32)(keras.layers.Flatten()(inputs))
     return keras.Model(inputs, keras.layers.Dense(10)(Relu()(x)))
+
+
+def functional(input_shape):
+    inputs = keras.Input(shape=input_shape)
+    x = keras.layers.Dense(32)(keras.layers.Flatten()(inputs))
+    return keras.Model(inputs, keras.layers.Dense(10)(tf.math.tanh(x)))
+'''
+
+
+# A user's model whose layers bench's built-in layout does not name: the scenario's layout
+# shards it.
+USER_LAYERS = '''
+import keras
+
+
+def layered(input_shape):
+    inputs = keras.Input(shape=input_shape)
+    x = keras.layers.Dense(32, activation="relu", name="hidden")(keras.layers.Flatten()(inputs))
+    return keras.Model(inputs, keras.layers.Dense(10, name="logits")(x))
 '''
 
 
@@ -90,17 +133,22 @@ def start_backends(context: EarlyContext) -> BenchRun:
     factory = context.tmp_path_factory
     tmp = factory.mktemp("backends")
     (tmp / "tf_ops_model.py").write_text(TF_OPS_MODEL)
+    (tmp / "user_layers.py").write_text(USER_LAYERS)
     return bench_run(write_scenario(tmp, BACKENDS, name="backends"), tmp / "results")
 
 
 backends_run = early_fixture("both_backends", start_backends)
 
+NUMPY_CTL = "data_parallel-r2-numpy-jax-ctl-float32-gb32"
+USER_LAYOUT = "model_parallel-r2-layered-jax-fit-float32-gb32"
 JAX_OK = ["default-r1-jax-fit-float32-gb16", "default-r1-jax-ctl-float32-gb16",
           "data_parallel-r2-jax-fit-float32-gb32", "data_parallel-r2-jax-ctl-float32-gb32",
-          "model_parallel-r2-jax-fit-float32-gb32", "data_parallel-r2-jax-ctl-mixed_bfloat16-gb32"]
+          "model_parallel-r2-jax-fit-float32-gb32", "data_parallel-r2-jax-ctl-mixed_bfloat16-gb32",
+          "data_parallel-r2-jax-ctl-mixed_float16-gb32", NUMPY_CTL, USER_LAYOUT]
 TF_OK = ["default-r1-fit-float32-gb16", "default-r1-ctl-float32-gb16",
          "mirrored-r2-fit-float32-gb32"]
 TF_OPS = "default-r1-model-jax-fit-float32-gb16"
+TF_OPS_FUNCTIONAL = "default-r1-functional-jax-fit-float32-gb16"
 
 
 @pytest.mark.slow
@@ -109,7 +157,7 @@ def test_both_backends_run_through_the_same_run(backends_run: BenchRun) -> None:
     # exit 1: a variant failed (the model with TensorFlow ops), the run went on
     assert run.proc.returncode == 1, run.proc.stdout + run.proc.stderr
     by_id = run.by_id()
-    assert sorted(by_id) == sorted([*JAX_OK, *TF_OK, TF_OPS])
+    assert sorted(by_id) == sorted([*JAX_OK, *TF_OK, TF_OPS, TF_OPS_FUNCTIONAL])
     for vid in [*JAX_OK, *TF_OK]:
         rec = by_id[vid]
         assert rec["status"] == "ok", (vid, rec.get("reason"))
@@ -154,7 +202,8 @@ def test_jax_variants_train_the_same_model_as_tensorflows_baseline(backends_run:
     by_id = backends_run.by_id()
     base = by_id["default-r1-fit-float32-gb16"]["checks"]["loss_parity"]
     assert base["status"] == "baseline"  # TensorFlow's: the backend listed first
-    for vid in [*JAX_OK[:-1], "default-r1-ctl-float32-gb16"]:
+    same_model = [v for v in JAX_OK if "float32" in v and v != USER_LAYOUT]
+    for vid in [*same_model, "default-r1-ctl-float32-gb16", "mirrored-r2-fit-float32-gb32"]:
         parity = by_id[vid]["checks"]["loss_parity"]
         assert parity["status"] == "ok", (vid, parity)
         assert parity["baseline"] == "default-r1-fit-float32-gb16"
@@ -213,8 +262,16 @@ def test_data_parallel_splits_the_batch_over_two_host_devices(backends_run: Benc
 
 @pytest.mark.slow
 def test_a_jax_variant_trains_under_its_precision_policy(backends_run: BenchRun) -> None:
-    rec = backends_run.by_id()["data_parallel-r2-jax-ctl-mixed_bfloat16-gb32"]
+    by_id = backends_run.by_id()
+    rec = by_id["data_parallel-r2-jax-ctl-mixed_bfloat16-gb32"]
     assert rec["precision_policy"] == "mixed_bfloat16"
+    assert not any("loss scaling" in note for note in rec["notes"])
+    # mixed_float16 runs on a CPU (float16_on_cpu skips TensorFlow's only), the custom loop's
+    # loss scaled by a LossScaleOptimizer, as on TensorFlow
+    rec = by_id["data_parallel-r2-jax-ctl-mixed_float16-gb32"]
+    assert rec["precision_policy"] == "mixed_float16"
+    assert any(note.startswith("loss scaling: LossScaleOptimizer, dynamic, scale ")
+               for note in rec["notes"]), rec["notes"]
 
 
 @pytest.mark.slow
@@ -223,6 +280,26 @@ def test_model_parallel_shards_the_builtin_model(backends_run: BenchRun) -> None
     assert rec["strategy_info"]["class"] == "ModelParallel"
     assert rec["effective"]["global_batch"] == 32
     assert len(rec["devices"]["devices"]) == 2
+
+
+@pytest.mark.slow
+def test_model_parallel_shards_a_users_model_by_the_scenarios_layout(
+        backends_run: BenchRun) -> None:
+    by_id = backends_run.by_id()
+    rec = by_id[USER_LAYOUT]
+    assert rec["strategy_info"]["class"] == "ModelParallel"
+    # the rules' variables, and no other: bench's own layout names none of this model's
+    assert sorted(rec["strategy_info"]["sharded_variables"]) == ["hidden/bias", "hidden/kernel"]
+    assert not any(note.startswith("model_parallel:") for note in rec["notes"])
+    builtin = by_id["model_parallel-r2-jax-fit-float32-gb32"]["strategy_info"]
+    assert "mlp/dense/kernel" in builtin["sharded_variables"]
+
+
+@pytest.mark.slow
+def test_the_jax_custom_loop_reads_the_numpy_feed(backends_run: BenchRun) -> None:
+    rec = backends_run.by_id()[NUMPY_CTL]
+    assert rec["variant"]["data"]["feed"] == "numpy"
+    assert rec["effective"]["global_batch"] == 32
 
 
 @pytest.mark.slow
@@ -251,6 +328,11 @@ def test_a_model_with_tensorflow_ops_fails_its_jax_variant_in_one_line(
     assert "\n" not in reason
     assert "model 'tf_ops_model:model' uses TensorFlow ops (tf.nn.relu" in reason
     assert reason.endswith("write it with keras.ops to run on JAX")
+    # a functional builder's TensorFlow op, met on a KerasTensor as the model is built
+    rec = backends_run.by_id()[TF_OPS_FUNCTIONAL]
+    assert rec["status"] == "failed" and "\n" not in rec["reason"]
+    assert rec["reason"].startswith("model 'tf_ops_model:functional' uses TensorFlow ops "
+                                    "(tf.math.tanh (tf_ops_model.py:"), rec["reason"]
 
 
 INVALID = {
@@ -273,6 +355,36 @@ INVALID = {
         [[strategies]]
         name = "default"
         """, "train: backend 'jax' runs Keras 3 only"),
+    "numpy for TensorFlow's custom loop": ("""
+        [train]
+        backend = ["tensorflow", "jax"]
+        api = "ctl"
+        [data]
+        feed = "numpy"
+        [[strategies]]
+        name = "default"
+        """, "data.feed: 'numpy' feeds Keras fit and JAX's custom loop; TensorFlow's custom "
+             "loop (api \"ctl\") takes bench's tf.data pipeline"),
+    "a layout on another strategy": ("""
+        [[strategies]]
+        name = "data_parallel"
+        layout = { "dense.*kernel" = ["none", "model"] }
+        """, "strategies[0]: 'layout' applies to strategy 'model_parallel' only"),
+    "a layout's unknown mesh axis": ("""
+        [[strategies]]
+        name = "model_parallel"
+        layout = { "dense.*kernel" = ["none", "modle"] }
+        """, "strategies[0].layout.dense.*kernel[1]: Input should be 'batch', 'model' or 'none'"),
+    "a layout's broken regex": ("""
+        [[strategies]]
+        name = "model_parallel"
+        layout = { "dense[" = ["model"] }
+        """, "strategies[0].layout: 'dense[' is not a regular expression"),
+    "a mesh axis split twice": ("""
+        [[strategies]]
+        name = "model_parallel"
+        layout = { "kernel" = ["model", "model"] }
+        """, "strategies[0].layout: 'kernel' splits two dimensions over mesh axis 'model'"),
 }
 
 
@@ -284,6 +396,43 @@ def test_a_backend_a_strategy_lacks_is_one_line(tmp_path: Path, case: str) -> No
     assert proc.returncode == 2
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1 and expected in lines[0] and "Traceback" not in proc.stderr
+
+
+def test_the_numpy_feed_is_sliced_and_placed_by_the_data_layout(tmp_path: Path) -> None:
+    """The JAX custom loop's NumPy batches: consecutive slices of the arrays, from the start
+    again after the last whole batch, each array (a dict's too) split over DataParallel's two
+    host devices as its tf.data batches are."""
+    script = tmp_path / "feed.py"
+    script.write_text(textwrap.dedent("""
+        import json, sys
+        import keras
+        import numpy as np
+        from bench.backends.jax_distribution import Placement
+        from bench.backends.jax_loops import array_batches, placed_batches
+
+        import jax
+        dist = keras.distribution.DataParallel(devices=[f"cpu:{d.id}" for d in jax.devices()])
+        placement = Placement(dist, jax.devices(), "cpu")
+        x = {"a": np.arange(10 * 3, dtype=np.float32).reshape(10, 3),
+             "b": np.arange(10, dtype=np.int32)}
+        y = np.arange(10, dtype=np.float32)
+        batches = placed_batches(array_batches((x, y), 4), placement)
+        seen = []
+        for _ in range(3):
+            xb, yb = next(batches)
+            seen.append({"y": np.asarray(yb).tolist(), "b": np.asarray(xb["b"]).tolist(),
+                         "a_rows": [s.data.shape[0] for s in xb["a"].addressable_shards],
+                         "y_devices": len(yb.sharding.device_set)})
+        json.dump(seen, sys.stdout)
+        """))
+    proc = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
+                          timeout=120, cwd=Path(__file__).resolve().parent.parent,
+                          env={**os.environ, **backend_env("jax", 2, dict(os.environ))})
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    seen = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert [s["y"] for s in seen] == [[0, 1, 2, 3], [4, 5, 6, 7], [0, 1, 2, 3]]
+    assert [s["b"] for s in seen] == [s["y"] for s in seen]
+    assert all(s["a_rows"] == [2, 2] and s["y_devices"] == 2 for s in seen)
 
 
 def test_the_matrix_pairs_each_strategy_with_its_backends(tmp_path: Path) -> None:

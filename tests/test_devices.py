@@ -59,3 +59,4 @@ def test_float16_on_cpu_is_skipped_unless_asked_for() -> None:
     check_precision("mixed_float16", "cpu", "run")
     check_precision("mixed_float16", "gpu", "skip")
     check_precision("mixed_bfloat16", "cpu", "skip")
+    check_precision("mixed_float16", "cpu", "skip", "jax")  # XLA's float16 runs on a CPU

@@ -235,7 +235,8 @@ MALFORMED = {
     "unknown_keras": ("[scenario]\nname='x'\n[batch]\nper_replica=8\n[train]\nkeras='keras2'\n"
                       "[[strategies]]\nname='default'\n", "train.keras:"),
     "numpy_ctl": ("[scenario]\nname='x'\n[data]\nfeed='numpy'\n[batch]\nper_replica=8\n"
-                  "[[strategies]]\nname='default'\n", "data.feed: 'numpy' feeds Keras fit only"),
+                  "[[strategies]]\nname='default'\n",
+                  "data.feed: 'numpy' feeds Keras fit and JAX's custom loop; TensorFlow's"),
     "numpy_tfds": ("[scenario]\nname='x'\n[data]\nname='tfds'\ntfds_name='mnist'\nfeed='numpy'\n"
                    "[batch]\nper_replica=8\n[train]\napi='fit'\n[[strategies]]\nname='default'\n",
                    "data.feed: 'numpy' feeds fit the in-memory arrays; data 'tfds'"),

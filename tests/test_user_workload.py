@@ -339,3 +339,26 @@ def test_the_worked_example_runs_from_anywhere(tmp_path: Path) -> None:
         assert rec["workload"]["optimizer"]["class"] == "AdamW"
         assert set(rec["metric_results"]) == {"accuracy", "auc"}
         assert rec["loss"]["final"] < rec["loss"]["initial"]
+
+
+@pytest.mark.slow
+def test_the_worked_example_runs_on_jax_unchanged(tmp_path: Path) -> None:
+    """examples/own_model/backends.toml: the same workload.py (tf.keras layers, its tf.data CSV
+    pipeline, dict features) on Keras' JAX backend, on one device and over DataParallel's two,
+    through both APIs, training with its own optimizer and metrics."""
+    example = tmp_path / "own_model"
+    shutil.copytree(REPO / "examples" / "own_model", example)
+    run = bench_run(example / "backends.toml", tmp_path / "results", "--quick", "--no-control",
+                    "--only", "default-r1-jax-ctl-*", "--only", "data_parallel-r2-jax-fit-*",
+                    cwd=tmp_path)
+    assert run.proc.returncode == 0, (run.proc.stdout + run.proc.stderr)[-3000:]
+    assert sorted(rec["variant"]["id"] for rec in run.records) == [
+        "data_parallel-r2-jax-fit-float32-gb128", "default-r1-jax-ctl-float32-gb64"]
+    for rec in run.records:
+        assert rec["status"] == "ok", rec.get("reason")
+        assert rec["env"]["keras_backend"] == "jax"
+        assert rec["workload"]["optimizer"]["class"] == "AdamW"
+        # the custom loop updates the compiled metrics as fit does
+        assert set(rec["metric_results"]) == {"accuracy", "auc"}
+        assert 0 < rec["metric_results"]["auc"] <= 1
+        assert rec["loss"]["final"] < rec["loss"]["initial"]

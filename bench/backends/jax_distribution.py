@@ -8,16 +8,17 @@ devices, sharing the same cores.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Any
 
-from bench.errors import VariantSkipped
+from bench.errors import VariantSkipped, WorkloadError
 from bench.scenario.schema import Variant
 
 BATCH_AXIS, MODEL_AXIS = "batch", "model"
-# The layout of bench's built-in models under model_parallel: every kernel's output dimension
-# (and its bias) split over the mesh's model axis, as the Keras distribution guide shards Dense
-# and Conv layers; other variables replicated.
+# The layout of bench's built-in models under model_parallel (a scenario's `layout` replaces
+# it): every kernel's output dimension (and its bias) split over the mesh's model axis, as the
+# Keras distribution guide shards Dense and Conv layers; other variables replicated.
 BUILTIN_LAYOUT = (
     (r".*dense.*kernel", (None, MODEL_AXIS)),
     (r".*dense.*bias", (MODEL_AXIS,)),
@@ -48,11 +49,42 @@ class Placement:
             return None
         return self.distribution.get_data_layout(shape).backend_layout
 
-    def describe(self) -> dict[str, Any]:
+    def describe(self, model: Any) -> dict[str, Any]:
+        """The record's strategy_info; under ModelParallel also the variables its layout split
+        over devices (read from their shardings: what happened, not what was asked)."""
         dist = self.distribution
+        sharded = ([v.path for v in model.weights if not v.value.sharding.is_fully_replicated]
+                   if isinstance(dist, _model_parallel()) else None)
         return {"class": type(dist).__name__ if dist is not None else "NoDistribution",
                 "num_replicas_in_sync": self.replicas,
-                "cross_device_ops": None, "collective_implementation": None}
+                "cross_device_ops": None, "collective_implementation": None,
+                "sharded_variables": sharded}
+
+
+def _model_parallel() -> type:
+    import keras
+
+    return keras.distribution.ModelParallel
+
+
+def layout_rules(variant: Variant) -> list[tuple[str, tuple[str | None, ...]]]:
+    """The LayoutMap rules of a model_parallel variant: the scenario's (`"none"` is Keras'
+    None), else bench's own for its built-in models."""
+    if variant.layout is None:
+        return list(BUILTIN_LAYOUT)
+    return [(pattern, tuple(None if d == "none" else d for d in dims))
+            for pattern, dims in variant.layout.items()]
+
+
+def layout_notes(strategy_info: dict[str, Any], variant: Variant) -> list[str]:
+    """A ModelParallel layout that split no variable is said: every device then holds and
+    computes the whole model."""
+    if strategy_info.get("sharded_variables") != []:
+        return []
+    given = "the scenario's layout" if variant.layout is not None else (
+        "bench's layout (Dense and Conv2D layers by their default names)")
+    return [f"model_parallel: {given} matched no variable of the model, so every variable is "
+            "replicated; name the model's variables in [[strategies]] layout"]
 
 
 def keep_tensorflow_off_gpus() -> None:
@@ -85,11 +117,39 @@ def build(variant: Variant) -> Placement:
     else:
         mesh = keras.distribution.DeviceMesh((1, wanted), [BATCH_AXIS, MODEL_AXIS], names)
         layout = keras.distribution.LayoutMap(mesh)
-        for pattern, axes in BUILTIN_LAYOUT:
+        for pattern, axes in layout_rules(variant):
             layout[pattern] = axes
         dist = keras.distribution.ModelParallel(layout_map=layout, batch_dim_name=BATCH_AXIS)
+        if variant.layout is not None:
+            _check_layouts(dist, list(variant.layout))
     keras.distribution.set_distribution(dist)
     return Placement(dist, devices, kind)
+
+
+def _check_layouts(dist: Any, patterns: list[str]) -> None:
+    """A scenario's layout rule that does not fit the variable it matches is one line naming
+    both, where JAX would fail deep in a device_put: more dimensions than the variable has, or
+    a dimension that its mesh axis' devices do not divide. (A rule with fewer dimensions leaves
+    the rest unsplit, as a jax PartitionSpec does.)"""
+    lookup = dist.get_variable_layout
+    sizes = dict(zip(dist.device_mesh.axis_names, dist.device_mesh.shape, strict=True))
+
+    def get_variable_layout(variable: Any) -> Any:
+        layout = lookup(variable)
+        axes, shape = tuple(getattr(layout, "axes", None) or ()), tuple(variable.shape)
+        rule = next((p for p in patterns if re.search(p, variable.path)), None)
+        problem = (f"gives {len(axes)} dimensions to a variable of {len(shape)}"
+                   if len(axes) > len(shape) else next(
+                       (f"splits dimension {i} ({shape[i]}) over '{axis}', whose {sizes[axis]} "
+                        "devices do not divide it"
+                        for i, axis in enumerate(axes)
+                        if axis is not None and shape[i] % sizes[axis]), None))
+        if rule is not None and problem is not None:
+            raise WorkloadError(f"[[strategies]] layout rule {rule!r} {problem}: variable "
+                                f"'{variable.path}' has shape {list(shape)}")
+        return layout
+
+    dist.get_variable_layout = get_variable_layout
 
 
 def devices_section(placement: Placement) -> dict[str, Any]:

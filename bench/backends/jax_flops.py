@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from bench.backends.jax_distribution import Placement
-from bench.backends.jax_loops import train_step_fn
+from bench.backends.jax_loops import initial_state, train_step_fn
 from bench.record.failure import extra_failed
 from bench.scenario.schema import Variant
 from bench.training.objectives import Objectives
@@ -25,11 +25,7 @@ def step_flops(model: Any, optimizer: Any, objectives: Objectives, batch: Any) -
     """FLOPs of one training step on `batch` (NumPy arrays of the global batch)."""
     import jax
 
-    if not optimizer.built:
-        optimizer.build(model.trainable_variables)
-    state = ([v.value for v in model.trainable_variables],
-             [v.value for v in model.non_trainable_variables],
-             [v.value for v in optimizer.variables])
+    state = initial_state(model, optimizer)
 
     def spec(array: Any) -> Any:
         return jax.ShapeDtypeStruct(array.shape, array.dtype)

@@ -81,8 +81,9 @@ def measure(variant: Variant, spawn_time: float, progress: ProgressFn,
         if variant.scenario_dir and variant.scenario_dir not in sys.path:
             sys.path.insert(0, variant.scenario_dir)
         jax_distribution.keep_tensorflow_off_gpus()
-        precision.check_supported(variant.precision, "cpu", variant.train.float16_on_cpu)
         placement = jax_distribution.build(variant)
+        precision.check_supported(variant.precision, placement.kind,
+                                  variant.train.float16_on_cpu, "jax")
         policy = precision.apply_policy(variant.precision)
         loaded = data_mod.load_for(variant)
         keras.utils.set_random_seed(variant.data.seed)
@@ -99,7 +100,7 @@ def measure(variant: Variant, spawn_time: float, progress: ProgressFn,
         probe_batch = next(iter(dataset().take(1).as_numpy_iterator()))
         initial_loss = tf_ops.checked(lambda: built.objectives.batch_loss(model, probe_batch),
                                       variant.model.name)
-        metrics = built.objectives.metrics(probe_batch, model) if variant.api == "fit" else []
+        metrics = built.objectives.metrics(probe_batch, model)
 
     gate = Gate.from_env(ChildEnv.from_env().gate_timeout_s or variant.measure.timeout_s)
     base = traced_turn.window(variant, 1)
@@ -130,6 +131,7 @@ def measure(variant: Variant, spawn_time: float, progress: ProgressFn,
     with phases("checks"):  # after the measurement, so the checks cannot disturb it
         checked = checks_suite.run(variant, jax_checks.JaxRoute(placement), loaded)
     rates = throughput(windows, global_batch, unobserved_s, 1, steps)
+    strategy_info = placement.describe(model)
     metric_results = {m.name: float(m.result()) for m in metrics
                       if getattr(m.result(), "shape", ()) == ()}
     return {
@@ -140,7 +142,7 @@ def measure(variant: Variant, spawn_time: float, progress: ProgressFn,
         "data_fallback_reason": loaded.fallback_reason,
         "devices": provenance.Devices(**jax_distribution.devices_section(placement)),
         "environment": provenance.WorkerEnvironment(**fingerprint.installed_environment()),
-        "strategy_info": provenance.StrategyInfo(**placement.describe()),
+        "strategy_info": provenance.StrategyInfo(**strategy_info),
         "precision_policy": policy,
         "keras": provenance.KerasInfo(flavour="keras3", version=str(keras.__version__)),
         "model_params": provenance.ModelParams(**models.parameter_counts(model)),
@@ -160,4 +162,6 @@ def measure(variant: Variant, spawn_time: float, progress: ProgressFn,
         **({"target": Target(status="skipped", reason=TARGET_NOT_YET, **to_target.settings(
             variant, loaded, global_batch=global_batch, headline=rates.headline))}
            if variant.target is not None else {}),
+        "notes": [*result.notes, *jax_distribution.layout_notes(strategy_info, variant),
+                  *(precision.loss_scale_notes(model.optimizer) if variant.api == "fit" else [])],
     }

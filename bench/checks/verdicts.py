@@ -60,14 +60,14 @@ KINDS = (LOSS_PARITY, ACCURACY)
 
 
 class ParityJudge:
-    """Compares each record's parity loss with the first baseline of the same precision, on
-    either backend. The runner runs the baseline strategies first, in the matrix's order, which
+    """Compares each record's parity loss with the first baseline of the same model and
+    precision, on either backend. The runner runs the baseline strategies first, in the matrix's order, which
     takes the backends in the order `backend` lists them: with ["tensorflow", "jax"], JAX's
     variants (its `default` too) are judged against TensorFlow's one-device baseline; a run of
     JAX alone, against JAX's own."""
 
     def __init__(self) -> None:
-        self.baselines: dict[str, VariantRecord] = {}
+        self.baselines: dict[tuple[str, str], VariantRecord] = {}
 
     def judge(self, record: VariantRecord) -> VariantRecord:
         parity = record.checks.loss_parity if record.checks is not None else None
@@ -76,14 +76,16 @@ class ParityJudge:
         variant = record.variant
         parity.backend = variant.backend or "tensorflow"
         precision = str(variant.precision)
+        key = (str(variant.axis("model")), precision)  # another model trains another loss
         tolerance = ((variant.check or {}).get("loss_parity") or {})["tolerance"]
-        if variant.on_baseline_strategy and precision not in self.baselines:
-            self.baselines[precision] = record
+        if variant.on_baseline_strategy and key not in self.baselines:
+            self.baselines[key] = record
             parity.status = "baseline"
             return record
-        base = self.baselines.get(precision)
+        base = self.baselines.get(key)
         if base is None:
-            parity.status, parity.reason = "no-baseline", f"no {precision} baseline ran first"
+            parity.status, parity.reason = "no-baseline", (f"no {precision} baseline of model "
+                                                           f"{key[0]} ran first")
             return record
         assert base.checks is not None and base.checks.loss_parity is not None
         reference = base.checks.loss_parity.loss

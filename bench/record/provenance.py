@@ -49,6 +49,8 @@ class StrategyInfo(Section):
     cross_device_ops: str | None = field("the all-reduce implementation in use")
     collective_implementation: str | None = field("MultiWorkerMirrored's collective")
     variable_partitioner: str | None = field("ParameterServer's partitioner")
+    sharded_variables: list[str] | None = field(
+        "the variables a ModelParallel layout split over devices (JAX), by path")
 
 
 class StartState(Section):

@@ -83,6 +83,11 @@ Trainable = Literal["all", "head"] | Annotated[int, Field(ge=1)]
 
 Collective = Literal["auto", "ring", "nccl"]
 Partitioner = Literal["none", "fixed", "min_size"]
+# model_parallel's LayoutMap rules: a regex over variable paths -> one entry per dimension, the
+# mesh axis that dimension is split over or "none" (TOML has no null: Keras' None)
+LayoutDim = Literal["batch", "model", "none"]
+LayoutRules = dict[Annotated[str, Field(min_length=1, max_length=200)],
+                   Annotated[list[LayoutDim], Field(min_length=1, max_length=8)]]
 
 
 

@@ -157,15 +157,6 @@ def _model_points(model: ModelConfig, named: bool) -> list[tuple[ModelConfig, li
     return points
 
 
-def backends_of(strat: StrategyConfig, train: TrainConfig) -> list[str]:
-    """The Keras backends a strategy entry runs on, not yet judged (`_backends` judges them):
-    its own `backend`, else train.backend's that have the strategy, else the strategy's own."""
-    kind = strategy_kind(strat.name)
-    if strat.backend is not None:
-        return list(strat.backend)
-    return [b for b in train.backend if b in kind.backends] or [kind.backends[0]]
-
-
 def _backends(strat: StrategyConfig, train: TrainConfig, s_index: int, source: str) -> list[str]:
     """The Keras backends a strategy entry runs on: its own `backend`, else train.backend's that
     have the strategy, else (train.backend left at its default) the strategy's own backend. A
@@ -183,7 +174,7 @@ def _backends(strat: StrategyConfig, train: TrainConfig, s_index: int, source: s
             f"strategy '{strat.name}' (strategies[{s_index}]) runs on "
             f"{' and '.join(kind.backends)} only, and train.backend names "
             f"{', '.join(train.backend)}: add its backend, or set the entry's own backend"))
-    return backends_of(strat, train)
+    return strat.backends(train)
 
 
 def block_steps(train: TrainConfig) -> int:
@@ -256,6 +247,7 @@ def expand(scenario: Scenario, source: str = "<scenario>") -> list[Variant]:
                     devices=strat.devices, cross_device_ops=shape["cross_device_ops"],
                     workers=shape["workers"], devices_per_worker=shape["devices_per_worker"],
                     ps=shape["ps"], collective=shape["collective"], partitioner=strat.partitioner,
+                    layout=strat.layout,
                     tpu=strat.tpu, network=scenario.cluster.network,
                     ps_devices=scenario.cluster.ps_devices,
                     min_effect=strat.min_effect if strat.min_effect is not None

@@ -225,7 +225,8 @@ def check_pairing(scenario: Scenario, source: str) -> None:
 
 
 def check_feed(scenario: Scenario, source: str) -> None:
-    """feed = "numpy" hands Keras fit the in-memory arrays: nothing else can take them."""
+    """feed = "numpy" hands Keras fit, and JAX's custom loop, the in-memory arrays; TensorFlow's
+    custom loop and ParameterServer take a pipeline."""
     data = scenario.data
     for i, strat in enumerate(scenario.strategies):
         if (strat.feed or data.feed) != "numpy":
@@ -234,10 +235,12 @@ def check_feed(scenario: Scenario, source: str) -> None:
         if data.name in FILE_DATASETS:
             raise ScenarioError(source, field, f"'numpy' feeds fit the in-memory arrays; data "
                                 f"'{data.name}' is read from files: use feed = \"dataset\"")
-        if "ctl" in (strat.api or scenario.train.api):
-            raise ScenarioError(source, field, "'numpy' feeds Keras fit only; the custom loop "
-                                "(api \"ctl\") takes bench's tf.data pipeline: set api = "
-                                "\"fit\" where feed = \"numpy\"")
+        if "ctl" in (strat.api or scenario.train.api) and "tensorflow" in strat.backends(
+                scenario.train):
+            raise ScenarioError(source, field, "'numpy' feeds Keras fit and JAX's custom loop; "
+                                "TensorFlow's custom loop (api \"ctl\") takes bench's tf.data "
+                                "pipeline: set api = \"fit\" or backend = \"jax\" where feed "
+                                "= \"numpy\"")
         if strategy_kind(strat.name).coordinated:
             raise ScenarioError(source, field, "'numpy' cannot feed ParameterServer fit, which "
                                 "needs a per-worker dataset: use feed = \"dataset\"")

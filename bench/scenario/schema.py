@@ -10,9 +10,10 @@ are importable from here.
 from __future__ import annotations
 
 import hashlib
+import re
 from typing import Annotated, Any, Literal
 
-from pydantic import Field, model_validator
+from pydantic import Field, field_validator, model_validator
 
 from bench.axes import variant_axes
 from bench.scenario import fields as limits
@@ -39,6 +40,7 @@ from bench.scenario.fields import (
     DistributeDataset,
     Feed,
     KerasFlavour,
+    LayoutRules,
     Name,
     OptionalSteps,
     Partitioner,
@@ -200,6 +202,13 @@ class StrategyConfig(Strict):
     collective: Axis[Collective] = Field(["auto"], description=(
         "MultiWorkerMirrored all-reduce implementation (nccl is skipped on CPU)."))
     partitioner: Partitioner = Field("none", description="ParameterServer variable sharding across ps tasks.")
+    layout: LayoutRules | None = Field(None, description=(
+        "model_parallel: the LayoutMap rules, a regex over variable paths (`re.search`, as "
+        "keras.distribution.LayoutMap matches them) -> the mesh axis each dimension is split "
+        "over, `\"model\"`, `\"batch\"` or `\"none\"`; e.g. `{ \"hidden.*kernel\" = "
+        "[\"none\", \"model\"] }`. Variables no rule matches are replicated. Default: bench's "
+        "layout for its built-in models (every Dense and Conv2D kernel's output dimension, and "
+        "its bias, split over `model`)."))
     tpu: str = Field("", description=(
         "TPUClusterResolver name or address; \"\" = a TPU attached to this host."))
     precision: Axis[PrecisionName] | None = Field(None, description=(
@@ -221,6 +230,15 @@ class StrategyConfig(Strict):
     min_effect: Annotated[float, Field(ge=0, lt=1)] | None = Field(None, description=(
         "Overrides compare.min_effect for this entry's variants."))
 
+    def backends(self, train: TrainConfig) -> list[str]:
+        """The Keras backends this entry runs on, not yet judged (bench.scenario.matrix judges
+        them): its own `backend`, else train.backend's that have the strategy, else the
+        strategy's own."""
+        if self.backend is not None:
+            return list(self.backend)
+        kind = strategy_kind(self.name)
+        return [b for b in train.backend if b in kind.backends] or [kind.backends[0]]
+
     @model_validator(mode="after")
     def _consistent(self) -> StrategyConfig:
         given = self.model_fields_set
@@ -237,10 +255,25 @@ class StrategyConfig(Strict):
         if kind.cluster and "replicas" in given:
             raise ValueError(f"strategy '{self.name}' takes 'workers' (and 'devices_per_worker'), "
                              "not 'replicas'")
-        for key in ("workers", "devices_per_worker", "collective", "ps", "partitioner", "tpu"):
+        for key in ("workers", "devices_per_worker", "collective", "ps", "partitioner", "tpu",
+                    "layout"):
             if key in given and key not in kind.fields:
                 raise only_for(key)
         return self
+
+    @field_validator("layout")
+    @classmethod
+    def _layout_rules(cls, rules: dict[str, list[str]] | None) -> dict[str, list[str]] | None:
+        for pattern, dims in (rules or {}).items():
+            try:
+                re.compile(pattern)
+            except re.error as exc:
+                raise ValueError(f"{pattern!r} is not a regular expression ({exc})") from None
+            twice = sorted({d for d in dims if d != "none" and dims.count(d) > 1})
+            if twice:
+                raise ValueError(f"{pattern!r} splits two dimensions over mesh axis "
+                                 f"'{twice[0]}': an axis splits one dimension at most")
+        return rules
 
 
 class LossParityConfig(Strict):
@@ -348,6 +381,7 @@ class Variant(Strict):
     ps: int = 0
     collective: Collective = "auto"
     partitioner: Partitioner = "none"
+    layout: LayoutRules | None = None  # model_parallel's LayoutMap rules (None: bench's own)
     tpu: str = ""
     network: Literal["isolated", "host"] = "isolated"
     ps_devices: Literal["cpu", "gpu"] = "cpu"

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from bench.axes import DATA_AXES, OBJECT_AXES
 from bench.errors import ScenarioError
 from bench.scenario.fields import MAX_RUN_VARIANTS, MAX_SCENARIO_VARIANTS, PROCESS_BYTES
-from bench.scenario.matrix import backends_of, shape_axes
+from bench.scenario.matrix import shape_axes
 from bench.scenario.schema import Scenario, StrategyConfig
 from bench.scenario.strategy_kinds import strategy_kind
 
@@ -92,7 +92,7 @@ def entry_size(scenario: Scenario, index: int, strat: StrategyConfig) -> EntrySi
     batch, train, data = strat.batch or scenario.batch, scenario.train, scenario.data
     where = f"{here}.batch" if strat.batch else "batch"
     apis = strat.api or train.api
-    backends = backends_of(strat, train)
+    backends = strat.backends(train)
     # TensorFlow's custom loop also sweeps train.distribute_dataset; fit and JAX's loop do not
     api_points = sum(len(train.distribute_dataset) if api == "ctl" and backend == "tensorflow"
                      else 1 for api in apis for backend in backends)

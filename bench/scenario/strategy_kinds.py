@@ -126,7 +126,7 @@ KINDS: dict[str, StrategyKind] = {kind.name: kind for kind in (
                  fields=frozenset({"replicas"})),
     StrategyKind("model_parallel", "keras.distribution.ModelParallel (JAX): variables sharded "
                  "over a device mesh by a LayoutMap", backends=("jax",),
-                 fields=frozenset({"replicas"})),
+                 fields=frozenset({"replicas", "layout"})),
 )}
 
 

@@ -151,7 +151,8 @@ class TrainConfig(Strict, AxisFields):
         "Steps per call into the compiled function (at most measure.steps, which it divides)."))
     jit_compile: PipelineAxis[bool] = Field(False, description="Compile the step with XLA.")
     float16_on_cpu: Literal["skip", "run"] = Field("skip", description=(
-        "mixed_float16 on CPU runs single-threaded (~400x slower): skip it unless asked to run."))
+        "TensorFlow's mixed_float16 on CPU runs single-threaded (~400x slower): skip it unless "
+        "asked to run. JAX variants run it either way (XLA's CPU float16 is not that slow)."))
     gpu_thread_mode: Literal["global", "gpu_private", "gpu_shared"] | None = Field(None, description=(
         "TF_GPU_THREAD_MODE for processes that compute on GPUs (None: TensorFlow's default, global). "
         "gpu_private gives each GPU its own kernel-launch threads, which helps small steps."))

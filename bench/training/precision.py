@@ -14,9 +14,13 @@ from bench.errors import VariantSkipped
 from bench.training.flavour import keras as keras_module
 
 
-def check_supported(precision: str, device_kind: str, float16_on_cpu: str) -> None:
-    """mixed_float16 on CPU runs single-threaded (~400x slower here): skip unless asked to run."""
-    if precision == "mixed_float16" and device_kind == "cpu" and float16_on_cpu == "skip":
+def check_supported(precision: str, device_kind: str, float16_on_cpu: str,
+                    backend: str = "tensorflow") -> None:
+    """TensorFlow's mixed_float16 on CPU runs single-threaded (~400x slower here): skip unless
+    asked to run. XLA's CPU float16 on the JAX backend ran at float32's speed order here, and
+    runs."""
+    if (precision == "mixed_float16" and device_kind == "cpu" and float16_on_cpu == "skip"
+            and backend == "tensorflow"):
         raise VariantSkipped(
             "mixed_float16 on CPU has no fast kernels (measured ~400x slower than float32); "
             "set train.float16_on_cpu = \"run\" to measure it anyway"
@@ -42,6 +46,18 @@ def wrap_for_custom_loop(optimizer: Any, precision: str) -> Any:
     if hasattr(keras.optimizers, "LossScaleOptimizer"):  # Keras 3
         return keras.optimizers.LossScaleOptimizer(optimizer)
     return keras.mixed_precision.LossScaleOptimizer(optimizer)
+
+
+def loss_scale_notes(optimizer: Any) -> list[str]:
+    """The record's note on loss scaling where `optimizer` scales the loss (Keras 3's
+    LossScaleOptimizer, from compile or a custom loop, always dynamic): its scale at the end."""
+    import numpy as np
+
+    scale = getattr(optimizer, "dynamic_scale", None)
+    if scale is None:
+        return []
+    return [f"loss scaling: {type(optimizer).__name__}, dynamic, scale "
+            f"{float(np.asarray(scale)):g} at the end"]
 
 
 def scale_loss(optimizer: Any, loss: Any) -> Any:
