@@ -78,7 +78,7 @@ def gate(run_dir: Path, store: Path, out_dir: Path, console: Console,
     With a store of `runlevel.MIN_STORE_RUNS` runs or more, each variant is judged by whole runs
     (`bench.compare.runlevel`): suspects are re-run `confirm_runs` times (`rerun(variant ids)` →
     a run dir) and every re-run adds a candidate run to the test. With a smaller store, a
-    suspect must regress in every re-run (`bench.compare.detector.confirm`).
+    suspect must regress in every re-run (`bench.compare.reruns.confirm`).
     """
     stored, scenario = candidate(run_dir)
     records = pinned(stored)

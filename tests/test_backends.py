@@ -22,8 +22,7 @@ from bench.child_env import (
     backend_env,
 )
 from bench.launch.process import last_error_line
-from bench.report.backends import backend_charts
-from bench.report.derived import backend_pairs
+from bench.report.backends import backend_charts, backend_pairs
 from bench.report.detail_charts import top_ops_chart
 from bench.report.runs import load_run
 from bench.scenario.loading import load_variants

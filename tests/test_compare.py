@@ -283,7 +283,7 @@ def test_a_store_compares_with_its_typical_run_not_a_burst(variants) -> None:
 
 
 def test_a_regression_must_hold_in_every_re_run(variants) -> None:
-    from bench.compare.detector import confirm
+    from bench.compare.reruns import confirm
 
     rng = np.random.default_rng(8)
     default, mirrored = variants[0], variants[1]

@@ -60,3 +60,23 @@ def convergence_verdict(base: VariantRecord, cand: VariantRecord,
     elif cs.median < bs.low and bs.median > cs.high and ratio < 1 - min_effect:
         status = "improvement"
     return Convergence(status, bs.median, cs.median, words)
+
+
+def joined_status(speed_status: str, moved: Convergence) -> str:
+    """A variant's verdict once its examples to target moved: needing more examples is a
+    regression even at the same speed, and one that steps faster but needs more still
+    regresses; fewer examples make an unchanged speed an improvement."""
+    if moved.status in ("regression", "lost"):
+        return "regression"
+    return "improvement" if speed_status == "unchanged" else speed_status
+
+
+def examples_text(baseline: float | None, candidate: float | None, ratio: float | None,
+                  convergence: str) -> str:
+    """Examples to target in both runs and their ratio ("61,440 → 184,320 ×3.00"; "–" without
+    a target)."""
+    if not convergence or baseline is None:
+        return "–"
+    if candidate is None:
+        return f"{baseline:,.0f} → not reached"
+    return f"{baseline:,.0f} → {candidate:,.0f} ×{ratio:.2f}"

@@ -18,7 +18,12 @@ from typing import Any
 import numpy as np
 
 from bench.compare.caveats import measured_differently, why_unchanged
-from bench.compare.convergence import Convergence, convergence_verdict
+from bench.compare.convergence import (
+    Convergence,
+    convergence_verdict,
+    examples_text,
+    joined_status,
+)
 from bench.compare.figures import RunFigures, identity, run_figures
 from bench.compare.tdist import t_quantile
 from bench.compare.yardstick import round_medians
@@ -120,16 +125,14 @@ class Verdict:
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
+    def add_note(self, more: str) -> None:
+        self.note = f"{self.note}; {more}" if self.note else more
+
     @property
     def examples_text(self) -> str:
-        """Examples to target in both runs and their ratio, for every table of verdicts
-        ("61,440 → 184,320 ×3.00"; "–" without a target)."""
-        if not self.convergence or self.baseline_examples is None:
-            return "–"
-        if self.candidate_examples is None:
-            return f"{self.baseline_examples:,.0f} → not reached"
-        return (f"{self.baseline_examples:,.0f} → {self.candidate_examples:,.0f} "
-                f"×{self.examples_ratio:.2f}")
+        """Examples to target in both runs and their ratio, for every table of verdicts."""
+        return examples_text(self.baseline_examples, self.candidate_examples,
+                             self.examples_ratio, self.convergence)
 
 
 def compare_samples(base: list[np.ndarray], cand: list[np.ndarray], *, key: str = "",
@@ -371,52 +374,16 @@ def compare_records(base: list[VariantRecord], cand: list[VariantRecord], *,
                 _judge_convergence(comparison.verdicts[-1], moved)
     if mismatch:
         for verdict in comparison.verdicts:
-            verdict.note = _joined(verdict.note, f"forced: {mismatch}")
+            verdict.add_note(f"forced: {mismatch}")
     comparison.measured_differently = measured_differently(judged)
     return comparison
 
 
-def confirm(first: Comparison, reruns: list[Comparison]) -> Comparison:
-    """Keep a regression only if every re-run of the candidate's variant regresses too.
-
-    Interference on a shared machine only ever slows steps down, and it comes in bursts of tens
-    of seconds: a burst during the candidate's variant looks like a regression, but it rarely
-    hits the same variant again in re-runs started later. A real slowdown is there every time.
-    Re-runs are separate runs of the suspect variants, judged against the same baseline.
-    """
-    if not reruns:
-        return first
-    by_key = [{v.key: v for v in rerun.verdicts} for rerun in reruns]
-    for verdict in first.verdicts:
-        if verdict.status != "regression":
-            continue
-        again = [runs.get(verdict.key) for runs in by_key]
-        ratios = ", ".join(f"{v.ratio:.3f}" if v and v.ratio else "-" for v in again)
-        held = sum(1 for v in again if v is not None and v.status == "regression")
-        if held == len(again):
-            verdict.note = _joined(verdict.note, f"confirmed by {held} re-run(s) (ratios {ratios})")
-        else:
-            verdict.status = "unchanged"
-            verdict.note = _joined(verdict.note, f"not confirmed: {held} of {len(again)} re-run(s) "
-                                                 f"regressed (ratios {ratios}); a burst of "
-                                                 "interference, most likely")
-    first.confirmations = len(reruns)
-    return first
-
-
 def _judge_convergence(verdict: Verdict, moved: Convergence) -> None:
-    """A change in examples to target joins the speed verdict: needing more examples is a
-    regression even at the same speed, and one that steps faster but needs more still regresses."""
+    """A change in examples to target joins the speed verdict (convergence.joined_status)."""
     verdict.baseline_examples, verdict.candidate_examples = (moved.baseline_examples,
                                                              moved.candidate_examples)
     verdict.examples_ratio, verdict.convergence = moved.ratio, moved.status
-    if moved.status == "unchanged":
-        return
-    status = "regression" if moved.status in ("regression", "lost") else "improvement"
-    if status == "regression" or verdict.status == "unchanged":
-        verdict.status = status
-    verdict.note = _joined(verdict.note, moved.words)
-
-
-def _joined(note: str, more: str) -> str:
-    return f"{note}; {more}" if note else more
+    if moved.status != "unchanged":
+        verdict.status = joined_status(verdict.status, moved)
+        verdict.add_note(moved.words)

@@ -32,8 +32,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from bench.compare.detector import Comparison, confirm
+from bench.compare.detector import Comparison
 from bench.compare.figures import RunFigures, run_figure, run_figures  # noqa: F401 (the gate's figure)
+from bench.compare.reruns import confirm
 from bench.compare.tdist import t_quantile
 from bench.record.model import VariantRecord
 

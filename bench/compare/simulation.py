@@ -11,7 +11,8 @@ import argparse
 
 import numpy as np
 
-from bench.compare.detector import compare_records, compare_samples, confirm
+from bench.compare.detector import compare_records, compare_samples
+from bench.compare.reruns import confirm
 from bench.record.model import VariantRecord, load_all
 
 

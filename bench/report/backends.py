@@ -1,10 +1,11 @@
 """The same Keras model on JAX beside TensorFlow in one run: each JAX variant against its
-TensorFlow counterpart (bench.report.derived.backend_pairs: the one-device default with the
+TensorFlow counterpart (`backend_pairs`: the one-device default with the
 default, DataParallel with Mirrored over as many replicas), as the terminal's table, the
 report's chart and its summary sentence say it."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from rich.console import Console
@@ -14,8 +15,33 @@ from rich.table import Table
 from bench.compare.noise import within_noise
 from bench.record.model import VariantRecord
 from bench.report.chart import Chart, layout
-from bench.report.derived import Pair, backend_pairs
+from bench.report.derived import Pair
 from bench.report.runs import RunView
+
+# The tf.distribute strategy a JAX variant is weighed against: the same replicas in sync, each
+# holding the whole model (one device; DataParallel with MirroredStrategy).
+BACKEND_COUNTERPART = {"default": "default", "data_parallel": "mirrored"}
+_BACKEND_AXES = ("backend", "strategy", "distribute_dataset")
+
+
+def backend_pairs(records: Sequence[VariantRecord]) -> list[Pair]:
+    """(TensorFlow record, JAX record) pairs of the same model, API, precision, batch and
+    replicas: the one-device default with the default, DataParallel with Mirrored (the first
+    of its dataset distributions). Twins and the yardstick are left out."""
+    ok = [r for r in records if r.ok and r.counts_as_variant]
+    refs: dict[tuple[Any, ...], VariantRecord] = {}
+    for r in ok:
+        if r.variant.axis("backend") == "tensorflow":
+            refs.setdefault((r.variant.axis("strategy"), *r.variant.key(without=_BACKEND_AXES)), r)
+    pairs = []
+    for r in ok:
+        counterpart = BACKEND_COUNTERPART.get(str(r.variant.axis("strategy")))
+        if r.variant.axis("backend") != "tensorflow" and counterpart is not None:
+            ref = refs.get((counterpart, *r.variant.key(without=_BACKEND_AXES)))
+            if ref is not None:
+                pairs.append((ref, r))
+    return pairs
+
 
 TITLE = ("JAX vs TensorFlow (examples/s of the same model, API, precision and batch; one device "
          "with one device, DataParallel with Mirrored over as many replicas)")

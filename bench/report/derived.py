@@ -82,31 +82,6 @@ def keras_pairs(records: Sequence[VariantRecord]) -> list[Pair]:
     return axis_pairs(records, "keras", "keras3")
 
 
-# The tf.distribute strategy a JAX variant is weighed against: the same replicas in sync, each
-# holding the whole model (one device; DataParallel with MirroredStrategy).
-BACKEND_COUNTERPART = {"default": "default", "data_parallel": "mirrored"}
-_BACKEND_AXES = ("backend", "strategy", "distribute_dataset")
-
-
-def backend_pairs(records: Sequence[VariantRecord]) -> list[Pair]:
-    """(TensorFlow record, JAX record) pairs of the same model, API, precision, batch and
-    replicas: the one-device default with the default, DataParallel with Mirrored (the first
-    of its dataset distributions). Twins and the yardstick are left out."""
-    ok = [r for r in records if r.ok and r.counts_as_variant]
-    refs: dict[tuple[Any, ...], VariantRecord] = {}
-    for r in ok:
-        if r.variant.axis("backend") == "tensorflow":
-            refs.setdefault((r.variant.axis("strategy"), *r.variant.key(without=_BACKEND_AXES)), r)
-    pairs = []
-    for r in ok:
-        counterpart = BACKEND_COUNTERPART.get(str(r.variant.axis("strategy")))
-        if r.variant.axis("backend") != "tensorflow" and counterpart is not None:
-            ref = refs.get((counterpart, *r.variant.key(without=_BACKEND_AXES)))
-            if ref is not None:
-                pairs.append((ref, r))
-    return pairs
-
-
 BREAKDOWN_PARTS = ("input", "compute", "collective", "other")
 
 

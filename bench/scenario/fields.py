@@ -6,6 +6,7 @@ instant.
 
 from __future__ import annotations
 
+import re
 from typing import Annotated, Any, Literal, TypeVar
 
 from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field
@@ -86,8 +87,25 @@ Partitioner = Literal["none", "fixed", "min_size"]
 # model_parallel's LayoutMap rules: a regex over variable paths -> one entry per dimension, the
 # mesh axis that dimension is split over or "none" (TOML has no null: Keras' None)
 LayoutDim = Literal["batch", "model", "none"]
-LayoutRules = dict[Annotated[str, Field(min_length=1, max_length=200)],
-                   Annotated[list[LayoutDim], Field(min_length=1, max_length=8)]]
+
+
+def _layout_rules(rules: dict[str, list[str]]) -> dict[str, list[str]]:
+    """Each rule a regular expression, each mesh axis splitting one dimension at most."""
+    for pattern, dims in rules.items():
+        try:
+            re.compile(pattern)
+        except re.error as exc:
+            raise ValueError(f"{pattern!r} is not a regular expression ({exc})") from None
+        twice = sorted({d for d in dims if d != "none" and dims.count(d) > 1})
+        if twice:
+            raise ValueError(f"{pattern!r} splits two dimensions over mesh axis "
+                             f"'{twice[0]}': an axis splits one dimension at most")
+    return rules
+
+
+LayoutRules = Annotated[dict[Annotated[str, Field(min_length=1, max_length=200)],
+                             Annotated[list[LayoutDim], Field(min_length=1, max_length=8)]],
+                        AfterValidator(_layout_rules)]
 
 
 

@@ -10,14 +10,14 @@ are importable from here.
 from __future__ import annotations
 
 import hashlib
-import re
 from typing import Annotated, Any, Literal
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import Field, model_validator
 
 from bench.axes import variant_axes
 from bench.scenario import fields as limits
 from bench.scenario.catalogue import validate_model_name
+from bench.scenario.check_config import CheckConfig
 from bench.scenario.data_config import (
     ARRAY_DATASETS,
     BUILTIN_DATASETS,
@@ -34,7 +34,6 @@ from bench.scenario.fields import (
     Axis,
     AxisFields,
     BackendName,
-    Batch,
     Collective,
     CrossDeviceOps,
     DistributeDataset,
@@ -260,56 +259,6 @@ class StrategyConfig(Strict):
             if key in given and key not in kind.fields:
                 raise only_for(key)
         return self
-
-    @field_validator("layout")
-    @classmethod
-    def _layout_rules(cls, rules: dict[str, list[str]] | None) -> dict[str, list[str]] | None:
-        for pattern, dims in (rules or {}).items():
-            try:
-                re.compile(pattern)
-            except re.error as exc:
-                raise ValueError(f"{pattern!r} is not a regular expression ({exc})") from None
-            twice = sorted({d for d in dims if d != "none" and dims.count(d) > 1})
-            if twice:
-                raise ValueError(f"{pattern!r} splits two dimensions over mesh axis "
-                                 f"'{twice[0]}': an axis splits one dimension at most")
-        return rules
-
-
-class LossParityConfig(Strict):
-    """Train k steps from the same seed on the same batches; compare the loss with the baseline."""
-
-    steps: Steps = Field(10, description=f"Training steps of the fresh copy. {limits.STEPS_WHY}")
-    batch: Batch = Field(64, description=(
-        f"One global batch for every variant (must split over its replicas). {limits.BATCH_WHY}"))
-    learning_rate: Annotated[float, Field(gt=0)] = Field(0.001, description=(
-        "Learning rate of the fresh copy."))
-    tolerance: Annotated[float, Field(gt=0, le=1)] = Field(0.01, description=(
-        "Largest relative difference of the losses that still counts as parity (at most 1: "
-        "losses 100% apart)."))
-
-
-class AccuracyConfig(Strict):
-    """Train a seeded copy `steps` steps through the variant's own strategy and API, then
-    evaluate it on a held-out split: below `min`, the variant is marked (a bound, as tf-models'
-    benchmarks keep one, so a fast configuration that no longer learns is caught)."""
-
-    min: Annotated[float, Field(gt=0, le=1)] = Field(description=(
-        "The accuracy bound: below it, the variant is marked."))
-    steps: Steps = Field(200, description=(
-        f"Training steps, at the variant's own global batch and learning rate. {limits.STEPS_WHY}"))
-    eval_split: Annotated[str, Field(min_length=1)] = Field("test", description=(
-        "mnist / fashion_mnist / synthetic: \"test\" (held out) or \"train\"; tfds: any split it has; "
-        "tfrecord: \"test\" reads data.eval_files, \"train\" data.files."))
-
-
-class CheckConfig(Strict):
-    """Optional correctness checks run next to the measurement."""
-
-    loss_parity: LossParityConfig | None = Field(None, description=(
-        "Check that every variant trains the same model as the baseline."))
-    accuracy: AccuracyConfig | None = Field(None, description=(
-        "Check that every variant still learns: a bound on held-out accuracy."))
 
 
 class CompareConfig(Strict):
