@@ -48,13 +48,18 @@ TITLE = ("JAX vs TensorFlow (examples/s of the same model, API, precision and ba
 BACKEND_COLOURS = {"tensorflow": "#f58518", "jax": "#4c78a8"}
 
 
-def pair_label(rec: VariantRecord) -> str:
-    """What a pair has in common: its replicas and API ("1 device · fit", "2 replicas · ctl")."""
+def pair_label(rec: VariantRecord, with_model: bool = False) -> str:
+    """What a pair has in common: its replicas and API ("1 device · fit", "2 replicas · ctl"),
+    led by the model's name where a run's pairs have several ("cnn · 1 device · fit")."""
     replicas = int(rec.variant.axis("replicas") or 1)
     where = "1 device" if replicas == 1 else f"{replicas} replicas"
     api = str(rec.variant.api)
-    return f"{where} · {api}" + ("" if rec.variant.precision == "float32"
-                                 else f" · {rec.variant.precision}")
+    return (f"{rec.variant.axis('model')} · " if with_model else "") + f"{where} · {api}" + (
+        "" if rec.variant.precision == "float32" else f" · {rec.variant.precision}")
+
+
+def _several_models(pairs: list[Pair]) -> bool:
+    return len({str(jax.variant.axis("model")) for _, jax in pairs}) > 1
 
 
 def ratio_text(tf: VariantRecord, jax: VariantRecord, floor: dict[str, Any] | None) -> str:
@@ -85,8 +90,9 @@ def summary_line(run: RunView) -> str | None:
     pairs: list[Pair] = backend_pairs(run.records)
     if not pairs:
         return None
+    models = _several_models(pairs)
     return ("JAX vs TensorFlow (the same model, API and precision; DataParallel against "
-            "Mirrored): " + "; ".join(f"{pair_label(jax)} {ratio_text(tf, jax, run.noise_floor)}"
+            "Mirrored): " + "; ".join(f"{pair_label(jax, models)} {ratio_text(tf, jax, run.noise_floor)}"
                                       f" ({tf.headline:,.0f} → {jax.headline:,.0f} examples/s)"
                                       for tf, jax in pairs) + ".")
 
@@ -101,7 +107,8 @@ def backend_charts(run: RunView) -> list[Chart]:
                   "one-device default on both, DataParallel (JAX) beside MirroredStrategy "
                   "(TensorFlow) over as many replicas. Bars: the headline examples/s; hover "
                   "for the variants and the ratio.")
-    labels = [pair_label(jax) for _, jax in pairs]
+    models = _several_models(pairs)
+    labels = [pair_label(jax, models) for _, jax in pairs]
     data = []
     for backend, index in (("tensorflow", 0), ("jax", 1)):
         recs = [pair[index] for pair in pairs]
