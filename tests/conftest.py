@@ -16,11 +16,26 @@ from typing import Any
 
 import pytest
 
+from bench.data.arrays import DEBIAN_FASHION_MNIST_DIR
 from tests import early
 from tests.background import BackgroundBench
 from tests.browser import IN_CI
 from tests.early import EarlyContext, EarlyRuns
 from tests.slurm_cluster import LocalSlurm, SlurmUnavailable
+
+# The scenario tables of the tests that train on real Fashion-MNIST (Debian's package): its
+# data, 64 a replica, the custom loop.
+FASHION_MNIST_CTL = f"""[data]
+name = "fashion_mnist"
+path = "{DEBIAN_FASHION_MNIST_DIR}"
+shuffle_buffer = 10000
+
+[batch]
+per_replica = 64
+
+[train]
+api = "ctl"
+"""
 
 REPO = Path(__file__).resolve().parent.parent
 

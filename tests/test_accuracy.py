@@ -6,7 +6,7 @@ import pytest
 
 from bench.data.arrays import DEBIAN_FASHION_MNIST_DIR
 from tests.browser import IN_CI
-from tests.conftest import BenchRun, run_in_fresh_dir
+from tests.conftest import FASHION_MNIST_CTL, BenchRun, run_in_fresh_dir
 from tests.early import EarlyContext, early_fixture
 
 pytestmark = [pytest.mark.slow,
@@ -26,17 +26,7 @@ BODY = f"""
 strategies = [{{ name = "STRATEGY", replicas = REPLICAS }}]
 measure = {{ warmup_steps = 1, steps = 2, repeats = 1, trace_steps = 0, control = false }}
 
-[data]
-name = "fashion_mnist"
-path = "{DEBIAN_FASHION_MNIST_DIR}"
-shuffle_buffer = 10000
-
-[batch]
-per_replica = 64
-
-[train]
-api = "ctl"
-
+{FASHION_MNIST_CTL}
 [check]
 accuracy = {{ min = MIN, steps = 150 }}
 """

@@ -22,6 +22,7 @@ from bench.launch import netns
 from bench.timing import MAD_TO_SIGMA
 from tests.browser import IN_CI
 from tests.conftest import (
+    FASHION_MNIST_CTL,
     NEEDS_NETNS,
     REPO,
     BenchRun,
@@ -207,17 +208,7 @@ def test_no_task_outlives_the_run(clusters_run: BenchRun) -> None:
 # its evaluation inside the strategy's scope (its callbacks run there).
 TARGET_EVERY = 3840  # 30 steps of 128 (MultiWorkerMirrored x2), 60 of 64 (ParameterServer)
 CLUSTER_TARGET = f"""
-[data]
-name = "fashion_mnist"
-path = "{DEBIAN_FASHION_MNIST_DIR}"
-shuffle_buffer = 10000
-
-[batch]
-per_replica = 64
-
-[train]
-api = "ctl"
-
+{FASHION_MNIST_CTL}
 [measure]
 timeout_s = 120
 control = false

@@ -18,7 +18,7 @@ from bench.scenario.digest import digest_json
 from bench.scenario.loading import load_scenario
 from bench.scenario.target import default_direction, value_problem
 from tests.browser import IN_CI
-from tests.conftest import REPO, BenchRun, bench, run_in_fresh_dir
+from tests.conftest import FASHION_MNIST_CTL, REPO, BenchRun, bench, run_in_fresh_dir
 from tests.early import EarlyContext, early_fixture
 
 EVERY = 3840  # 60 steps of 64, 30 of 128
@@ -30,17 +30,7 @@ repeats = 2
 control = false
 timeout_s = 240
 
-[data]
-name = "fashion_mnist"
-path = "{DEBIAN_FASHION_MNIST_DIR}"
-shuffle_buffer = 10000
-
-[batch]
-per_replica = 64
-
-[train]
-api = "ctl"
-
+{FASHION_MNIST_CTL}
 [target]
 value = 0.7
 every_examples = {EVERY}
