@@ -472,3 +472,39 @@ def test_a_pipeline_traced_into_a_function_takes_its_examples_as_inputs() -> Non
     traced_x, traced_y = first_batch()
     np.testing.assert_array_equal(traced_x.numpy(), eager_x.numpy())
     np.testing.assert_array_equal(traced_y.numpy(), eager_y.numpy())
+
+
+def graph_ops(ds: tf.data.Dataset) -> list[str]:
+    graph = tf.compat.v1.GraphDef.FromString(ds._as_serialized_graph().numpy())
+    return [n.op for n in graph.node]
+
+
+@pytest.mark.parametrize("one_hot", [None, 10])
+def test_fixed_shape_examples_are_normalised_in_blocks_with_the_stream_unchanged(one_hot) -> None:
+    """In blocks: one map call per 1,024 examples (the first pass of a cached pipeline runs it
+    over every example), and exactly the examples, in the order, that a map per example makes."""
+    from bench.data.pipeline import NORMALISE_BLOCK, normalised, normaliser
+
+    rng = np.random.default_rng(0)
+    n = NORMALISE_BLOCK * 2 + 37  # a last block of its own
+    x = rng.integers(0, 256, (n, 6, 6), dtype=np.uint8)
+    y = rng.integers(0, 10, n).astype(np.uint8)
+    examples = tf.data.Dataset.from_tensor_slices((x, y))
+    blocks = normalised(examples, tf.data.AUTOTUNE, one_hot)
+    assert "UnbatchDataset" in graph_ops(blocks)
+    each = examples.map(normaliser(one_hot))
+    assert blocks.element_spec == each.element_spec
+    got, want = list(blocks.batch(n)), list(each.batch(n))
+    for a, b in zip(got[0], want[0], strict=True):
+        np.testing.assert_array_equal(a.numpy(), b.numpy())
+
+
+def test_examples_of_varying_shape_are_normalised_one_by_one() -> None:
+    from bench.data.pipeline import normalised
+
+    images = tf.data.Dataset.range(1, 4).map(lambda k: tf.ones([k, 2], tf.uint8) * 255)
+    examples = tf.data.Dataset.zip(images, tf.data.Dataset.range(3))
+    ds = normalised(examples, 1)
+    assert "UnbatchDataset" not in graph_ops(ds)
+    assert [x.shape[0] for x, _ in ds] == [1, 2, 3]
+    assert all(float(tf.reduce_max(x)) == 1.0 for x, _ in ds)

@@ -114,18 +114,15 @@ def test_the_figures_across_seeds_and_the_projection(run: BenchRun) -> None:
 
 
 @pytest.mark.slow
-def test_a_headline_timed_inside_a_cached_first_pass_says_so(run: BenchRun) -> None:
+def test_the_record_places_the_headline_against_a_cached_first_pass(run: BenchRun) -> None:
     """Fashion-MNIST's 60,000 examples at batch 64 are 938 steps: every headline step of this
-    short plan runs while tf.data's cache fills, and the run says what that means."""
+    short plan runs while tf.data's cache fills, and the record says so."""
     for vid in LEARNS:
         rec = run.by_id()[vid]
         first = rec["measurement"]["first_pass"]
         batch = rec["effective"]["global_batch"]
         assert first["train_examples"] == 60000 and first["pass_steps"] == -(-60000 // batch)
         assert first["timed_steps_inside"] == first["timed_steps"] == rec["timing"]["timed_steps"]
-    out = " ".join(run.proc.stdout.split())
-    assert "timed inside the cached input pipeline's first pass: default-r1-fit-float32-gb64" in out
-    assert "[measure] warmup_steps = 938 or more" in out
 
 
 @pytest.mark.slow

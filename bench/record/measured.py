@@ -103,7 +103,9 @@ class EpochEnd(Section):
 
 class FirstPass(Section):
     """A cached pipeline's first pass against the timed steps: tf.data's cache fills while the
-    first pass over the training set runs its map work, which later passes skip."""
+    first pass over the training set runs its map work, which later passes skip. bench's
+    pipeline normalises in blocks, which leaves that pass within a few percent of the cached
+    passes' speed (measurements.md#first-pass); the figures place a short plan's headline."""
 
     train_examples: int | None = field("examples in one pass over the training set")
     pass_steps: int | None = field("steps of the global batch in that pass")

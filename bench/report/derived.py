@@ -175,30 +175,6 @@ def measurement_costs(rec: VariantRecord) -> dict[str, Any]:
             "profiler": rec.profiler_ratio, "profiler_flagged": rec.profiler_flagged}
 
 
-# The share of a variant's headline steps inside a cached pipeline's first pass that is worth
-# a sentence (a first window that overlaps the pass's end is not).
-FIRST_PASS_SHARE = 0.25
-
-
-def describe_first_pass(records: Sequence[VariantRecord]) -> str | None:
-    """The variants whose headline steps ran inside a cached pipeline's first pass, as one
-    sentence the terminal and the report both print: tf.data's cache fills in that pass (each
-    example's map work runs once), so later epochs, reading the cache, can run faster."""
-    inside = [(r, p) for r in records if r.ok and r.counts_as_variant
-              and r.measurement is not None and (p := r.measurement.first_pass) is not None
-              and (p.timed_steps_inside or 0) >= FIRST_PASS_SHARE * (p.timed_steps or 1)]
-    if not inside:
-        return None
-    most = max(p.pass_steps or 0 for _, p in inside)
-    return ("timed inside the cached input pipeline's first pass: "
-            + "; ".join(f"{r.variant_id} ({p.timed_steps_inside} of its {p.timed_steps} "
-                        f"headline steps, the pass being {p.pass_steps:,} steps over "
-                        f"{p.train_examples:,} examples)" for r, p in inside)
-            + ". tf.data's cache fills in that pass, each example's map work run once; later "
-            f"epochs read the cache and can run faster: [measure] warmup_steps = {most:,} or "
-            "more times the steps after it.")
-
-
 def describe_epoch_ends(records: Sequence[VariantRecord]) -> str | None:
     """How often a short epoch's end waited, over the run's variants: what a loop with a fresh
     input iterator every epoch pays at some epochs' ends (bench.training.epoch_ends)."""

@@ -17,7 +17,6 @@ from bench.report import backends, checkpoints, environments
 from bench.report.derived import (
     Pair,
     describe_epoch_ends,
-    describe_first_pass,
     describe_two_speeds,
     describe_warming_up,
     keras_pairs,
@@ -235,10 +234,6 @@ def speed_modes(run: RunView) -> str | None:
     return _sentence(describe_two_speeds(two_speeds(run.records)))
 
 
-def first_pass(run: RunView) -> str | None:
-    return _sentence(describe_first_pass(run.records))
-
-
 def epoch_ends(run: RunView) -> str | None:
     """How often ending an input iterator waited (what some epochs' ends cost a user's loop)."""
     return _sentence(describe_epoch_ends(run.ok))
@@ -257,7 +252,7 @@ def summarize_run(run: RunView) -> list[str]:
              backends.summary_line(run),
              environments.summary_line(run.records, run.noise_floor),
              utilization(run), stragglers(run), measurement_cost(run), speed_modes(run),
-             epoch_ends(run), first_pass(run),
+             epoch_ends(run),
              checkpoints.describe(checkpoints.checkpoint_rows(run.ok)), loss_parity(run),
              accuracy(run),
              *failures(run), unsettled(run), *data_notes(run)]

@@ -20,7 +20,6 @@ from bench.report.derived import (
     api_label,
     batch_rule_label,
     describe_epoch_ends,
-    describe_first_pass,
     describe_two_speeds,
     describe_warming_up,
     keras_pairs,
@@ -254,8 +253,6 @@ def render_summary(console: Console, records: list[VariantRecord]) -> None:
     console.print(describe_noise_floor(floor))
     if ends := describe_epoch_ends(records):
         console.print(f"[dim]{escape(ends)}[/]")
-    if first := describe_first_pass(records):
-        console.print(f"[yellow]{escape(first)}[/]")
     for note in (describe_two_speeds(two_speeds(records)),
                  describe_warming_up(warming_up(records))):
         if note:
