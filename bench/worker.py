@@ -267,11 +267,9 @@ def measure(variant: Variant, spawn_time: float, progress: ProgressFn) -> dict[s
     unobserved_s = result.clocks.get("unobserved") or []
     rates = throughput(windows, global_batch, unobserved_s, k, steps)
     with phases("target"):  # after everything it measured: it trains fresh models
-        target = (to_target.measure(variant, strategy, loaded, global_batch=global_batch,
-                                    headline=rates.headline,
-                                    arrays=(lambda n: data_mod.numpy_feed(loaded, n))
-                                    if variant.data.feed == "numpy" else None)
-                  if variant.target is not None else None)
+        target = to_target.section(variant, loaded, lambda arrays: to_target.train_seeds(
+            variant, strategy, loaded, global_batch=global_batch, headline=rates.headline,
+            arrays=arrays))
     return {
         **describe_setup(),
         **loop_sections(result, schedule, gate, rates, step_stats, global_batch=global_batch,

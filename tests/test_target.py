@@ -228,7 +228,8 @@ def test_a_scenario_without_a_target_keeps_its_digest() -> None:
     assert '"target"' not in text and "lr_warmup_examples" not in text
     assert "batch" not in json.loads(text)["strategies"][0]
     shipped = load_scenario(REPO / "scenarios" / "batch_scaling.toml")
-    assert '"target"' in digest_json(shipped.model_dump(mode="json", by_alias=True))
+    text = digest_json(shipped.model_dump(mode="json", by_alias=True))
+    assert '"target"' in text and '"start"' not in text  # the default start, added later
 
 
 def _with_target(examples: list[int], reached: bool = True) -> VariantRecord:
@@ -297,3 +298,61 @@ def test_the_target_charts_are_valid_plotly_figures(run: BenchRun) -> None:
     curves = charts[0].figure["data"]
     assert len(curves) == 2 * (len(LEARNS) + 1)  # a line per seed, the diverged ones' too
     assert all(x % EVERY == 0 for trace in curves for x in trace["x"])
+
+
+BOTH_BACKENDS = 'api = ["fit", "ctl"]\nbackend = ["tensorflow", "jax"]'
+BACKENDS_BODY = f"""
+[measure]
+warmup_steps = 2
+steps = 8
+repeats = 2
+control = false
+trace_steps = 0
+epochs = 0
+timeout_s = 240
+
+{FASHION_MNIST_CTL.replace('api = "ctl"', BOTH_BACKENDS)}
+[target]
+value = 0.7
+every_examples = {EVERY}
+max_examples = 38400
+max_seconds = 30
+start = "aligned"
+
+[[strategies]]
+name = "default"
+"""
+
+
+def start_backends_target_run(context: EarlyContext) -> BenchRun:
+    return run_in_fresh_dir(context.tmp_path_factory, "to_target_backends", BACKENDS_BODY)
+
+
+backends_target_run = early_fixture("to_target_backends", start_backends_target_run)
+
+
+@pytest.mark.slow
+def test_jax_variants_train_to_target_from_the_same_start_as_tensorflows(
+        backends_target_run: BenchRun) -> None:
+    """`start = "aligned"`: JAX's custom loop trains the very model TensorFlow's does, so its
+    accuracy at every evaluation is TensorFlow's; JAX's fit trains to the target too (on
+    another order of the same data: Keras' JAX trainer iterates the pipeline once before
+    training, docs/guides/jax.md#time-to-target)."""
+    if not DEBIAN_FASHION_MNIST_DIR.exists():
+        if IN_CI:
+            pytest.fail(f"CI=true but {DEBIAN_FASHION_MNIST_DIR} is missing", pytrace=False)
+        pytest.skip("Debian package dataset-fashion-mnist is not installed")
+    run = backends_target_run
+    assert run.proc.returncode == 0, run.proc.stdout[-3000:]
+    records = run.by_id()
+    for vid in ("default-r1-jax-fit-float32-gb64", "default-r1-jax-ctl-float32-gb64"):
+        target = records[vid]["target"]
+        assert target["status"] == "ok" and target["reached"] == 1, (vid, target)
+        assert target["seeds"][0]["first_step_s"] > 0 and target["projected_s"] > 0
+    tf_curve = records["default-r1-ctl-float32-gb64"]["target"]["seeds"][0]["curve"]
+    jax_curve = records["default-r1-jax-ctl-float32-gb64"]["target"]["seeds"][0]["curve"]
+    assert [p["examples"] for p in jax_curve] == [p["examples"] for p in tf_curve]
+    assert [p["value"] for p in jax_curve] == pytest.approx([p["value"] for p in tf_curve],
+                                                            abs=2e-3)
+    out = " ".join(run.proc.stdout.split())
+    assert "Time to target" in out and "default-r1-jax-ctl-float32-gb64" in out

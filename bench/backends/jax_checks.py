@@ -10,7 +10,7 @@ from collections.abc import Callable
 from contextlib import AbstractContextManager
 from typing import Any
 
-from bench.backends import jax_loops
+from bench.backends import jax_loops, jax_target
 from bench.backends.jax_distribution import Placement
 from bench.scenario.schema import Variant
 
@@ -33,22 +33,4 @@ class JaxRoute:
                                progress=lambda done, total: None)
 
     def accuracy_counts(self, model: Any, dataset: Any, threshold: float) -> tuple[int, int]:
-        """(correct, examples) over one pass of `dataset`, as bench.training.held_out counts
-        them: the most likely class, or a single output above `threshold`."""
-        import numpy as np
-
-        correct = examples = 0
-        for x, y in dataset.as_numpy_iterator():
-            out = np.asarray(model(x, training=False))
-            truth = np.asarray(y)
-            if out.shape[-1] == 1:
-                predicted = out.reshape(-1) > threshold
-                truth = truth.reshape(-1) > 0.5
-            else:
-                predicted = out.argmax(axis=-1)
-                truth = truth.argmax(axis=-1) if truth.ndim == out.ndim else truth.reshape(-1)
-            correct += int(np.sum(predicted.reshape(-1) == truth.reshape(-1)))
-            examples += int(truth.size)
-        if not examples:
-            raise ValueError("the evaluation split yielded no examples")
-        return correct, examples
+        return jax_target.accuracy_counts(model, dataset, threshold)

@@ -16,24 +16,27 @@ import time
 from typing import Any
 
 from bench import fingerprint
-from bench.backends import jax_checks, jax_distribution, jax_flops, jax_loops, jax_trace, tf_ops
+from bench.backends import (
+    jax_checks,
+    jax_distribution,
+    jax_flops,
+    jax_loops,
+    jax_target,
+    jax_trace,
+    tf_ops,
+)
 from bench.checks import suite as checks_suite
 from bench.child_env import KERAS_BACKEND_ENV, ChildEnv
 from bench.data import sources as data_mod
 from bench.errors import VariantSkipped
 from bench.protocol import FINISH, ProgressFn
 from bench.record import measured, profiled, provenance
-from bench.record.target import Target
 from bench.scenario.schema import Variant
 from bench.timing import Phases, summarize, throughput
 from bench.training import flavour, models, precision, to_target, traced_turn, workload
 from bench.training.gate import Gate
 from bench.training.loop_sections import loop_sections
 from bench.training.schedule import Schedule
-
-# Said in the record of a JAX variant whose scenario asks for `[target]`.
-TARGET_NOT_YET = ("training to a target runs on the TensorFlow backend only so far (its "
-                  "evaluation and custom loop are tf.function's)")
 
 
 def _versions(keras: Any) -> provenance.WorkerVersions:
@@ -131,6 +134,10 @@ def measure(variant: Variant, spawn_time: float, progress: ProgressFn,
     with phases("checks"):  # after the measurement, so the checks cannot disturb it
         checked = checks_suite.run(variant, jax_checks.JaxRoute(placement), loaded)
     rates = throughput(windows, global_batch, unobserved_s, 1, steps)
+    with phases("target"):  # after everything it measured: it trains fresh models
+        target = to_target.section(variant, loaded, lambda arrays: jax_target.train_seeds(
+            variant, placement, loaded, global_batch=global_batch, headline=rates.headline,
+            arrays=arrays))
     strategy_info = placement.describe(model)
     metric_results = {m.name: float(m.result()) for m in metrics
                       if getattr(m.result(), "shape", ()) == ()}
@@ -159,9 +166,7 @@ def measure(variant: Variant, spawn_time: float, progress: ProgressFn,
         "metric_results": metric_results,
         "utilization": profiled.Utilization(**utilised),
         "checks": profiled.Checks(**checked),
-        **({"target": Target(status="skipped", reason=TARGET_NOT_YET, **to_target.settings(
-            variant, loaded, global_batch=global_batch, headline=rates.headline))}
-           if variant.target is not None else {}),
+        **({"target": target} if target is not None else {}),
         "notes": [*result.notes, *jax_distribution.layout_notes(strategy_info, variant),
                   *(precision.loss_scale_notes(model.optimizer) if variant.api == "fit" else [])],
     }

@@ -18,6 +18,8 @@ def digest_json(data: dict[str, Any]) -> str:
         data.pop("environment", None)
     if data.get("target") is None:
         data.pop("target", None)
+    elif data["target"].get("start") == "keras":
+        data["target"].pop("start", None)
     for entry in [data["batch"], *(s.get("batch") or {} for s in data["strategies"])]:
         if entry.get("lr_warmup_examples") == 0:
             entry.pop("lr_warmup_examples", None)

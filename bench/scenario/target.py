@@ -74,6 +74,13 @@ class TargetConfig(Strict):
         "shuffle). The median over them is the variant's figure; with 5 or more the fastest and "
         f"the slowest are dropped first, as MLPerf does. At most {MAX_TARGET_SEEDS}."))
 
+    start: Literal["keras", "aligned"] = Field("keras", description=(
+        "Each seed's initial weights: \"keras\", the model's own initialisers (each backend "
+        "draws them from its own generator, so TensorFlow and JAX start a seed apart); "
+        "\"aligned\", every weight drawn again from NumPy from its initialiser's distribution "
+        "(as the loss-parity check starts its copies): the same start on both backends, so their "
+        "examples to target compare seed by seed."))
+
     @property
     def reached_when(self) -> Literal["above", "below"]:
         return self.direction or default_direction(self.metric)

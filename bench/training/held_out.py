@@ -4,7 +4,36 @@ its mean loss, or a metric of its own; what check.accuracy and `[target]` read."
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+
+class Judge(Protocol):
+    """How a backend reads a model's figures over one pass of a held-out dataset, each as a
+    function of the dataset built once and called at every evaluation."""
+
+    def accuracy(self, model: Any, threshold: float) -> Callable[[Any], tuple[int, int]]: ...
+
+    def mean_loss(self, model: Any, per_example_loss: Any) -> Callable[[Any], float]: ...
+
+    def metric_value(self, model: Any, metric: Any) -> Callable[[Any], float]: ...
+
+
+@dataclass(frozen=True)
+class StrategyJudge:
+    """TensorFlow's: accuracy counted through `strategy` (None: in this process alone), the
+    loss and a metric traced once."""
+
+    strategy: Any | None
+
+    def accuracy(self, model: Any, threshold: float) -> Callable[[Any], tuple[int, int]]:
+        return accuracy_counter(self.strategy, model, threshold)
+
+    def mean_loss(self, model: Any, per_example_loss: Any) -> Callable[[Any], float]:
+        return mean_loss(model, per_example_loss)
+
+    def metric_value(self, model: Any, metric: Any) -> Callable[[Any], float]:
+        return metric_value(model, metric)
 
 
 def accuracy_counts(strategy: Any, model: Any, dataset: Any, threshold: float = 0.5) -> tuple[int, int]:

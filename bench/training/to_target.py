@@ -102,16 +102,40 @@ def all_finite(model: Any) -> bool:
     return all(bool(np.isfinite(np.asarray(w)).all()) for w in model.get_weights())
 
 
+def seeded(variant: Variant, index: int) -> tuple[int, Any]:
+    """The `index`-th seed and its data table (the shuffle's seed), Keras' generators (the
+    initial weights) seeded with it."""
+    seed = variant.data.seed + index
+    keras_module().utils.set_random_seed(seed)
+    return seed, variant.data.model_copy(update={"seed": seed})
+
+
+def start_weights(target: Any, model: Any, probe: Any, seed: int) -> None:
+    """`[target] start = "aligned"`: the seed's weights drawn again from NumPy
+    (bench.checks.alignment), the model built by a first call; "keras" keeps its own."""
+    if target.start != "aligned":
+        return
+    from bench.checks.alignment import align_weights
+
+    model(probe[0], training=False)
+    align_weights(model, seed)
+
+
 def linear_warmup(optimizer: Any, start: float, end: float, steps: int) -> None:
     """Ramp the optimizer's learning rate linearly from `start` to `end` over `steps` steps,
     then hold it (Goyal et al. 2017's gradual warmup)."""
     keras = keras_module()
 
+    legacy = chosen_flavour() == "tf_keras"  # tf-keras has no keras.ops; TensorFlow's only
+
     class LinearWarmup(keras.optimizers.schedules.LearningRateSchedule):
         def __call__(self, step: Any) -> Any:
-            import tensorflow as tf
+            if legacy:
+                import tensorflow as tf
 
-            done = tf.minimum(tf.cast(step, tf.float32) / float(steps), 1.0)
+                done = tf.minimum(tf.cast(step, tf.float32) / float(steps), 1.0)
+            else:  # keras.ops: the step is the backend's own (a JAX tracer under jit)
+                done = keras.ops.minimum(keras.ops.cast(step, "float32") / float(steps), 1.0)
             return start + (end - start) * done
 
         def get_config(self) -> dict[str, Any]:
@@ -120,9 +144,11 @@ def linear_warmup(optimizer: Any, start: float, end: float, steps: int) -> None:
     optimizer.learning_rate = LinearWarmup()
 
 
-def _fit(variant: Variant, run: SeedRun, built: workload.Workload, metrics: list[Any],
-         dataset_fn: Callable[..., Any], arrays: tuple[Any, Any] | None) -> None:
-    """Keras fit, one call, an epoch per evaluation interval, stopped by the evaluation."""
+def train_fit(variant: Variant, run: SeedRun, built: workload.Workload, metrics: list[Any],
+              dataset_fn: Callable[..., Any], arrays: tuple[Any, Any] | None, *,
+              jit_compile: bool) -> None:
+    """Keras fit, one call, an epoch per evaluation interval, stopped by the evaluation; on any
+    backend (JAX's compiles its step: `jit_compile` True)."""
     keras = keras_module()
     legacy = chosen_flavour() == "tf_keras"
 
@@ -153,7 +179,7 @@ def _fit(variant: Variant, run: SeedRun, built: workload.Workload, metrics: list
 
     model = built.model
     model.compile(optimizer=built.optimizer, loss=built.objectives.loss(), metrics=metrics,
-                  jit_compile=variant.train.jit_compile)
+                  jit_compile=jit_compile)
     creator = to_target_cluster.fit_input(variant, dataset_fn)
     feed = (loops.FitInput(creator) if creator is not None
             else loops.FitInput(*arrays, batch_size=run.global_batch) if arrays is not None
@@ -188,10 +214,11 @@ def _custom_loop(variant: Variant, strategy: Any, run: SeedRun, built: workload.
         going = run.after_interval(time.perf_counter() - started, value)
 
 
-def _evaluator(variant: Variant, strategy: Any, built: workload.Workload, held: Any,
-               probe: Any) -> Callable[[], float]:
-    """What reads the target's metric of the model being trained, on the held-out split,
-    through `strategy` (None: in this process alone, to_target_cluster.eval_strategy)."""
+def evaluator(variant: Variant, judge: held_out.Judge, built: workload.Workload, held: Any,
+              probe: Any) -> Callable[[], float]:
+    """What reads the target's metric of the model being trained, on the held-out split, by
+    `judge` (TensorFlow's through a strategy, or in this process alone: held_out.StrategyJudge;
+    JAX's: bench.backends.jax_target)."""
     from bench.data import sources as data_mod
 
     metric = variant.target.metric
@@ -206,20 +233,19 @@ def _evaluator(variant: Variant, strategy: Any, built: workload.Workload, held: 
         return once
 
     if metric == "accuracy":
-        count = held_out.accuracy_counter(strategy, built.model,
-                                          0.0 if built.objectives.from_logits() else 0.5)
+        count = judge.accuracy(built.model, 0.0 if built.objectives.from_logits() else 0.5)
 
         def accuracy() -> float:
             correct, total = count(dataset())
             return correct / total
         return accuracy
     if metric == "loss":
-        mean = held_out.mean_loss(built.model, built.objectives.loss(per_example=True))
+        mean = judge.mean_loss(built.model, built.objectives.loss(per_example=True))
         return lambda: mean(dataset())
     chosen = [m for m in built.objectives.metrics(probe, built.model) if m.name == metric]
     if not chosen:
         raise ValueError(f"target.metric '{metric}': the model computes no metric of that name")
-    value = held_out.metric_value(built.model, chosen[0])
+    value = judge.metric_value(built.model, chosen[0])
     return lambda: value(dataset())
 
 
@@ -239,26 +265,32 @@ def settings(variant: Variant, loaded: Any, *, global_batch: int, headline: floa
             "headline": headline}
 
 
-def measure(variant: Variant, strategy: Any, loaded: Any, *, global_batch: int,
-            headline: float | None, arrays: Callable[[int], tuple[Any, Any]] | None
-            ) -> Target:
-    """Train each seed to the target; the record's `target` section. One that cannot train is
-    the section's one-line reason, never the variant's failure: its throughput stands."""
+def section(variant: Variant, loaded: Any,
+            train: Callable[[Callable[[int], tuple[Any, Any]] | None], Target]) -> Target | None:
+    """The record's `target` section (None without `[target]`): `train` (a backend's
+    `train_seeds`, given the NumPy feed's arrays where the variant has one) trains each seed. A
+    target that cannot train is the section's one-line reason, never the variant's failure:
+    its throughput stands."""
+    if variant.target is None:
+        return None
+    from bench.data import sources as data_mod
+
+    arrays = ((lambda n: data_mod.numpy_feed(loaded, n)) if variant.data.feed == "numpy"
+              else None)
     try:
-        return _measure(variant, strategy, loaded, global_batch=global_batch,
-                        headline=headline, arrays=arrays)
+        return train(arrays)
     except Exception as exc:  # a target that cannot train is reported, not fatal
         return Target(status="failed", reason=one_line(extra_failed(exc)["error"]))
 
 
-def _measure(variant: Variant, strategy: Any, loaded: Any, *, global_batch: int,
-             headline: float | None, arrays: Callable[[int], tuple[Any, Any]] | None
-             ) -> Target:
+def train_seeds(variant: Variant, strategy: Any, loaded: Any, *, global_batch: int,
+                headline: float | None, arrays: Callable[[int], tuple[Any, Any]] | None
+                ) -> Target:
+    """Train each seed to the target under TensorFlow's `strategy`."""
     from bench.data import sources as data_mod
 
     target = variant.target
     assert target is not None
-    keras = keras_module()
     common = settings(variant, loaded, global_batch=global_batch, headline=headline)
     size, budget = common["train_examples"], common["budget_examples"]
     judges = to_target_cluster.judges_here(variant)  # in a cluster: its chief or coordinator
@@ -270,9 +302,7 @@ def _measure(variant: Variant, strategy: Any, loaded: Any, *, global_batch: int,
     seeds = []
     for i in range(target.seeds):
         began = time.perf_counter()
-        seed = variant.data.seed + i
-        data_cfg = variant.data.model_copy(update={"seed": seed})
-        keras.utils.set_random_seed(seed)
+        seed, data_cfg = seeded(variant, i)
 
         def dataset(input_context: Any = None, cfg: Any = data_cfg) -> Any:
             return data_mod.make_dataset(loaded, cfg, global_batch, input_context)
@@ -280,6 +310,7 @@ def _measure(variant: Variant, strategy: Any, loaded: Any, *, global_batch: int,
         probe = next(iter(dataset().take(1)))
         with strategy.scope():
             built = workload.build(variant, inputs)
+            start_weights(target, built.model, probe, seed)
             metrics = built.objectives.metrics(probe, built.model)
             if variant.lr_warmup_examples:
                 linear_warmup(built.optimizer, variant.learning_rate / variant.lr_factor,
@@ -287,13 +318,15 @@ def _measure(variant: Variant, strategy: Any, loaded: Any, *, global_batch: int,
                               max(1, variant.lr_warmup_examples // global_batch))
         run = make_run(target, target.every_examples // global_batch, global_batch, budget,
                        target.max_seconds,
-                       _evaluator(variant, judged_by, built, held, probe),
+                       evaluator(variant, held_out.StrategyJudge(judged_by), built, held,
+                                 probe),
                        lambda model=built.model: all_finite(model))
         print(f"target seed {seed}: built in {time.perf_counter() - began:.2f} s", flush=True)
         if variant.api == "fit":
             with strategy.scope():
-                _fit(variant, run, built, metrics, dataset,
-                     arrays(size or budget) if arrays is not None else None)
+                train_fit(variant, run, built, metrics, dataset,
+                          arrays(size or budget) if arrays is not None else None,
+                          jit_compile=variant.train.jit_compile)
         elif variant.kind.coordinated:
             to_target_cluster.coordinated_loop(variant, strategy, run, built, metrics, dataset)
         else:
