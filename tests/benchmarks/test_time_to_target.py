@@ -37,7 +37,7 @@ learning_rate = {plain.LEARNING_RATE}
 api = ["fit", "ctl"]
 
 [measure]
-warmup_steps = 10
+warmup_steps = 1000
 steps = 16
 repeats = 2
 trace_steps = 0
