@@ -55,7 +55,7 @@ from bench.training import (
 )
 from bench.training.gate import Gate
 from bench.training.loop_sections import loop_sections
-from bench.training.schedule import Schedule
+from bench.training.schedule import variant_plan
 from bench.training.tracing import NON_CHIEF_UNTRACED
 from bench.utilization import mfu
 
@@ -213,15 +213,10 @@ def measure(variant: Variant, spawn_time: float, progress: ProgressFn) -> dict[s
     coordinated = variant.kind.coordinated  # steps scheduled in blocks on the workers
     if coordinated:
         k = ps_loops.ps_block(variant)
-    steps = round_up(m.steps, k)
     trace = traced_turn.window(variant, k)
     gate = Gate.from_env(ChildEnv.from_env().gate_timeout_s or m.timeout_s)
-    settle = round_up(m.settle_steps, k) if gate.interleaved else 0  # else no cold start
-    sized = not variant.is_cluster  # a cluster's tasks run the same steps: none sizes its own
-    planned = Schedule(round_up(m.warmup_steps, k), steps, m.repeats, gate, settle,
-                       trace.steps if trace else 0, 1 if coordinated else m.iterators,
-                       m.min_window_s if sized else 0.0, pair_sizing_file(variant),
-                       observed_steps=steps, settle_s=m.settle_s if sized and settle else 0.0)
+    planned = variant_plan(variant, gate, k, trace.steps if trace else 0,
+                           pair_sizing_file(variant))
     arrays = (data_mod.numpy_feed(loaded, planned.longest().total_steps * global_batch)
               if variant.data.feed == "numpy" else None)
     with phases("loop"):

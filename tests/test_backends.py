@@ -472,3 +472,47 @@ def test_an_aborted_rendezvous_is_the_reason_line(tmp_path: Path) -> None:
         "*** Check failure stack trace: ***\n    @ 0x7f00 abort\n")
     assert last_error_line(log) == ("rendezvous.cc:161] Expected 2 threads to join the "
                                     "rendezvous, but not all of them arrived on time.")
+
+
+STEPS_PER_CALL = """
+[train]
+backend = "jax"
+api = ["fit", "ctl"]
+steps_per_execution = [1, 4]
+
+[measure]
+warmup_steps = 4
+control = false
+trace_steps = 4
+
+[[strategies]]
+name = "default"
+"""
+
+
+def start_steps_per_call(context: EarlyContext) -> BenchRun:
+    tmp = context.tmp_path_factory.mktemp("jax_steps_per_call")
+    return bench_run(write_scenario(tmp, STEPS_PER_CALL, name="jax_steps_per_call"),
+                     tmp / "results")
+
+
+steps_per_call_run = early_fixture("jax_steps_per_call", start_steps_per_call)
+
+
+@pytest.mark.slow
+def test_jax_fit_runs_several_steps_a_call_and_the_custom_loop_says_it_cannot(
+        steps_per_call_run: BenchRun) -> None:
+    run = steps_per_call_run
+    assert run.proc.returncode == 0, run.proc.stdout[-3000:]
+    records = run.by_id()
+    blocked = records["default-r1-spe4-jax-fit-float32-gb16"]
+    assert blocked["status"] == "ok", blocked.get("error")
+    timing = blocked["timing"]
+    assert timing["steps_per_sample"] == 4 and timing["timed_steps"] % 4 == 0
+    assert all(len(window) == blocked["measurement"]["observed_window_steps"] // 4
+               for window in blocked["samples"]["timed"])  # a sample a call of 4 steps
+    assert blocked["trace"]["status"] == "captured"
+    assert records["default-r1-jax-fit-float32-gb16"]["timing"]["steps_per_sample"] == 1
+    skipped = records["default-r1-spe4-jax-ctl-float32-gb16"]
+    assert skipped["status"] == "skipped"
+    assert "steps_per_execution > 1 through fit only" in skipped["reason"]

@@ -288,6 +288,7 @@ def test_the_target_charts_are_valid_plotly_figures(run: BenchRun) -> None:
 
     from bench.report.runs import load_run
     from bench.report.target_charts import target_charts
+    from bench.report.targets import target_rows
 
     charts = target_charts(load_run(run.run_dir))
     assert [c.id for c in charts] == ["target-curves-examples", "target-curves-seconds",
@@ -298,6 +299,9 @@ def test_the_target_charts_are_valid_plotly_figures(run: BenchRun) -> None:
     curves = charts[0].figure["data"]
     assert len(curves) == 2 * (len(LEARNS) + 1)  # a line per seed, the diverged ones' too
     assert all(x % EVERY == 0 for trace in curves for x in trace["x"])
+    speed = charts[2].figure["data"][0]
+    ranked = [row.variant_id for row in target_rows(load_run(run.run_dir).records)]
+    assert [ranked[int(t) - 1] for t in speed["text"]] == speed["customdata"]  # dot = its rank
 
 
 BOTH_BACKENDS = 'api = ["fit", "ctl"]\nbackend = ["tensorflow", "jax"]'

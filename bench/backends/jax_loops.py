@@ -181,15 +181,18 @@ def run_custom_loop(model: Any, optimizer: Any,
 
 def train(variant: Variant, built: Workload, metrics: list[Any], dataset_fn: Callable[..., Any],
           placement: Placement, *, schedule: Schedule, global_batch: int, progress: ProgressFn,
-          trace: TraceWindow | None = None, arrays: tuple[Any, Any] | None = None) -> LoopResult:
+          trace: TraceWindow | None = None, arrays: tuple[Any, Any] | None = None,
+          steps_per_execution: int = 1) -> LoopResult:
     """Train through the variant's own path: Keras fit (bench's own fit path, which runs on any
-    backend; from `arrays` with feed = "numpy", else the pipeline) or the guide's loop. The
-    distribution is the process's (bench.backends.jax_distribution.build set it)."""
+    backend; from `arrays` with feed = "numpy", else the pipeline; `steps_per_execution` steps
+    a call) or the guide's loop (a step a call). The distribution is the process's
+    (bench.backends.jax_distribution.build set it)."""
     if variant.api == "fit":
         feed = (loops.FitInput(*arrays, batch_size=global_batch) if arrays is not None
                 else loops.FitInput(dataset_fn()))
         return loops.run_fit(built.model, built.optimizer, feed, objectives=built.objectives,
-                             metrics=metrics, schedule=schedule, steps_per_execution=1,
+                             metrics=metrics, schedule=schedule,
+                             steps_per_execution=steps_per_execution,
                              jit_compile=True, progress=progress, trace=trace)
     batches = ((lambda: array_batches(arrays, global_batch)) if arrays is not None
                else (lambda: dataset_fn().as_numpy_iterator()))

@@ -36,7 +36,7 @@ from bench.timing import Phases, summarize, throughput
 from bench.training import flavour, models, precision, to_target, traced_turn, workload
 from bench.training.gate import Gate
 from bench.training.loop_sections import loop_sections
-from bench.training.schedule import Schedule
+from bench.training.schedule import variant_plan
 
 
 def _versions(keras: Any) -> provenance.WorkerVersions:
@@ -50,23 +50,15 @@ def _versions(keras: Any) -> provenance.WorkerVersions:
                                      jaxlib=jaxlib.__version__)
 
 
-def _schedule(variant: Variant, gate: Gate, trace_steps: int, sizing_file: str | None
-              ) -> Schedule:
-    """The plan the worker makes for a one-process TensorFlow variant, with one step a call."""
-    m = variant.measure
-    settle = m.settle_steps if gate.interleaved else 0
-    return Schedule(m.warmup_steps, m.steps, m.repeats, gate, settle, trace_steps,
-                    m.iterators, m.min_window_s, sizing_file, observed_steps=m.steps,
-                    settle_s=m.settle_s if settle else 0.0)
-
-
 def measure(variant: Variant, spawn_time: float, progress: ProgressFn,
             sizing_file: str | None = None) -> dict[str, Any]:
     """Build the variant under its distribution, run its plan, return the record's sections."""
     phases = Phases()
     phases.seconds["start"] = max(0.0, time.time() - spawn_time)
-    if variant.train.keras != "keras3" or variant.train.steps_per_execution != 1:
-        raise VariantSkipped("the JAX backend runs Keras 3 with steps_per_execution = 1 here")
+    k = variant.train.steps_per_execution
+    if variant.train.keras != "keras3" or (k != 1 and variant.api != "fit"):
+        raise VariantSkipped("the JAX backend runs Keras 3, and steps_per_execution > 1 through "
+                             "fit only (the guide's custom loop runs a step a call)")
     if os.environ.get(KERAS_BACKEND_ENV) != "jax":
         raise RuntimeError(f"a JAX variant needs {KERAS_BACKEND_ENV}=jax before Keras is "
                            "imported; its launcher did not set it")
@@ -106,15 +98,16 @@ def measure(variant: Variant, spawn_time: float, progress: ProgressFn,
         metrics = built.objectives.metrics(probe_batch, model)
 
     gate = Gate.from_env(ChildEnv.from_env().gate_timeout_s or variant.measure.timeout_s)
-    base = traced_turn.window(variant, 1)
+    base = traced_turn.window(variant, k)
     trace = jax_trace.window(base)
-    planned = _schedule(variant, gate, trace.steps if trace else 0, sizing_file)
+    planned = variant_plan(variant, gate, k, trace.steps if trace else 0, sizing_file)
     with phases("loop"):
         arrays = (data_mod.numpy_feed(loaded, planned.longest().total_steps * global_batch)
                   if variant.data.feed == "numpy" else None)
         result = tf_ops.checked(lambda: jax_loops.train(
             variant, built, metrics, dataset, placement, schedule=planned,
-            global_batch=global_batch, progress=progress, trace=trace, arrays=arrays),
+            global_batch=global_batch, progress=progress, trace=trace, arrays=arrays,
+            steps_per_execution=k),
             variant.model.name)
     schedule = result.schedule or planned
     steps = schedule.window_steps
@@ -133,7 +126,7 @@ def measure(variant: Variant, spawn_time: float, progress: ProgressFn,
                                          peak_measured_here)
     with phases("checks"):  # after the measurement, so the checks cannot disturb it
         checked = checks_suite.run(variant, jax_checks.JaxRoute(placement), loaded)
-    rates = throughput(windows, global_batch, unobserved_s, 1, steps)
+    rates = throughput(windows, global_batch, unobserved_s, k, steps)
     with phases("target"):  # after everything it measured: it trains fresh models
         target = to_target.section(variant, loaded, lambda arrays: jax_target.train_seeds(
             variant, placement, loaded, global_batch=global_batch, headline=rates.headline,
@@ -157,7 +150,7 @@ def measure(variant: Variant, spawn_time: float, progress: ProgressFn,
         "env": _versions(keras),
         **loop_sections(result, schedule, gate,
                         rates, step_stats,
-                        global_batch=global_batch, steps_per_call=1,
+                        global_batch=global_batch, steps_per_call=k,
                         repeats=variant.measure.repeats,
                         startup_s=result.first_step_end - spawn_time, phases_s=phases.seconds,
                         cached_examples=data_mod.cached_examples(loaded, variant.data)),

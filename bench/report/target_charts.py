@@ -9,6 +9,7 @@ from typing import Any
 from bench.record.model import VariantRecord
 from bench.report.chart import Chart, colour, layout, line_shape
 from bench.report.runs import RunView
+from bench.report.targets import target_rows
 
 _DASHES = ("solid", "dot", "dash", "longdash", "dashdot", "longdashdot")
 
@@ -66,22 +67,26 @@ def speed_against_target_chart(run: RunView) -> Chart:
                   "One dot per variant: its headline examples/s (x) and its median measured "
                   "seconds of training to the target (y), whiskers for the seeds' range. A dot "
                   "to the right that sits higher than another is faster per example but slower "
-                  "to a trained model. Crosses: the projected time (examples to target ÷ "
-                  "examples/s).")
+                  "to a trained model. Each dot is labelled with its rank in the time-to-target "
+                  "table (hover for its name). Crosses: the projected time (examples to target "
+                  "÷ examples/s).")
     recs = [r for r in _with_target(run) if r.headline and r.target.time_to_target is not None]
     if not recs:
         chart.note = "No variant both measured examples/s and reached the target."
         return chart
     seconds = [r.target.seconds for r in recs]
+    rank = {row.variant_id: i for i, row in enumerate(target_rows(run.records), start=1)}
     chart.figure = {"data": [
         {"type": "scatter", "mode": "markers+text", "name": "measured",
          "x": [r.headline for r in recs], "y": [s.median for s in seconds],
-         "text": [r.variant_id for r in recs], "textposition": "top center",
+         "text": [str(rank.get(str(r.variant_id), "")) for r in recs],
+         "customdata": [str(r.variant_id) for r in recs], "textposition": "middle right",
          "marker": {"size": 11, "color": [colour(r) for r in recs]},
          "error_y": {"type": "data", "symmetric": False,
                      "array": [(s.high or s.median) - s.median for s in seconds],
                      "arrayminus": [s.median - (s.low or s.median) for s in seconds]},
-         "hovertemplate": "%{text}<br>%{x:,.0f} examples/s<br>%{y:.2f} s to target"
+         "hovertemplate": "%{customdata} (rank %{text})<br>%{x:,.0f} examples/s<br>"
+                          "%{y:.2f} s to target"
                           "<extra></extra>"},
         {"type": "scatter", "mode": "markers", "name": "projected",
          "x": [r.headline for r in recs], "y": [r.target.projected_s for r in recs],

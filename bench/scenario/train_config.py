@@ -148,7 +148,8 @@ class TrainConfig(Strict, AxisFields):
     keras: PipelineAxis[KerasFlavour] = Field("keras3", description=(
         "keras3, or tf_keras (tf-keras 2.x, TF_USE_LEGACY_KERAS=1 in the variant's processes)."))
     steps_per_execution: PipelineAxis[Steps] = Field(1, description=(
-        "Steps per call into the compiled function (at most measure.steps, which it divides)."))
+        "Steps per call into the compiled function (at most measure.steps, which it divides). "
+        "On JAX through fit only: a JAX custom-loop variant with more than 1 is skipped."))
     jit_compile: PipelineAxis[bool] = Field(False, description="Compile the step with XLA.")
     float16_on_cpu: Literal["skip", "run"] = Field("skip", description=(
         "TensorFlow's mixed_float16 on CPU runs single-threaded (~400x slower): skip it unless "

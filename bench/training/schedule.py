@@ -34,7 +34,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, replace
 
-from bench.scenario.schema import MAX_SIZED_STEPS, MAX_WINDOW_GROWTH
+from bench.scenario.schema import MAX_SIZED_STEPS, MAX_WINDOW_GROWTH, Variant
 from bench.timing import round_up, turn_iterator
 from bench.training.gate import Gate
 
@@ -194,3 +194,19 @@ class Schedule:
     def step_map(self) -> list[tuple[Segment, int]]:
         """For every loop step, its segment and its offset in it."""
         return [(segment, k) for segment in self.segments for k in range(segment.steps)]
+
+
+def variant_plan(variant: Variant, gate: Gate, k: int, trace_steps: int,
+                 sizing_file: str | None) -> Schedule:
+    """The plan a worker runs for `variant` at `k` steps a call (every count a multiple of
+    it), on either backend: settling and window sizing only where the gate interleaves, and only
+    for one-process variants (a cluster's tasks run the same steps); one iterator where the
+    steps are scheduled on a ParameterServer's workers."""
+    m = variant.measure
+    steps = round_up(m.steps, k)
+    settle = round_up(m.settle_steps, k) if gate.interleaved else 0  # else no cold start
+    sized = not variant.is_cluster
+    return Schedule(round_up(m.warmup_steps, k), steps, m.repeats, gate, settle, trace_steps,
+                    1 if variant.kind.coordinated else m.iterators,
+                    m.min_window_s if sized else 0.0, sizing_file, observed_steps=steps,
+                    settle_s=m.settle_s if sized and settle else 0.0)
