@@ -23,9 +23,7 @@ its bootstrap 95% interval:
 from __future__ import annotations
 
 import argparse
-import json
 import os
-import statistics
 import sys
 import time
 from pathlib import Path
@@ -62,7 +60,7 @@ def main() -> None:
     from bench.training.gate import Gate
     from bench.training.objectives import CLASSIFIER
     from bench.training.schedule import Schedule
-    from tests.benchmarks.intervals import bootstrap_median_interval
+    from tests.benchmarks.loop_pairs import paired_rounds
     from tests.benchmarks.plain_loop import seed_dataset
 
     if args.replicas > 1:
@@ -103,27 +101,8 @@ def main() -> None:
                       callbacks=[timer])
         return args.block * global_batch / seconds[1]
 
-    bench_side()  # both sides compiled before the first pair
-    plain_side()
-    rounds: list[dict[str, float]] = []
-    for n in range(args.rounds):  # who goes first alternates, so order cannot bias the pairs
-        if n % 2 == 0:
-            (bench, steps), plain = bench_side(), plain_side()
-        else:
-            plain = plain_side()
-            bench, steps = bench_side()
-        rounds.append({"bench": bench, "plain": plain, "ratio": bench / plain,
-                       "window_steps": steps})
-        print(f"round {n + 1}: bench {bench:,.0f} ex/s, plain {plain:,.0f} ex/s, "
-              f"÷ {bench / plain:.3f} (windows of {steps} steps)", flush=True)
-    ratios = [r["ratio"] for r in rounds]
-    low, high = bootstrap_median_interval(ratios)
     where = f"DataParallel x {args.replicas}" if args.replicas > 1 else "one device"
-    print(f"fit on JAX, {where}: bench ÷ plain median {statistics.median(ratios):.3f} (95% "
-          f"interval {low:.3f}–{high:.3f}) over {len(ratios)} rounds; windows of "
-          f"{statistics.median(r['window_steps'] for r in rounds):.0f} steps")
-    if args.json:
-        Path(args.json).write_text(json.dumps(rounds))
+    paired_rounds(bench_side, plain_side, args.rounds, f"fit on JAX, {where}", args.json)
 
 
 if __name__ == "__main__":

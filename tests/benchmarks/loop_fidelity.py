@@ -25,8 +25,6 @@ its bootstrap 95% interval, and the window length bench ran:
 from __future__ import annotations
 
 import argparse
-import json
-import statistics
 import sys
 import time
 from pathlib import Path
@@ -36,7 +34,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent.parent))  # run as a script: the repository's packages
 
 from bench.training.gate import Gate  # noqa: E402
-from tests.benchmarks.intervals import bootstrap_median_interval  # noqa: E402
+from tests.benchmarks.loop_pairs import paired_rounds  # noqa: E402
 from tests.benchmarks.plain_loop import (  # noqa: E402
     custom_train_step,
     make_strategy,
@@ -131,27 +129,9 @@ def main() -> None:
                   callbacks=[keras.callbacks.LambdaCallback(on_train_batch_end=stamp)])
         return args.block * global_batch / (stamps[1] - stamps[0])
 
-    bench_side()  # both sides' functions traced before the first pair
-    plain_side()
-    rounds: list[dict[str, float]] = []
-    for n in range(args.rounds):  # who goes first alternates, so order cannot bias the pairs
-        if n % 2 == 0:
-            (bench, steps), plain = bench_side(), plain_side()
-        else:
-            plain = plain_side()
-            bench, steps = bench_side()
-        rounds.append({"bench": bench, "plain": plain, "ratio": bench / plain,
-                       "window_steps": steps})
-        print(f"round {n + 1}: bench {bench:,.0f} ex/s, plain {plain:,.0f} ex/s, "
-              f"÷ {bench / plain:.3f} (windows of {steps} steps)", flush=True)
-    ratios = [r["ratio"] for r in rounds]
-    low, high = bootstrap_median_interval(ratios)
-    print(f"{args.api}, {args.strategy} x {strategy.num_replicas_in_sync}, gap {args.gap:g} s: "
-          f"bench ÷ plain median {statistics.median(ratios):.3f} (95% interval {low:.3f}–"
-          f"{high:.3f}) over {len(ratios)} rounds; windows of "
-          f"{statistics.median(r['window_steps'] for r in rounds):.0f} steps")
-    if args.json:
-        Path(args.json).write_text(json.dumps(rounds))
+    paired_rounds(bench_side, plain_side, args.rounds,
+                  f"{args.api}, {args.strategy} x {strategy.num_replicas_in_sync}, gap "
+                  f"{args.gap:g} s", args.json)
 
 
 if __name__ == "__main__":
