@@ -108,12 +108,18 @@ def numpy_feed(data: Data, examples: int) -> tuple[Any, Any]:
     return fit_arrays(data, examples)
 
 
+def train_examples(data: Data) -> int | None:
+    """Examples in one pass over the training split: known for in-memory arrays (a user's
+    function's arrays too), None for sources read as they stream."""
+    return len(data.y) if hasattr(data, "y") else None
+
+
 def cached_examples(data: Data, cfg: DataConfig) -> int | None:
     """How many examples a cached training pipeline makes its first pass over (tf.data's cache
     fills in it): in-memory arrays only; None when not cached, or the size is not known."""
     if not cfg.cache or cfg.feed == "numpy" or not isinstance(data, LoadedData):
         return None
-    return len(data.y)
+    return train_examples(data)
 
 
 @dataclass(frozen=True)

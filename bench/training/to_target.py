@@ -255,7 +255,9 @@ def settings(variant: Variant, loaded: Any, *, global_batch: int, headline: floa
     the batch and learning rate it trains at, the headline it is projected from."""
     target = variant.target
     assert target is not None
-    size = len(loaded.y) if hasattr(loaded, "y") else None
+    from bench.data import sources as data_mod
+
+    size = data_mod.train_examples(loaded)
     return {"metric": target.metric, "value": target.value, "direction": target.reached_when,
             "eval_split": target.eval_split, "every_examples": target.every_examples,
             "budget_examples": budget_examples(target, size) or target.max_examples or 0,
