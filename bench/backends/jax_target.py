@@ -95,12 +95,7 @@ def train_seeds(variant: Variant, placement: Placement, loaded: Any, *, global_b
 
         probe = next(iter(dataset().take(1).as_numpy_iterator()))
         built = tf_ops.checked(lambda: workload.build(variant, inputs), variant.model.name)
-        to_target.start_weights(target, built.model, probe, seed)
-        metrics = built.objectives.metrics(probe, built.model)
-        if variant.lr_warmup_examples:
-            to_target.linear_warmup(built.optimizer, variant.learning_rate / variant.lr_factor,
-                                    variant.learning_rate,
-                                    max(1, variant.lr_warmup_examples // global_batch))
+        metrics = to_target.prepare_seed(variant, built, probe, seed, global_batch)
         run = SeedRun(target, target.every_examples // global_batch, global_batch, budget,
                       target.max_seconds,
                       to_target.evaluator(variant, JaxJudge(), built, held, probe),
@@ -130,16 +125,11 @@ def _custom_loop(variant: Variant, placement: Placement, run: SeedRun,
                                          precision_policy.needs_loss_scaling(variant.precision))
     state = jax_loops.initial_state(built.model, optimizer, metrics)
     batches = jax_loops.placed_batches(host_batches, placement)
-    going = True
-    while going:
-        started = time.perf_counter()
+
+    def step() -> Any:
+        nonlocal state
         loss, state = train_step(state, *next(batches))
-        if run.first_step_s is None:
-            float(loss)
-            run.first_step_s = time.perf_counter() - started
-        for _ in range(run.interval_steps - 1):
-            loss, state = train_step(state, *next(batches))
-        value = float(loss)
-        seconds = time.perf_counter() - started
-        jax_loops.write_back(built.model, optimizer, metrics, state)
-        going = run.after_interval(seconds, value)
+        return loss
+
+    run.train_intervals(step, lambda: jax_loops.write_back(built.model, optimizer, metrics,
+                                                           state))

@@ -78,6 +78,25 @@ class SeedRun:
             return False
         return True
 
+    def train_intervals(self, step: Callable[[], Any],
+                        before_judging: Callable[[], None] = lambda: None) -> None:
+        """A custom loop's intervals: `step()` runs one step and returns its loss, which is
+        read once an interval (and after the first step, the first step's time); then
+        `before_judging` (outside the training clock) and the evaluation, until it says stop."""
+        going = True
+        while going:
+            started = time.perf_counter()
+            loss = step()
+            if self.first_step_s is None:
+                float(loss)
+                self.first_step_s = time.perf_counter() - started
+            for _ in range(self.interval_steps - 1):
+                loss = step()
+            value = float(loss)
+            seconds = time.perf_counter() - started
+            before_judging()
+            going = self.after_interval(seconds, value)
+
     def intervals(self) -> int:
         return max(1, self.budget // (self.interval_steps * self.global_batch))
 
@@ -108,6 +127,18 @@ def seeded(variant: Variant, index: int) -> tuple[int, Any]:
     seed = variant.data.seed + index
     keras_module().utils.set_random_seed(seed)
     return seed, variant.data.model_copy(update={"seed": seed})
+
+
+def prepare_seed(variant: Variant, built: workload.Workload, probe: Any, seed: int,
+                 global_batch: int) -> list[Any]:
+    """A seed's fresh copy made ready to train, inside its backend's scope where it has one:
+    its start (`start_weights`), its learning-rate warmup; returns its compiled metrics."""
+    start_weights(variant.target, built.model, probe, seed)
+    metrics = built.objectives.metrics(probe, built.model)
+    if variant.lr_warmup_examples:
+        linear_warmup(built.optimizer, variant.learning_rate / variant.lr_factor,
+                      variant.learning_rate, max(1, variant.lr_warmup_examples // global_batch))
+    return metrics
 
 
 def start_weights(target: Any, model: Any, probe: Any, seed: int) -> None:
@@ -201,17 +232,7 @@ def _custom_loop(variant: Variant, strategy: Any, run: SeedRun, built: workload.
                                             variant.precision, variant.train.jit_compile)
     train_step = tf.function(loops.distributed_step(strategy, replica_step))
     iterator = iter(loop_choice.distribute(strategy, variant, dataset_fn))
-    going = True
-    while going:
-        started = time.perf_counter()
-        loss = train_step(next(iterator))
-        if run.first_step_s is None:
-            float(loss)
-            run.first_step_s = time.perf_counter() - started
-        for _ in range(run.interval_steps - 1):
-            loss = train_step(next(iterator))
-        value = float(loss)
-        going = run.after_interval(time.perf_counter() - started, value)
+    run.train_intervals(lambda: train_step(next(iterator)))
 
 
 def evaluator(variant: Variant, judge: held_out.Judge, built: workload.Workload, held: Any,
@@ -312,12 +333,7 @@ def train_seeds(variant: Variant, strategy: Any, loaded: Any, *, global_batch: i
         probe = next(iter(dataset().take(1)))
         with strategy.scope():
             built = workload.build(variant, inputs)
-            start_weights(target, built.model, probe, seed)
-            metrics = built.objectives.metrics(probe, built.model)
-            if variant.lr_warmup_examples:
-                linear_warmup(built.optimizer, variant.learning_rate / variant.lr_factor,
-                              variant.learning_rate,
-                              max(1, variant.lr_warmup_examples // global_batch))
+            metrics = prepare_seed(variant, built, probe, seed, global_batch)
         run = make_run(target, target.every_examples // global_batch, global_batch, budget,
                        target.max_seconds,
                        evaluator(variant, held_out.StrategyJudge(judged_by), built, held,

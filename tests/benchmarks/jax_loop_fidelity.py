@@ -47,12 +47,10 @@ def main() -> None:
     parser.add_argument("--block", type=int, default=400, help="the plain epoch's steps")
     parser.add_argument("--json", help="also write every round's figures here")
     args = parser.parse_args()
-    os.environ["KERAS_BACKEND"] = "jax"
-    os.environ["XLA_FLAGS"] = " ".join([
-        os.environ.get("XLA_FLAGS", ""),
-        *(["--xla_cpu_enable_concurrency_optimized_scheduler=false"] if args.replicas > 1
-          else []),  # as bench.child_env gives a JAX variant's process
-        f"--xla_force_host_platform_device_count={args.replicas}"])
+    from bench.child_env import backend_env
+
+    # the environment bench gives a JAX variant's process, set before Keras and JAX are imported
+    os.environ.update(backend_env("jax", args.replicas))
 
     import keras
 
