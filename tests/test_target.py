@@ -325,7 +325,13 @@ start = "aligned"
 
 [[strategies]]
 name = "default"
+
+[[strategies]]
+name = "default"
+api = "fit"
+feed = "numpy"
 """
+NUMPY_FITS = ("default-r1-numpy-fit-float32-gb64", "default-r1-numpy-jax-fit-float32-gb64")
 
 
 def start_backends_target_run(context: EarlyContext) -> BenchRun:
@@ -358,5 +364,10 @@ def test_jax_variants_train_to_target_from_the_same_start_as_tensorflows(
     assert [p["examples"] for p in jax_curve] == [p["examples"] for p in tf_curve]
     assert [p["value"] for p in jax_curve] == pytest.approx([p["value"] for p in tf_curve],
                                                             abs=2e-3)
+    for vid in NUMPY_FITS:  # fit fed the in-memory arrays trains to the target too
+        (seed,) = records[vid]["target"]["seeds"]
+        assert seed["status"] == "reached", (vid, seed)
+        assert [p["examples"] for p in seed["curve"]] == [
+            EVERY * (i + 1) for i in range(len(seed["curve"]))], vid
     out = " ".join(run.proc.stdout.split())
     assert "Time to target" in out and "default-r1-jax-ctl-float32-gb64" in out
