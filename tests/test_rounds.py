@@ -215,6 +215,23 @@ def test_only_observed_steps_and_window_ends_are_synced() -> None:
     assert [s for s in range(8) if clock.wait_before(s)] == [0, 1, 5, 6, 7]
 
 
+def test_a_loop_that_ends_before_its_plan_is_an_error_not_a_wait() -> None:
+    """A loop whose input ran out (or a fit epoch planned short of a sized schedule) ended
+    before the plan's last step: finish() says so at once, where waiting for the steps it
+    never ran would hang the variant until its timeout."""
+    from bench.training.loop_clock import LoopClock
+
+    schedule = Schedule(warmup_steps=1, window_steps=3, repeats=1, gate=Gate(None, 1.0))
+    clock = LoopClock(schedule, lambda done, total: None)
+    for step in range(clock.total - 1):  # one step short
+        clock.begin(step)
+        clock.end(step)
+    started = time.perf_counter()
+    with pytest.raises(RuntimeError, match="ended after 6 of its 7 planned steps"):
+        clock.finish()
+    assert time.perf_counter() - started < 1.0
+
+
 def test_settling_steps_and_the_gate_are_in_no_sample_and_no_window_clock() -> None:
     """A loop through LoopClock whose settling steps are slow (50 ms), held 30 ms at each gate as
     other variants' turns would: neither the samples nor the window clocks may hold either. Each
@@ -297,6 +314,15 @@ def test_windows_are_sized_to_their_least_duration_in_whole_calls() -> None:
     assert wide.longest().window_steps == 40 * MAX_WINDOW_GROWTH  # more than MAX_SIZED_STEPS
     off = Schedule(warmup_steps=4, window_steps=8, repeats=2, gate=Gate(None, 1.0))
     assert off.sized_for(0.002) == off and off.longest() == off
+    # observed windows planned as long as the unobserved grow with them, in `longest()` too:
+    # a loop that plans its longest steps up front (a fit epoch) holds every sized schedule
+    alike = Schedule(warmup_steps=4, window_steps=16, repeats=3, gate=Gate(None, 1.0),
+                     min_window_s=0.1)
+    grown_alike = alike.sized_for(0.001)
+    assert (grown_alike.window_steps, grown_alike.observed_window_steps) == (100, 100)
+    assert alike.longest().observed_window_steps == MAX_SIZED_STEPS
+    assert grown_alike.total_steps < alike.sized_for(1e-6).total_steps == \
+        alike.longest().total_steps
 
 
 def test_a_loop_of_short_steps_runs_windows_of_the_least_duration() -> None:

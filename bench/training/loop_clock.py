@@ -87,6 +87,7 @@ class LoopClock:
         self._last_report = 0.0
         self._completed = threading.Condition()
         self._done_through = -1  # every step up to this one is complete
+        self._begun_through = -1  # the last step of the last call begun
         self._stamps: dict[int, float] = {}  # completion time of the steps that end a call
         self._starts: dict[int, float] = {}  # a segment's start where it is not the step before's
         self.harness_s = 0.0
@@ -143,6 +144,7 @@ class LoopClock:
         step markers in the traced window. Call it once earlier steps are complete where
         `wait_before` says so."""
         cpu = time.thread_time()
+        self._begun_through = max(self._begun_through, step + self.k - 1)
         if step == 0:
             self._starts[0] = time.perf_counter()
         segment, offset = self._segment(step)
@@ -264,7 +266,12 @@ class LoopClock:
             self._account(cpu)
 
     def finish(self) -> None:
-        """After the last step: close the trace (in the loop's thread)."""
+        """After the last step: close the trace (in the loop's thread). A loop that ended
+        before its plan's last step (its input ran out, a fit epoch planned too short) is an
+        error here, where waiting for the steps it never ran would never end."""
+        if self._begun_through < self.total - 1:
+            raise RuntimeError(f"the loop ended after {self._begun_through + 1} of its "
+                               f"{self.total} planned steps")
         self.wait_for(self.total)
         self._close_trace_step()
         if self.trace is not None and self.schedule.trace_steps:

@@ -123,8 +123,9 @@ class Schedule:
         window = (grown(self.least_window) if self.min_window_s else self.window_steps)
         settle = (grown(self.least_settle) if self.settle_s and self.least_settle
                   else self.settle_steps)
+        # observed windows of their own steps keep them; planned as long as the unobserved
+        # (observed_steps None), they grow with them, here as in with_window_steps
         return replace(self, window_steps=window, settle_steps=settle,
-                       observed_steps=self.observed_window_steps,
                        planned_window_steps=self.least_window,
                        planned_settle_steps=self.least_settle)
 

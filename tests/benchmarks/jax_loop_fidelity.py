@@ -81,7 +81,8 @@ def main() -> None:
     def bench_side() -> tuple[float, int]:
         schedule = Schedule(warmup_steps=args.warmup, window_steps=args.steps,
                             repeats=args.repeats, gate=Gate(None, 0.0),
-                            settle_steps=args.settle, min_window_s=args.min_window_s)
+                            settle_steps=args.settle, min_window_s=args.min_window_s,
+                            observed_steps=args.steps)  # as variant_plan: only the headline's grows
         result = loops.run_fit(*ours, loops.FitInput(dataset), objectives=CLASSIFIER,
                                metrics=[], schedule=schedule, steps_per_execution=1,
                                jit_compile=True, progress=lambda done, of: None)

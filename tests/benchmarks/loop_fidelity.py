@@ -87,7 +87,8 @@ def main() -> None:
     def schedule() -> Schedule:
         gate = IdleGate(args.gap) if args.gap else Gate(None, 0.0)
         return Schedule(warmup_steps=args.warmup, window_steps=args.steps, repeats=args.repeats,
-                        gate=gate, settle_steps=args.settle, min_window_s=args.min_window_s)
+                        gate=gate, settle_steps=args.settle, min_window_s=args.min_window_s,
+                        observed_steps=args.steps)  # as variant_plan: only the headline's grows
 
     def bench_side() -> tuple[float, int]:
         common = {"objectives": CLASSIFIER, "metrics": [], "schedule": schedule(),
