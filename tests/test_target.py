@@ -109,6 +109,8 @@ def test_the_figures_across_seeds_and_the_projection(run: BenchRun) -> None:
         assert target["projected_s"] == pytest.approx(target["examples"]["median"] / headline)
         assert target["agreement"] == pytest.approx(target["measured_steady_s"] /
                                                     target["projected_s"])
+        for seed in target["seeds"]:  # the cache filled before the clock, counted apart
+            assert 0 < seed["pipeline_s"] < seed["wall_s"] - seed["seconds"] - seed["eval_s"]
     mirrored = run.by_id()[LEARNS[2]]["target"]
     assert mirrored["learning_rate"] == 0.002 and mirrored["warmup_examples"] == EVERY
 

@@ -102,11 +102,12 @@ def train_seeds(variant: Variant, placement: Placement, loaded: Any, *, global_b
                       lambda model=built.model: to_target.all_finite(model))
         print(f"target seed {seed}: built in {time.perf_counter() - began:.2f} s", flush=True)
         feed = arrays(size or budget) if arrays is not None else None
+        training = to_target.training_pipeline(run, loaded, data_cfg, global_batch)
         if variant.api == "fit":
-            to_target.train_fit(variant, run, built, metrics, dataset, feed, jit_compile=True)
+            to_target.train_fit(variant, run, built, metrics, training, feed, jit_compile=True)
         else:
             batches = (jax_loops.array_batches(feed, global_batch) if feed is not None
-                       else dataset().as_numpy_iterator())
+                       else training().as_numpy_iterator())
             _custom_loop(variant, placement, run, built, metrics, batches)
         print(f"target seed {seed}: trained {run.examples} examples in "
               f"{time.perf_counter() - began:.2f} s", flush=True)

@@ -76,6 +76,19 @@ def normalised(examples: tf.data.Dataset, parallel: int,
     return ds.apply(tf.data.experimental.assert_cardinality(int(known)))
 
 
+def filled(cached: tf.data.Dataset) -> None:
+    """Read `cached`, a pipeline that ends in its cache, through once, so that every pass of a
+    pipeline built on it reads the cache: the first pass's map work is done before a clock
+    starts, not inside it. The pipeline's order is unchanged (a shuffle after the cache is made
+    afterwards and starts on its first permutation). Only where the pipeline is made eagerly;
+    a pipeline a tf.function makes (a ParameterServer's workers') fills as it trains."""
+    import tensorflow as tf
+
+    if tf.executing_eagerly():
+        cached.batch(NORMALISE_BLOCK or 1024).reduce(tf.constant(0, tf.int64),
+                                                     lambda n, _: n + 1)
+
+
 def options(cfg: DataConfig) -> tf.data.Options:
     """The auto-shard policy a multi-worker strategy applies to this pipeline; and prefetch = 0
     really off (tf.data otherwise injects a prefetch of its own after the last op)."""
@@ -101,15 +114,19 @@ def shard_examples(ds: tf.data.Dataset,
 
 
 def batched(examples: tf.data.Dataset, cfg: DataConfig, batch_size: int, *,
-            train: bool = True, one_hot_classes: int | None = None) -> tf.data.Dataset:
+            train: bool = True, one_hot_classes: int | None = None,
+            fill_cache: bool = False) -> tf.data.Dataset:
     """Training: an infinite, shuffled, augmented pipeline (the harness takes a fixed number of
     steps from it). Evaluation (`train=False`): one pass in order, deterministic preprocessing
-    only, the last partial batch kept. With `one_hot_classes`, class ids become one-hot rows."""
+    only, the last partial batch kept. With `one_hot_classes`, class ids become one-hot rows.
+    `fill_cache`: the cache read through once here (`filled`)."""
     parallel = count(cfg.map_parallelism)
     ds = normalised(examples, parallel, one_hot_classes)
     if train:
         if cfg.cache:
             ds = ds.cache()
+            if fill_cache:
+                filled(ds)
         if cfg.shuffle_buffer > 0:
             ds = ds.shuffle(cfg.shuffle_buffer, seed=cfg.seed)
         ds = ds.repeat()

@@ -148,17 +148,19 @@ def model_input_shape(data: Data, cfg: DataConfig) -> Any:
 
 def make_dataset(data: Data, cfg: DataConfig, batch_size: int,
                  input_context: tf.distribute.InputContext | None = None, *,
-                 train: bool = True) -> tf.data.Dataset:
+                 train: bool = True, fill_cache: bool = False) -> tf.data.Dataset:
     """A fresh pipeline over `data`: infinite and shuffled for training, one ordered pass for
     evaluation (`train=False`); see `bench.data.pipeline.batched`.
 
     With `input_context` (distribute_datasets_from_function) `batch_size` is the GLOBAL batch:
-    this pipeline reads only its shard and yields per-replica batches.
+    this pipeline reads only its shard and yields per-replica batches. `fill_cache`: a cached
+    pipeline's first pass read before it is returned (bench.data.pipeline.filled).
     """
     examples = data.examples(cfg, input_context)
     if input_context is not None:
         batch_size = input_context.get_per_replica_batch_size(batch_size)
     one_hot = data.num_classes if data.label_kind == "one_hot" else None
-    return pipeline.batched(examples, cfg, batch_size, train=train, one_hot_classes=one_hot)
+    return pipeline.batched(examples, cfg, batch_size, train=train, one_hot_classes=one_hot,
+                            fill_cache=fill_cache)
 
 

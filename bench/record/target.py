@@ -38,6 +38,9 @@ class TargetSeed(Section):
     seconds: Number | None = field("seconds of training to the target, evaluation apart (the "
                                    "first step, which compiles, included)")
     first_step_s: Number | None = field("the first step's seconds (tracing and compiling)")
+    pipeline_s: Number | None = field(
+        "seconds making the training pipeline before the training clock, a cached pipeline's "
+        "first pass read into its cache (in no other figure but `wall_s`)")
     eval_s: Number | None = field("seconds spent evaluating, apart from training")
     wall_s: Number | None = field("the seed's whole wall time: building the model, training, "
                                   "evaluating and ending its input pipeline")
