@@ -111,7 +111,8 @@ class SeedRun:
             seed=seed, status=status, examples=at.examples if at else None,
             epochs=at.examples / train_examples if at and train_examples else None,
             seconds=at.seconds if at else None, first_step_s=self.first_step_s,
-            pipeline_s=self.pipeline_s, eval_s=self.eval_s, wall_s=wall_s, best=best, stopped_by=None if at else self.stopped_by,
+            pipeline_s=self.pipeline_s, eval_s=self.eval_s, wall_s=wall_s, best=best,
+            stopped_by=None if at else self.stopped_by,
             curve=self.curve)
 
 
