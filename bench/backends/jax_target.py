@@ -89,11 +89,8 @@ def train_seeds(variant: Variant, placement: Placement, loaded: Any, *, global_b
     for i in range(target.seeds):
         began = time.perf_counter()
         seed, data_cfg = to_target.seeded(variant, i)
-
-        def dataset(cfg: Any = data_cfg) -> Any:
-            return data_mod.make_dataset(loaded, cfg, global_batch)
-
-        probe = next(iter(dataset().take(1).as_numpy_iterator()))
+        probe = next(iter(data_mod.make_dataset(loaded, data_cfg, global_batch).take(1)
+                          .as_numpy_iterator()))
         built = tf_ops.checked(lambda: workload.build(variant, inputs), variant.model.name)
         metrics = to_target.prepare_seed(variant, built, probe, seed, global_batch)
         run = SeedRun(target, target.every_examples // global_batch, global_batch, budget,

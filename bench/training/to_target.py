@@ -344,11 +344,7 @@ def train_seeds(variant: Variant, strategy: Any, loaded: Any, *, global_batch: i
     for i in range(target.seeds):
         began = time.perf_counter()
         seed, data_cfg = seeded(variant, i)
-
-        def dataset(input_context: Any = None, cfg: Any = data_cfg) -> Any:
-            return data_mod.make_dataset(loaded, cfg, global_batch, input_context)
-
-        probe = next(iter(dataset().take(1)))
+        probe = next(iter(data_mod.make_dataset(loaded, data_cfg, global_batch).take(1)))
         with strategy.scope():
             built = workload.build(variant, inputs)
             metrics = prepare_seed(variant, built, probe, seed, global_batch)
