@@ -84,9 +84,8 @@ def filled(cached: tf.data.Dataset) -> None:
     a pipeline a tf.function makes (a ParameterServer's workers') fills as it trains."""
     import tensorflow as tf
 
-    if tf.executing_eagerly():
-        cached.batch(NORMALISE_BLOCK or 1024).reduce(tf.constant(0, tf.int64),
-                                                     lambda n, _: n + 1)
+    if tf.executing_eagerly():  # read in blocks: one reduce step per 1,024 examples
+        cached.batch(1024).reduce(tf.constant(0, tf.int64), lambda n, _: n + 1)
 
 
 def options(cfg: DataConfig) -> tf.data.Options:
