@@ -310,6 +310,9 @@ def test_the_target_charts_are_valid_plotly_figures(run: BenchRun) -> None:
     curves = charts[0].figure["data"]
     assert len(curves) == 2 * (len(LEARNS) + 1)  # a line per seed, the diverged ones' too
     assert all(x % EVERY == 0 for trace in curves for x in trace["x"])
+    legend = [t["name"] for t in curves if t["showlegend"]]  # a variant each, not a seed
+    assert len(legend) == len(set(legend)) == len({t["legendgroup"] for t in curves})
+    assert all(t["name"] == t["legendgroup"] for t in curves)
     speed = charts[2].figure["data"][0]
     ranked = [row.variant_id for row in target_rows(load_run(run.run_dir).records)]
     assert [ranked[int(t) - 1] for t in speed["text"]] == speed["customdata"]  # dot = its rank

@@ -43,8 +43,10 @@ def curves_chart(run: RunView, against: str) -> Chart:
             traces.append({
                 "type": "scatter", "mode": "lines+markers",
                 "x": [p.examples if by_examples else p.seconds for p in points],
-                "y": [p.value for p in points], "name": f"{rec.variant_id} seed {seed.seed}",
-                "legendgroup": rec.variant_id, "showlegend": seed.seed == rec.target.seeds[0].seed,
+                "y": [p.value for p in points],
+                # one legend entry a variant, which shows and hides all its seeds' lines
+                "name": rec.variant_id, "legendgroup": rec.variant_id,
+                "showlegend": seed.seed == rec.target.seeds[0].seed,
                 "line": {"color": colour(rec), "dash": _DASHES[index % len(_DASHES)]},
                 "hovertemplate": f"{rec.variant_id}<br>seed {seed.seed}<br>%{{x:,.4g}} "
                                  f"{'examples' if by_examples else 's'}: %{{y:.4g}}"
